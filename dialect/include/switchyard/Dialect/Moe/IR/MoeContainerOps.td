@@ -1,0 +1,172 @@
+//===- MoeContainerOps.td - policy containers, knobs, gates -*- tablegen -*-===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOECONTAINEROPS_TD
+#define SWITCHYARD_DIALECT_MOE_IR_MOECONTAINEROPS_TD
+
+include "switchyard/Dialect/Moe/IR/MoeBase.td"
+include "switchyard/Dialect/Moe/IR/MoeTypes.td"
+include "switchyard/Dialect/Moe/IR/MoeAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Moe_RouterOp : Moe_Op<"router", [
+    Symbol, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>
+  ]> {
+  let summary = "a routing policy: named runtime inputs to named routing outputs";
+  let description = [{
+    A `moe.router` is one routing policy for one MoE layer shape. It is function-like:
+    its arguments are the runtime inputs, bound by name (the SSA names written in the
+    signature are kept as `arg_names`), and its results are named in the signature and
+    returned by the body's `moe.yield` in order.
+
+    Attributes:
+    * `experts`: the number of routed experts E (every `!moe.set` and every score
+      tensor's expert dimension in the body must equal it);
+    * `top_k`: the model's k, the number of experts each token is routed to (every
+      `moe.route` in the body uses it);
+    * `shared_experts` (default 0): experts that every token uses in addition to its
+      k routed ones (DeepSeek/Qwen style). They are outside the E routed experts, are
+      never selected or dropped by a policy, and are always active (LYNX §3.2.1 keeps
+      shared experts in every batch's set).
+
+    Conventional argument names: `logits` (f32 [T, E]), `request_ids` (i32 [T]),
+    `bias` (f32 [E]), `resident` (a set), `placement`, `phase` (i32: 0 prefill,
+    1 decode, 2 mixed). Conventional results: `topk_ids` (i32 [T, k]), `topk_weights`
+    (f32 [T, k]), `selected` (a set), `expert_counts` (i32 [E]).
+
+    Example (plain softmax top-k):
+    ```mlir
+    moe.router @topk_softmax(%logits: tensor<?x8xf32>)
+        -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+        attributes {experts = 8 : i64, top_k = 2 : i64} {
+      %probs = moe.softmax %logits : tensor<?x8xf32>
+      %ids, %weights = moe.route %probs k = 2 renormalize
+          : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+      moe.yield %ids, %weights : tensor<?x2xi32>, tensor<?x2xf32>
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<FunctionType>:$function_type,
+    StrArrayAttr:$arg_names,
+    StrArrayAttr:$result_names,
+    Moe_I64Attr:$experts,
+    Moe_I64Attr:$top_k,
+    DefaultValuedAttr<Moe_I64Attr, "0">:$shared_experts
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+    /// The block argument bound to the runtime input `name`, or null.
+    ::mlir::BlockArgument getArgumentByName(::llvm::StringRef name);
+    /// Index of the result named `name`, or -1.
+    int64_t getResultIndex(::llvm::StringRef name);
+  }];
+}
+
+def Moe_YieldOp : Moe_Op<"yield", [
+    Pure, Terminator, ReturnLike, ParentOneOf<["RouterOp", "WhenOp"]>
+  ]> {
+  let summary = "returns the outputs of a router or of a phase-gate region";
+  let description = [{
+    Terminates a `moe.router` body (the operands are the router's named results, in
+    signature order, with the signature's types) or one region of a `moe.when` (the
+    operands become the gate's results).
+
+    Example: `moe.yield %ids, %weights : tensor<?x8xi32>, tensor<?x8xf32>`
+  }];
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
+  let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+  let hasVerifier = 1;
+}
+
+def Moe_KnobOp : Moe_Op<"knob", [
+    Pure, DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>,
+    AllTypesMatch<["value", "result"]>
+  ]> {
+  let summary = "a named, overridable policy parameter";
+  let description = [{
+    Declares a tunable parameter of the enclosing policy with its default value. Ops
+    that take a scalar parameter (a budget, a threshold, a warm-up size, LYNX's alpha
+    and beta, ...) take it as an operand, usually a knob, so that the value can be
+    changed without editing the policy: `moe-opt --moe-set-knobs="values=budget=12"`
+    rewrites the default (and re-verifies the policy, so an invalid value is reported
+    by the op that uses it), and `moe-run --set budget=12` does the same before
+    compiling. `moe-opt --moe-freeze-knobs` turns every knob into an `arith.constant`.
+
+    Knob names are unique within a router. Integer knobs are `i64`, real knobs `f32`.
+
+    Example:
+    ```mlir
+    %budget = moe.knob "budget" = 24 : i64
+    %alpha = moe.knob "alpha" = 2.0 : f32
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, TypedAttrInterface:$value);
+  let results = (outs AnyTypeOf<[I64, F32]>:$result);
+  let assemblyFormat = "$name `=` $value attr-dict";
+  let hasVerifier = 1;
+}
+
+def Moe_WhenOp : Moe_Op<"when", [
+    RecursiveMemoryEffects, NoRegionArguments,
+    SingleBlockImplicitTerminator<"YieldOp">
+  ]> {
+  let summary = "phase gate: a policy for memory-bound batches, another otherwise";
+  let description = [{
+    LYNX's phase-aware optimizer (§3.3.1): batch-level expert reduction only pays off
+    (and only preserves accuracy) on memory-bound decode batches. `moe.when` runs its
+    first region when the batch qualifies and its `else` region otherwise; both yield
+    the op's results.
+
+    A batch qualifies when its token count (dimension 0 of `tokens`) is at most
+    `max_tokens` and, if `phases` is given, the runtime `phase` operand (an i32:
+    0 prefill, 1 decode, 2 mixed, the executor's classification of the batch) is one of
+    `phases`. `max_tokens = 0` never qualifies (the gate canonicalizes to its `else`
+    region).
+
+    Example:
+    ```mlir
+    %ids, %w = moe.when %logits : tensor<?x64xf32> phase(%phase : i32)
+        max_tokens = 256 phases = [decode] -> (tensor<?x8xi32>, tensor<?x8xf32>) {
+      ... batch-aware routing ...
+      moe.yield %ids0, %w0 : tensor<?x8xi32>, tensor<?x8xf32>
+    } else {
+      ... plain top-k ...
+      moe.yield %ids1, %w1 : tensor<?x8xi32>, tensor<?x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$tokens,
+    Optional<I32>:$phase,
+    Moe_I64Attr:$max_tokens,
+    OptionalAttr<Moe_PhaseArrayAttr>:$phases
+  );
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$gated, SizedRegion<1>:$fallback);
+  let assemblyFormat = [{
+    $tokens `:` type($tokens) (`phase` `(` $phase^ `:` type($phase) `)`)?
+    `max_tokens` `=` $max_tokens (`phases` `=` custom<PhaseList>($phases)^)?
+    (`->` `(` type($results)^ `)`)? $gated `else` $fallback attr-dict
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_IR_MOECONTAINEROPS_TD

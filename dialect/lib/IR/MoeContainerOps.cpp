@@ -1,0 +1,300 @@
+//===- MoeContainerOps.cpp - router, yield, knob, when --------------------===//
+#include "MoeVerifyUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace switchyard::moe;
+using namespace switchyard::moe::detail;
+
+/// Runtime input/output names and knob names become C identifiers, .npy file names
+/// and JSON keys, so they are restricted to [A-Za-z_][A-Za-z0-9_]*.
+static bool isIdentifier(StringRef name) {
+  if (name.empty() || !(llvm::isAlpha(name[0]) || name[0] == '_'))
+    return false;
+  return llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+}
+
+//===----------------------------------------------------------------------===//
+// RouterOp
+//===----------------------------------------------------------------------===//
+
+ParseResult RouterOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr symName;
+  if (parser.parseSymbolName(symName, SymbolTable::getSymbolAttrName(),
+                             result.attributes))
+    return failure();
+
+  SmallVector<OpAsmParser::Argument> args;
+  if (parser.parseArgumentList(args, OpAsmParser::Delimiter::Paren,
+                               /*allowType=*/true, /*allowAttrs=*/false))
+    return failure();
+
+  SmallVector<Attribute> resultNames;
+  SmallVector<Type> resultTypes;
+  if (parser.parseArrow() ||
+      parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() {
+        std::string name;
+        Type type;
+        if (parser.parseKeywordOrString(&name) || parser.parseColonType(type))
+          return failure();
+        resultNames.push_back(parser.getBuilder().getStringAttr(name));
+        resultTypes.push_back(type);
+        return success();
+      }))
+    return failure();
+
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+
+  Builder &b = parser.getBuilder();
+  SmallVector<Attribute> argNames;
+  SmallVector<Type> argTypes;
+  for (OpAsmParser::Argument &arg : args) {
+    argNames.push_back(b.getStringAttr(arg.ssaName.name.drop_front()));
+    argTypes.push_back(arg.type);
+  }
+  result.addAttribute(getArgNamesAttrName(result.name), b.getArrayAttr(argNames));
+  result.addAttribute(getResultNamesAttrName(result.name), b.getArrayAttr(resultNames));
+  result.addAttribute(getFunctionTypeAttrName(result.name),
+                      TypeAttr::get(b.getFunctionType(argTypes, resultTypes)));
+
+  Region *body = result.addRegion();
+  return parser.parseRegion(*body, args);
+}
+
+void RouterOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << '(';
+  llvm::interleaveComma(getBodyBlock().getArguments(), p,
+                        [&](BlockArgument arg) { p.printRegionArgument(arg); });
+  p << ") -> (";
+  llvm::interleaveComma(llvm::zip(getResultNames(), getResultTypes()), p,
+                        [&](auto nameAndType) {
+                          p.printKeywordOrString(
+                              cast<StringAttr>(std::get<0>(nameAndType)).getValue());
+                          p << ": " << std::get<1>(nameAndType);
+                        });
+  p << ')';
+  SmallVector<StringRef> elided = {getSymNameAttrName(), getFunctionTypeAttrName(),
+                                   getArgNamesAttrName(), getResultNamesAttrName()};
+  if (getSharedExperts() == 0)
+    elided.push_back(getSharedExpertsAttrName());
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(), elided);
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+void RouterOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  if (&region != &getBody() || getArgNames().size() != region.getNumArguments())
+    return;
+  for (auto [arg, name] : llvm::zip(region.getArguments(), getArgNames()))
+    setNameFn(arg, cast<StringAttr>(name).getValue());
+}
+
+BlockArgument RouterOp::getArgumentByName(StringRef name) {
+  for (auto [i, n] : llvm::enumerate(getArgNames()))
+    if (cast<StringAttr>(n).getValue() == name)
+      return getBodyBlock().getArgument(i);
+  return nullptr;
+}
+
+int64_t RouterOp::getResultIndex(StringRef name) {
+  for (auto [i, n] : llvm::enumerate(getResultNames()))
+    if (cast<StringAttr>(n).getValue() == name)
+      return i;
+  return -1;
+}
+
+/// Checks a list of runtime names: identifiers, unique.
+static LogicalResult verifyNames(Operation *op, ArrayAttr names, StringRef what) {
+  llvm::StringSet<> seen;
+  for (Attribute a : names) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    if (!isIdentifier(name))
+      return op->emitOpError() << what << " name '" << name
+                               << "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)";
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "duplicate " << what << " name '" << name << "'";
+  }
+  return success();
+}
+
+LogicalResult RouterOp::verify() {
+  if (getExperts() < 1)
+    return emitOpError() << "experts must be >= 1, got " << getExperts();
+  if (getTopK() < 1 || getTopK() > getExperts())
+    return emitOpError() << "top_k must be in [1, experts = " << getExperts()
+                         << "], got " << getTopK();
+  if (getSharedExperts() < 0)
+    return emitOpError() << "shared_experts must be >= 0, got " << getSharedExperts();
+  if (getArgNames().size() != getArgumentTypes().size())
+    return emitOpError() << "has " << getArgumentTypes().size() << " arguments but "
+                         << getArgNames().size() << " argument names";
+  if (getResultNames().size() != getResultTypes().size())
+    return emitOpError() << "has " << getResultTypes().size() << " results but "
+                         << getResultNames().size() << " result names";
+  if (failed(verifyNames(*this, getArgNames(), "argument")) ||
+      failed(verifyNames(*this, getResultNames(), "result")))
+    return failure();
+  if (getResultTypes().empty())
+    return emitOpError() << "must have at least one result";
+  return success();
+}
+
+/// Expert sets and placements anywhere in a router must be over the router's experts.
+static LogicalResult verifyExpertTypes(Operation *op, Type type, int64_t experts,
+                                       Location loc) {
+  int64_t n = -1;
+  if (auto set = dyn_cast<ExpertSetType>(type))
+    n = set.getExperts();
+  else if (auto placement = dyn_cast<PlacementType>(type))
+    n = placement.getExperts();
+  if (n >= 0 && n != experts)
+    return emitError(loc) << "'" << type << "' is over " << n
+                          << " experts but the enclosing router has " << experts;
+  return success();
+}
+
+LogicalResult RouterOp::verifyRegions() {
+  Block &block = getBodyBlock();
+  if (block.getArgumentTypes() != getArgumentTypes())
+    return emitOpError() << "entry block arguments do not match the signature";
+  for (auto [i, type] : llvm::enumerate(getArgumentTypes()))
+    if (failed(verifyExpertTypes(*this, type, getExperts(),
+                                 block.getArgument(i).getLoc())))
+      return failure();
+
+  llvm::StringSet<> knobs;
+  WalkResult walk = getBody().walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (failed(verifyExpertTypes(op, v.getType(), getExperts(), op->getLoc())))
+        return WalkResult::interrupt();
+    if (auto knob = dyn_cast<KnobOp>(op))
+      if (!knobs.insert(knob.getName()).second) {
+        knob.emitOpError() << "duplicate knob name '" << knob.getName()
+                           << "' in router @" << getSymName();
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+//===----------------------------------------------------------------------===//
+// YieldOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult YieldOp::verify() {
+  Operation *parent = (*this)->getParentOp();
+  TypeRange expected = parent->getResultTypes();
+  if (auto router = dyn_cast<RouterOp>(parent))
+    expected = router.getResultTypes();
+  if (getOperands().getTypes() != expected) {
+    auto diag = emitOpError() << "returns (" << getOperands().getTypes()
+                              << ") but the enclosing '" << parent->getName()
+                              << "' expects (" << expected << ")";
+    return diag;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// KnobOp
+//===----------------------------------------------------------------------===//
+
+void KnobOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+
+LogicalResult KnobOp::verify() {
+  if (!isIdentifier(getName()))
+    return emitOpError() << "knob name '" << getName()
+                         << "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)";
+  Attribute value = getValue();
+  if (!isa<IntegerAttr, FloatAttr>(value))
+    return emitOpError() << "default must be an integer or float literal";
+  if (auto f = dyn_cast<FloatAttr>(value); f && !std::isfinite(f.getValueAsDouble()))
+    return emitOpError() << "default must be finite";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WhenOp
+//===----------------------------------------------------------------------===//
+
+static ParseResult parsePhaseList(OpAsmParser &parser, ArrayAttr &phases) {
+  SmallVector<Attribute> list;
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, [&]() {
+        StringRef keyword;
+        SMLoc loc = parser.getCurrentLocation();
+        if (parser.parseKeyword(&keyword))
+          return failure();
+        std::optional<Phase> phase = symbolizePhase(keyword);
+        if (!phase)
+          return LogicalResult(parser.emitError(loc)
+                               << "unknown phase '" << keyword
+                               << "' (expected prefill, decode or mixed)");
+        list.push_back(PhaseAttr::get(parser.getContext(), *phase));
+        return success();
+      }))
+    return failure();
+  phases = parser.getBuilder().getArrayAttr(list);
+  return success();
+}
+
+static void printPhaseList(OpAsmPrinter &p, WhenOp, ArrayAttr phases) {
+  p << '[';
+  llvm::interleaveComma(phases, p, [&](Attribute a) {
+    p << stringifyPhase(cast<PhaseAttr>(a).getValue());
+  });
+  p << ']';
+}
+
+LogicalResult WhenOp::verify() {
+  if (getMaxTokens() < 0)
+    return emitOpError() << "max_tokens must be >= 0, got " << getMaxTokens();
+  if (getPhases() && !getPhase())
+    return emitOpError() << "phases need a phase operand to compare against";
+  if (getPhase() && !getPhases())
+    return emitOpError() << "a phase operand needs the list of phases it must be in";
+  if (auto phases = getPhases()) {
+    if (phases->empty())
+      return emitOpError() << "phases must not be empty";
+    llvm::SmallDenseSet<Phase> seen;
+    for (Attribute a : *phases)
+      if (!seen.insert(cast<PhaseAttr>(a).getValue()).second)
+        return emitOpError() << "phase '" << stringifyPhase(cast<PhaseAttr>(a).getValue())
+                             << "' is listed twice";
+  }
+  return success();
+}
+
+namespace {
+/// `max_tokens = 0`: no batch qualifies, so the gate is its `else` region.
+struct InlineNeverTakenGate : OpRewritePattern<WhenOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(WhenOp op, PatternRewriter &rewriter) const override {
+    if (op.getMaxTokens() != 0)
+      return failure();
+    Block &block = op.getFallback().front();
+    auto yield = cast<YieldOp>(block.getTerminator());
+    SmallVector<Value> results(yield.getOperands());
+    rewriter.inlineBlockBefore(&block, op);
+    rewriter.eraseOp(yield);
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+} // namespace
+
+void WhenOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                         MLIRContext *context) {
+  results.add<InlineNeverTakenGate>(context);
+}
+
+#define GET_OP_CLASSES
+#include "switchyard/Dialect/Moe/IR/MoeOps.cpp.inc"

@@ -1,0 +1,67 @@
+//===- MoeRouteOps.cpp - route, remap_physical, expert_counts -------------===//
+#include "MoeVerifyUtils.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace switchyard::moe;
+using namespace switchyard::moe::detail;
+
+LogicalResult RouteOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getScores().getType(), "scores");
+  if (failed(e))
+    return failure();
+  if (getWithin() && failed(verifySetSize(*this, getWithin().getType(), *e, "within")))
+    return failure();
+  if (getWeights() && getWeights().getType() != getScores().getType())
+    return emitOpError() << "weights must have the type of the scores ("
+                         << getScores().getType() << "), got " << getWeights().getType();
+  int64_t k = getK();
+  if (k < 1 || k > *e)
+    return emitOpError() << "k must be in [1, " << *e << "], got " << k;
+  if (auto router = (*this)->getParentOfType<RouterOp>(); router && router.getTopK() != k)
+    return emitOpError() << "routes to k = " << k << " experts but router @"
+                         << router.getSymName() << " has top_k = " << router.getTopK();
+  for (auto [type, name] :
+       {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
+        {getTopkWeights().getType(), "topk_weights"}}) {
+    if (cast<ShapedType>(type).getDimSize(1) != k)
+      return emitOpError() << name << " must have k = " << k << " columns, got " << type;
+    if (failed(verifySameTokens(*this, getScores().getType(), "scores", type, name)))
+      return failure();
+  }
+  float scaling = getScaling().convertToFloat();
+  if (!std::isfinite(scaling) || scaling <= 0.0f)
+    return emitOpError() << "scaling must be finite and > 0, got " << scaling;
+  return success();
+}
+
+namespace {
+/// Routing within every expert is plain routing.
+struct DropFullWithin : OpRewritePattern<RouteOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
+    if (!op.getWithin() || !isFullSet(op.getWithin()))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getWithinMutable().clear(); });
+    return success();
+  }
+};
+} // namespace
+
+void RouteOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *context) {
+  results.add<DropFullWithin>(context);
+}
+
+LogicalResult RemapPhysicalOp::verify() {
+  if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
+    return failure();
+  return verifyExpertCount(*this, getPlacement().getType().getExperts(), "placement");
+}
+
+LogicalResult ExpertCountsOp::verify() {
+  if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
+    return failure();
+  return verifyExpertCount(*this, getCounts().getType().getDimSize(0), "counts");
+}

@@ -1,0 +1,128 @@
+//===- MoeTokenOps.cpp - per-token op verifiers and folders ---------------===//
+#include "MoeVerifyUtils.h"
+
+using namespace mlir;
+using namespace switchyard::moe;
+using namespace switchyard::moe::detail;
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyScoreMatrix(*this, getInput().getType(), "input");
+}
+
+LogicalResult SigmoidOp::verify() {
+  return verifyScoreMatrix(*this, getInput().getType(), "input");
+}
+
+LogicalResult AddBiasOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
+  if (failed(e))
+    return failure();
+  int64_t n = getBias().getType().getDimSize(0);
+  if (n != *e)
+    return emitOpError() << "bias has " << n << " entries but the scores have " << *e
+                         << " experts";
+  return success();
+}
+
+LogicalResult ScaleOp::verify() {
+  if (failed(verifyScoreMatrix(*this, getInput().getType(), "input")) ||
+      failed(verifyFloatFinite(*this, getFactor(), "factor")))
+    return failure();
+  if (std::optional<double> f = getKnownFloat(getFactor()); f && *f == 0.0)
+    return emitOpError() << "factor must be non-zero (it would erase every score)";
+  return success();
+}
+
+OpFoldResult ScaleOp::fold(FoldAdaptor) {
+  if (getConstantFloat(getFactor()) == 1.0)
+    return getInput();
+  return {};
+}
+
+LogicalResult TopKOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
+  if (failed(e))
+    return failure();
+  if (getK() < 1 || getK() > *e)
+    return emitOpError() << "k must be in [1, " << *e << "], got " << getK();
+  for (auto [type, name] : {std::pair<Type, StringRef>{getValues().getType(), "values"},
+                            {getIndices().getType(), "indices"}}) {
+    if (cast<ShapedType>(type).getDimSize(1) != getK())
+      return emitOpError() << name << " must have k = " << getK()
+                           << " columns, got type " << type;
+    if (failed(verifySameTokens(*this, getInput().getType(), "input", type, name)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult GroupLimitOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
+  if (failed(e))
+    return failure();
+  int64_t groups = getGroups();
+  if (groups < 1)
+    return emitOpError() << "groups must be >= 1, got " << groups;
+  if (*e % groups != 0)
+    return emitOpError() << "groups (" << groups << ") must divide the number of experts ("
+                         << *e << ")";
+  if (getTopkGroups() < 1 || getTopkGroups() > groups)
+    return emitOpError() << "keep (topk_groups) must be in [1, groups = " << groups
+                         << "], got " << getTopkGroups();
+  int64_t perGroup = *e / groups;
+  if (getGroupTopk() < 1 || getGroupTopk() > perGroup)
+    return emitOpError() << "group_topk must be in [1, experts per group = " << perGroup
+                         << "], got " << getGroupTopk();
+  return success();
+}
+
+OpFoldResult GroupLimitOp::fold(FoldAdaptor) {
+  if (getTopkGroups() == getGroups())
+    return getInput();
+  return {};
+}
+
+LogicalResult BinsOp::verify() {
+  if (failed(verifyScoreMatrix(*this, getLogits().getType(), "logits")))
+    return failure();
+  auto in = getLogits().getType();
+  auto out = getBins().getType();
+  if (in.getShape() != out.getShape())
+    return emitOpError() << "bins must have the shape of the logits, got " << out
+                         << " for " << in;
+  if (failed(verifyFloatFinite(*this, getAlpha(), "alpha")) ||
+      failed(verifyIntInRange(*this, getBeta(), "beta", 0)))
+    return failure();
+  if (std::optional<double> a = getKnownFloat(getAlpha()); a && *a <= 0.0)
+    return emitOpError() << "alpha must be > 0, got " << *a;
+  return success();
+}
+
+LogicalResult MaskOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
+  if (failed(e))
+    return failure();
+  return verifySetSize(*this, getSet().getType(), *e, "set");
+}
+
+OpFoldResult MaskOp::fold(FoldAdaptor) {
+  if (isFullSet(getSet()))
+    return getInput();
+  return {};
+}
+
+LogicalResult BiasResidentOp::verify() {
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
+  if (failed(e) || failed(verifySetSize(*this, getResident().getType(), *e, "resident")) ||
+      failed(verifyFloatFinite(*this, getBonus(), "bonus")))
+    return failure();
+  if (std::optional<double> b = getKnownFloat(getBonus()); b && *b < 0.0)
+    return emitOpError() << "bonus must be >= 0, got " << *b;
+  return success();
+}
+
+OpFoldResult BiasResidentOp::fold(FoldAdaptor) {
+  if (getConstantFloat(getBonus()) == 0.0 || isEmptySet(getResident()))
+    return getInput();
+  return {};
+}

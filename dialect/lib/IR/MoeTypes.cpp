@@ -1,0 +1,41 @@
+//===- MoeTypes.cpp - moe dialect types -----------------------------------===//
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace switchyard::moe;
+
+#define GET_TYPEDEF_CLASSES
+#include "switchyard/Dialect/Moe/IR/MoeOpsTypes.cpp.inc"
+
+void MoeDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "switchyard/Dialect/Moe/IR/MoeOpsTypes.cpp.inc"
+      >();
+}
+
+LogicalResult ExpertSetType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t experts) {
+  if (experts < 1)
+    return emitError() << "an expert set needs at least one expert, got " << experts;
+  return success();
+}
+
+LogicalResult PlacementType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t experts, int64_t devices, int64_t slots) {
+  if (experts < 1)
+    return emitError() << "a placement needs at least one expert, got " << experts;
+  if (devices < 1)
+    return emitError() << "a placement needs at least one device, got " << devices;
+  if (slots < experts)
+    return emitError() << "a placement needs at least one slot per expert: slots ("
+                       << slots << ") < experts (" << experts << ")";
+  if (slots % devices != 0)
+    return emitError() << "slots (" << slots << ") must be a multiple of devices ("
+                       << devices << ") so that every device hosts the same number";
+  return success();
+}

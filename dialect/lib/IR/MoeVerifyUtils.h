@@ -1,0 +1,59 @@
+//===- MoeVerifyUtils.h - checks shared by the moe op verifiers -*- C++ -*-===//
+//
+// Every moe op checks the same few facts about its operands: the expert dimension is
+// static and equals the enclosing router's `experts`, token dimensions agree, and a
+// statically known scalar parameter lies in its range. These helpers word those
+// diagnostics one way everywhere.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_DIALECT_MOE_LIB_IR_MOEVERIFYUTILS_H
+#define SWITCHYARD_DIALECT_MOE_LIB_IR_MOEVERIFYUTILS_H
+
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+
+namespace switchyard::moe::detail {
+
+/// The enclosing router's `experts`, if the op is inside a router.
+std::optional<int64_t> enclosingExperts(mlir::Operation *op);
+
+/// Checks that `experts` (the expert dimension of the value described by `what`) is
+/// static and matches the enclosing router.
+mlir::LogicalResult verifyExpertCount(mlir::Operation *op, int64_t experts,
+                                      llvm::StringRef what);
+
+/// Expert dimension (dim 1) of a [T, E] tensor, after checking it as above.
+mlir::FailureOr<int64_t> verifyScoreMatrix(mlir::Operation *op, mlir::Type type,
+                                           llvm::StringRef what);
+
+/// Expert dimension (dim 0) of an [E] tensor, after checking it as above.
+mlir::FailureOr<int64_t> verifyExpertVector(mlir::Operation *op, mlir::Type type,
+                                            llvm::StringRef what);
+
+/// Checks that two values agree on the token dimension (dim 0) where both are static.
+mlir::LogicalResult verifySameTokens(mlir::Operation *op, mlir::Type a,
+                                     llvm::StringRef aName, mlir::Type b,
+                                     llvm::StringRef bName);
+
+/// Checks that an id tensor is [T, k] with a static k, returning k.
+mlir::FailureOr<int64_t> verifyIdMatrix(mlir::Operation *op, mlir::Type type,
+                                        llvm::StringRef what);
+
+/// Checks an expert set's size against `experts`.
+mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType,
+                                  int64_t experts, llvm::StringRef what);
+
+/// Range checks on statically known scalar parameters (constants or knob defaults).
+/// `name` is the parameter's name in the op's syntax.
+mlir::LogicalResult verifyIntInRange(mlir::Operation *op, mlir::Value value,
+                                     llvm::StringRef name, int64_t lo,
+                                     std::optional<int64_t> hi = std::nullopt);
+mlir::LogicalResult verifyFloatFinite(mlir::Operation *op, mlir::Value value,
+                                      llvm::StringRef name);
+
+/// True when `value` is produced by `moe.full_set` / `moe.empty_set`.
+bool isFullSet(mlir::Value value);
+bool isEmptySet(mlir::Value value);
+
+} // namespace switchyard::moe::detail
+
+#endif

@@ -1,0 +1,94 @@
+//===- Knobs.cpp - moe-set-knobs and moe-freeze-knobs ---------------------===//
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace switchyard::moe {
+#define GEN_PASS_DEF_MOESETKNOBS
+#define GEN_PASS_DEF_MOEFREEZEKNOBS
+#include "switchyard/Dialect/Moe/Transforms/Passes.h.inc"
+} // namespace switchyard::moe
+
+using namespace mlir;
+using namespace switchyard::moe;
+
+/// Parses `text` as a value of the knob's type.
+static FailureOr<TypedAttr> parseKnobValue(KnobOp knob, StringRef text) {
+  Type type = knob.getType();
+  Builder b(knob.getContext());
+  if (type.isInteger(64)) {
+    int64_t v;
+    if (text.trim().getAsInteger(10, v))
+      return failure();
+    return TypedAttr(b.getI64IntegerAttr(v));
+  }
+  double v;
+  if (text.trim().getAsDouble(v))
+    return failure();
+  return TypedAttr(b.getF32FloatAttr(static_cast<float>(v)));
+}
+
+LogicalResult switchyard::moe::setKnobs(ModuleOp module, ArrayRef<std::string> values) {
+  llvm::StringMap<StringRef> wanted;
+  for (const std::string &entry : values) {
+    auto [name, value] = StringRef(entry).split('=');
+    if (!StringRef(entry).contains('=') || name.trim().empty() || value.trim().empty())
+      return module.emitError() << "knob override '" << entry
+                                << "' is not of the form name=value";
+    wanted[name.trim()] = value;
+  }
+
+  llvm::StringMap<bool> used;
+  WalkResult walk = module.walk([&](KnobOp knob) {
+    auto it = wanted.find(knob.getName());
+    if (it == wanted.end())
+      return WalkResult::advance();
+    FailureOr<TypedAttr> attr = parseKnobValue(knob, it->second);
+    if (failed(attr)) {
+      knob.emitError() << "knob '" << knob.getName() << "' is " << knob.getType()
+                       << " but the override '" << it->second << "' is not";
+      return WalkResult::interrupt();
+    }
+    knob.setValueAttr(*attr);
+    used[knob.getName()] = true;
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  for (auto &entry : wanted)
+    if (!used.count(entry.getKey())) {
+      std::string known;
+      module.walk([&](KnobOp knob) {
+        known += (known.empty() ? "" : ", ") + knob.getName().str();
+      });
+      return module.emitError() << "unknown knob '" << entry.getKey()
+                                << "' (the policy's knobs: "
+                                << (known.empty() ? "none" : known) << ")";
+    }
+  return success();
+}
+
+namespace {
+struct MoeSetKnobsPass : switchyard::moe::impl::MoeSetKnobsBase<MoeSetKnobsPass> {
+  using MoeSetKnobsBase::MoeSetKnobsBase;
+  void runOnOperation() override {
+    if (failed(setKnobs(getOperation(), values)))
+      signalPassFailure();
+  }
+};
+
+struct MoeFreezeKnobsPass : switchyard::moe::impl::MoeFreezeKnobsBase<MoeFreezeKnobsPass> {
+  using MoeFreezeKnobsBase::MoeFreezeKnobsBase;
+  void runOnOperation() override {
+    getOperation().walk([](KnobOp knob) {
+      OpBuilder b(knob);
+      auto cst = arith::ConstantOp::create(b, knob.getLoc(), knob.getValue());
+      knob.replaceAllUsesWith(cst.getResult());
+      knob.erase();
+    });
+  }
+};
+} // namespace
