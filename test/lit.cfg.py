@@ -14,7 +14,6 @@ config.test_exec_root = os.path.join(config.switchyard_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
-config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%policies", os.path.join(config.switchyard_src_root, "policies")))
 config.substitutions.append(("%srcroot", config.switchyard_src_root))
 

@@ -1,0 +1,31 @@
+// xshare_spec.mlir - XShare speculative-decoding-aware selection, Algorithm 4 with
+// Algorithm 3 per request (../shared/papers/001_*.txt, §4):
+//   1. per request r (the tokens sharing a request id: the generating token and its
+//      draft tokens): S_r = S0_r U top-m_r experts of the request's summed
+//      probabilities outside S0_r, with S0_r the union of its tokens' top-k0;
+//   2. S = U_r S_r, then the batch greedy adds `budget` more experts by batch mass;
+//   3. every token is routed to its top-k within S, weights renormalized.
+//
+// Shape: GPT-OSS-120B, 128 experts, top-4.
+// Inputs: logits f32 [T, 128], request_ids i32 [T].
+// Knobs: k0 (default 1), request_budget (m_r, default 4), budget (m, default 0):
+//        (k0, m, m_r) = (1, 0, 4) is the paper's best setting (Fig. 5, +13-14% OTPS).
+moe.router @xshare_spec(%logits: tensor<?x128xf32>, %request_ids: tensor<?xi32>)
+    -> (topk_ids: tensor<?x4xi32>, topk_weights: tensor<?x4xf32>,
+        selected: !moe.set<128>, expert_counts: tensor<128xi32>)
+    attributes {experts = 128, top_k = 4} {
+  %k0 = moe.knob "k0" = 1 : i64
+  %request_budget = moe.knob "request_budget" = 4 : i64
+  %budget = moe.knob "budget" = 0 : i64
+  %probs = moe.softmax %logits : tensor<?x128xf32>
+  %per_request = moe.segment_fill %probs by %request_ids warmup(%k0)
+      budget(%request_budget) : tensor<?x128xf32>, tensor<?xi32> -> !moe.set<128>
+  %mass = moe.batch_reduce sum %probs : tensor<?x128xf32> -> tensor<128xf32>
+  %selected = moe.fill %per_request with %mass budget(%budget : i64)
+      : tensor<128xf32> -> !moe.set<128>
+  %ids, %weights = moe.route %probs within %selected k = 4 renormalize
+      : tensor<?x128xf32>, !moe.set<128> -> tensor<?x4xi32>, tensor<?x4xf32>
+  %counts = moe.expert_counts %ids : tensor<?x4xi32> -> tensor<128xi32>
+  moe.yield %ids, %weights, %selected, %counts
+      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<128>, tensor<128xi32>
+}

@@ -1,0 +1,146 @@
+// Every moe op and type prints in its custom form and parses back to the same IR, and
+// the generic form parses back to the same IR too.
+// RUN: moe-opt %s | moe-opt | FileCheck %s
+// RUN: moe-opt %s --mlir-print-op-generic | moe-opt | FileCheck %s
+
+// CHECK-LABEL: moe.router @token_ops
+// CHECK-SAME: (%logits: tensor<?x16xf32>, %bias: tensor<16xf32>, %resident: !moe.set<16>)
+// CHECK-SAME: -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>, bins: tensor<?x16xi32>, values: tensor<?x3xf32>)
+// CHECK-SAME: attributes {experts = 16 : i64, shared_experts = 2 : i64, top_k = 2 : i64}
+moe.router @token_ops(%logits: tensor<?x16xf32>, %bias: tensor<16xf32>, %resident: !moe.set<16>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>, bins: tensor<?x16xi32>,
+        values: tensor<?x3xf32>)
+    attributes {experts = 16, top_k = 2, shared_experts = 2} {
+  // CHECK: %[[ALPHA:.*]] = moe.knob "alpha" = 2.000000e+00 : f32
+  // CHECK: %[[BETA:.*]] = moe.knob "beta" = 4 : i64
+  // CHECK: %[[BONUS:.*]] = moe.knob "bonus" = 5.000000e-02 : f32
+  // CHECK: %[[TEMP:.*]] = arith.constant 5.000000e-01 : f32
+  %alpha = moe.knob "alpha" = 2.0 : f32
+  %beta = moe.knob "beta" = 4 : i64
+  %bonus = moe.knob "bonus" = 0.05 : f32
+  %temp = arith.constant 0.5 : f32
+  // CHECK: %[[P:.*]] = moe.softmax %logits : tensor<?x16xf32>
+  %p = moe.softmax %logits : tensor<?x16xf32>
+  // CHECK: %[[S:.*]] = moe.sigmoid %logits : tensor<?x16xf32>
+  %s = moe.sigmoid %logits : tensor<?x16xf32>
+  // CHECK: %[[B:.*]] = moe.add_bias %[[S]], %bias : tensor<?x16xf32>, tensor<16xf32>
+  %b = moe.add_bias %s, %bias : tensor<?x16xf32>, tensor<16xf32>
+  // CHECK: %[[SC:.*]] = moe.scale %[[B]], %[[TEMP]] : tensor<?x16xf32>
+  %sc = moe.scale %b, %temp : tensor<?x16xf32>
+  // CHECK: %[[G:.*]] = moe.group_limit %[[SC]] groups = 4 keep = 2 : tensor<?x16xf32>
+  %g = moe.group_limit %sc groups = 4 keep = 2 : tensor<?x16xf32>
+  // CHECK: moe.group_limit %[[SC]] groups = 4 keep = 3 group_topk = 1 : tensor<?x16xf32>
+  %g1 = moe.group_limit %sc groups = 4 keep = 3 group_topk = 1 : tensor<?x16xf32>
+  // CHECK: %[[V:.*]], %[[I:.*]] = moe.topk %[[G]] k = 3 : tensor<?x16xf32> -> tensor<?x3xf32>, tensor<?x3xi32>
+  %v, %i = moe.topk %g k = 3 : tensor<?x16xf32> -> tensor<?x3xf32>, tensor<?x3xi32>
+  // CHECK: %[[BINS:.*]] = moe.bins %logits, %[[ALPHA]], %[[BETA]] : tensor<?x16xf32> -> tensor<?x16xi32>
+  %bins = moe.bins %logits, %alpha, %beta : tensor<?x16xf32> -> tensor<?x16xi32>
+  // CHECK: %[[M:.*]] = moe.mask %[[P]], %resident : tensor<?x16xf32>, !moe.set<16>
+  %m = moe.mask %p, %resident : tensor<?x16xf32>, !moe.set<16>
+  // CHECK: %[[R:.*]] = moe.bias_resident %[[M]], %resident, %[[BONUS]] : tensor<?x16xf32>, !moe.set<16>
+  %r = moe.bias_resident %m, %resident, %bonus : tensor<?x16xf32>, !moe.set<16>
+  // CHECK: %topk_ids, %topk_weights = moe.route %[[R]] weights(%[[P]] : tensor<?x16xf32>) k = 2 renormalize scaling = 2.500000e+00 : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %ids, %w = moe.route %r weights(%p : tensor<?x16xf32>) k = 2 renormalize scaling = 2.5
+      : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  // CHECK: moe.yield %topk_ids, %topk_weights, %[[BINS]], %[[V]] : tensor<?x2xi32>, tensor<?x2xf32>, tensor<?x16xi32>, tensor<?x3xf32>
+  moe.yield %ids, %w, %bins, %v : tensor<?x2xi32>, tensor<?x2xf32>, tensor<?x16xi32>, tensor<?x3xf32>
+}
+
+// CHECK-LABEL: moe.router @batch_and_set_ops
+// CHECK-SAME: %placement: !moe.placement<experts = 16, devices = 4, slots = 20>
+moe.router @batch_and_set_ops(%logits: tensor<?x16xf32>, %request_ids: tensor<?xi32>,
+                              %placement: !moe.placement<experts = 16, devices = 4, slots = 20>)
+    -> (selected: !moe.set<16>, hits: tensor<16xi32>, peak: tensor<16xf32>,
+        per_request: tensor<?x16xf32>, phys: tensor<?x2xi32>, expert_counts: tensor<16xi32>)
+    attributes {experts = 16, top_k = 2} {
+  %k0 = moe.knob "k0" = 1 : i64
+  %m = moe.knob "budget" = 3 : i64
+  %tau = moe.knob "tau" = 0.9 : f32
+  %theta = moe.knob "theta" = 1.0 : f32
+  %two = arith.constant 2 : i64
+  %p = moe.softmax %logits : tensor<?x16xf32>
+  // CHECK: %[[MASS:.*]] = moe.batch_reduce sum %{{.*}} : tensor<?x16xf32> -> tensor<16xf32>
+  %mass = moe.batch_reduce sum %p : tensor<?x16xf32> -> tensor<16xf32>
+  // CHECK: moe.batch_reduce max %{{.*}} over topk = 2 : tensor<?x16xf32> -> tensor<16xf32>
+  %peak = moe.batch_reduce max %p over topk = 2 : tensor<?x16xf32> -> tensor<16xf32>
+  // CHECK: moe.batch_reduce count %{{.*}} over topk = 2 : tensor<?x16xf32> -> tensor<16xi32>
+  %hits = moe.batch_reduce count %p over topk = 2 : tensor<?x16xf32> -> tensor<16xi32>
+  // CHECK: moe.segment_reduce sum %{{.*}} by %request_ids : tensor<?x16xf32>, tensor<?xi32>
+  %req = moe.segment_reduce sum %p by %request_ids : tensor<?x16xf32>, tensor<?xi32>
+  // CHECK: moe.segment_reduce max %{{.*}} by %request_ids : tensor<?x16xf32>, tensor<?xi32>
+  %req_max = moe.segment_reduce max %req by %request_ids : tensor<?x16xf32>, tensor<?xi32>
+  // CHECK: %[[NONE:.*]] = moe.empty_set : !moe.set<16>
+  %none = moe.empty_set : !moe.set<16>
+  // CHECK: %[[ALL:.*]] = moe.full_set : !moe.set<16>
+  %all = moe.full_set : !moe.set<16>
+  // CHECK: %[[WARM:.*]] = moe.union_topk %{{.*}}, %k0 : tensor<?x16xf32> -> !moe.set<16>
+  %warm = moe.union_topk %p, %k0 : tensor<?x16xf32> -> !moe.set<16>
+  // CHECK: moe.fill %[[WARM]] with %[[MASS]] budget(%budget : i64) : tensor<16xf32> -> !moe.set<16>
+  %f1 = moe.fill %warm with %mass budget(%m : i64) : tensor<16xf32> -> !moe.set<16>
+  // CHECK: moe.fill %{{.*}} with %[[MASS]] threshold(%tau : f32) : tensor<16xf32> -> !moe.set<16>
+  %f2 = moe.fill %f1 with %mass threshold(%tau : f32) : tensor<16xf32> -> !moe.set<16>
+  // CHECK: moe.fill %{{.*}} with %[[MASS]] min_size(%{{.*}} : i64) : tensor<16xf32> -> !moe.set<16>
+  %f3 = moe.fill %f2 with %mass min_size(%two : i64) : tensor<16xf32> -> !moe.set<16>
+  // CHECK: moe.fill_per_device %{{.*}} with %[[MASS]] on %placement budget(%budget : i64) : tensor<16xf32>, !moe.placement<experts = 16, devices = 4, slots = 20> -> !moe.set<16>
+  %f4 = moe.fill_per_device %f3 with %mass on %placement budget(%m : i64)
+      : tensor<16xf32>, !moe.placement<experts = 16, devices = 4, slots = 20> -> !moe.set<16>
+  // CHECK: moe.segment_fill %{{.*}} by %request_ids warmup(%k0) budget(%budget) : tensor<?x16xf32>, tensor<?xi32> -> !moe.set<16>
+  %sf = moe.segment_fill %p by %request_ids warmup(%k0) budget(%m)
+      : tensor<?x16xf32>, tensor<?xi32> -> !moe.set<16>
+  // CHECK: moe.threshold_set %[[MASS]], %theta : tensor<16xf32> -> !moe.set<16>
+  %ts = moe.threshold_set %mass, %theta : tensor<16xf32> -> !moe.set<16>
+  // CHECK: moe.drop_lowest %{{.*}} by %[[MASS]], %{{.*}} : tensor<16xf32> -> !moe.set<16>
+  %dl = moe.drop_lowest %sf by %mass, %two : tensor<16xf32> -> !moe.set<16>
+  // CHECK: moe.union %{{.*}}, %{{.*}} : !moe.set<16>
+  %u = moe.union %f4, %dl : !moe.set<16>
+  // CHECK: moe.intersect %{{.*}}, %{{.*}} : !moe.set<16>
+  %x = moe.intersect %u, %ts : !moe.set<16>
+  %u2 = moe.union %x, %none : !moe.set<16>
+  %x2 = moe.intersect %u2, %all : !moe.set<16>
+  // CHECK: %topk_ids, %topk_weights = moe.route %{{.*}} within %{{.*}} k = 2 : tensor<?x16xf32>, !moe.set<16> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %ids, %w = moe.route %p within %x2 k = 2
+      : tensor<?x16xf32>, !moe.set<16> -> tensor<?x2xi32>, tensor<?x2xf32>
+  // CHECK: moe.remap_physical %topk_ids, %placement : tensor<?x2xi32>, !moe.placement<experts = 16, devices = 4, slots = 20>
+  %phys = moe.remap_physical %ids, %placement
+      : tensor<?x2xi32>, !moe.placement<experts = 16, devices = 4, slots = 20>
+  // CHECK: moe.expert_counts %topk_ids : tensor<?x2xi32> -> tensor<16xi32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<16xi32>
+  moe.yield %x2, %hits, %peak, %req_max, %phys, %counts
+      : !moe.set<16>, tensor<16xi32>, tensor<16xf32>, tensor<?x16xf32>, tensor<?x2xi32>, tensor<16xi32>
+}
+
+// CHECK-LABEL: moe.router @lynx_ops
+moe.router @lynx_ops(%logits: tensor<4x16xf32>) -> (selected: !moe.set<16>, score: tensor<16xf32>)
+    attributes {experts = 16, top_k = 2} {
+  %alpha = moe.knob "alpha" = 2.0 : f32
+  %beta = moe.knob "beta" = 3 : i64
+  %v, %i = moe.topk %logits k = 2 : tensor<4x16xf32> -> tensor<4x2xf32>, tensor<4x2xi32>
+  %bins = moe.bins %logits, %alpha, %beta : tensor<4x16xf32> -> tensor<4x16xi32>
+  // CHECK: moe.bin_score %{{.*}}, %{{.*}} : tensor<4x16xi32>, tensor<4x2xi32> -> tensor<16xf32>
+  %score = moe.bin_score %bins, %i : tensor<4x16xi32>, tensor<4x2xi32> -> tensor<16xf32>
+  // CHECK: moe.confident_top1 %{{.*}}, %{{.*}} : tensor<4x16xi32>, tensor<4x2xi32> -> !moe.set<16>
+  %anchors = moe.confident_top1 %bins, %i : tensor<4x16xi32>, tensor<4x2xi32> -> !moe.set<16>
+  moe.yield %anchors, %score : !moe.set<16>, tensor<16xf32>
+}
+
+// CHECK-LABEL: moe.router @phase_gate
+moe.router @phase_gate(%logits: tensor<?x16xf32>, %phase: i32)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 16, top_k = 2} {
+  // CHECK: %{{.*}}:2 = moe.when %logits : tensor<?x16xf32> phase(%phase : i32) max_tokens = 64 phases = [decode, mixed] -> (tensor<?x2xi32>, tensor<?x2xf32>) {
+  // CHECK: } else {
+  %ids, %w = moe.when %logits : tensor<?x16xf32> phase(%phase : i32) max_tokens = 64
+      phases = [decode, mixed] -> (tensor<?x2xi32>, tensor<?x2xf32>) {
+    %a, %b = moe.route %logits k = 2 : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+    moe.yield %a, %b : tensor<?x2xi32>, tensor<?x2xf32>
+  } else {
+    %a, %b = moe.route %logits k = 2 renormalize : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+    moe.yield %a, %b : tensor<?x2xi32>, tensor<?x2xf32>
+  }
+  // A gate on the token count alone, with no results.
+  // CHECK: moe.when %logits : tensor<?x16xf32> max_tokens = 8 {
+  moe.when %logits : tensor<?x16xf32> max_tokens = 8 {
+  } else {
+  }
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
