@@ -140,6 +140,12 @@ LogicalResult RouterOp::verify() {
   if (failed(verifyNames(*this, getArgNames(), "argument")) ||
       failed(verifyNames(*this, getResultNames(), "result")))
     return failure();
+  // Inputs and outputs share one namespace: they become parameters of one C function
+  // and keys of one JSON description.
+  for (Attribute a : getResultNames())
+    if (llvm::is_contained(getArgNames(), a))
+      return emitOpError() << "result name '" << cast<StringAttr>(a).getValue()
+                           << "' is also an argument name";
   if (getResultTypes().empty())
     return emitOpError() << "must have at least one result";
   return success();
@@ -154,7 +160,7 @@ static LogicalResult verifyExpertTypes(Operation *op, Type type, int64_t experts
   else if (auto placement = dyn_cast<PlacementType>(type))
     n = placement.getExperts();
   if (n >= 0 && n != experts)
-    return emitError(loc) << "'" << type << "' is over " << n
+    return emitError(loc) << type << " is over " << n
                           << " experts but the enclosing router has " << experts;
   return success();
 }
@@ -255,6 +261,9 @@ static void printPhaseList(OpAsmPrinter &p, WhenOp, ArrayAttr phases) {
 }
 
 LogicalResult WhenOp::verify() {
+  if (getTokens().getType().getRank() < 1)
+    return emitOpError() << "tokens must have a token dimension (rank >= 1), got "
+                         << getTokens().getType();
   if (getMaxTokens() < 0)
     return emitOpError() << "max_tokens must be >= 0, got " << getMaxTokens();
   if (getPhases() && !getPhase())

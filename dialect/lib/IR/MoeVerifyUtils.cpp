@@ -49,6 +49,8 @@ std::optional<int64_t> enclosingExperts(Operation *op) {
 LogicalResult verifyExpertCount(Operation *op, int64_t experts, StringRef what) {
   if (ShapedType::isDynamic(experts))
     return op->emitOpError() << what << " must have a static number of experts";
+  if (experts < 1)
+    return op->emitOpError() << what << " must have at least one expert";
   if (auto e = enclosingExperts(op); e && *e != experts)
     return op->emitOpError() << what << " has " << experts
                              << " experts but the enclosing router has " << *e;

@@ -147,7 +147,7 @@ moe.router @no_results(%x: tensor<?x8xf32>) -> () attributes {experts = 8, top_k
 
 // Expert sets and placements passed in must be over the router's experts.
 moe.router @arg_placement_size(%x: tensor<?x8xf32>,
-    // expected-error @+1 {{'!moe.placement<experts = 4, devices = 1, slots = 4>'' is over 4 experts but the enclosing router has 8}}
+    // expected-error @+1 {{'!moe.placement<experts = 4, devices = 1, slots = 4>' is over 4 experts but the enclosing router has 8}}
     %placement: !moe.placement<experts = 4, devices = 1, slots = 4>)
     -> (out: tensor<?x8xf32>) attributes {experts = 8, top_k = 2} {
   moe.yield %x : tensor<?x8xf32>
@@ -158,7 +158,7 @@ moe.router @arg_placement_size(%x: tensor<?x8xf32>,
 // ... and so must every set produced in the body.
 moe.router @result_set_size(%x: tensor<?x8xf32>) -> (out: tensor<?x8xf32>)
     attributes {experts = 8, top_k = 2} {
-  // expected-error @+1 {{'!moe.set<4>'' is over 4 experts but the enclosing router has 8}}
+  // expected-error @+1 {{'!moe.set<4>' is over 4 experts but the enclosing router has 8}}
   %s = moe.empty_set : !moe.set<4>
   moe.yield %x : tensor<?x8xf32>
 }
@@ -1466,4 +1466,36 @@ moe.router @expert_counts_expert_count(%ids: tensor<?x2xi32>)
   // expected-error @+1 {{'moe.expert_counts' op counts has 16 experts but the enclosing router has 8}}
   %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<16xi32>
   moe.yield %counts : tensor<16xi32>
+}
+
+// -----
+
+// The phase gate counts tokens along dimension 0, so it needs one.
+moe.router @when_rank0(%x: tensor<f32>, %l: tensor<?x8xf32>) -> (out: tensor<?x8xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.when' op tokens must have a token dimension (rank >= 1), got 'tensor<f32>'}}
+  %y = moe.when %x : tensor<f32> max_tokens = 4 -> (tensor<?x8xf32>) {
+    moe.yield %l : tensor<?x8xf32>
+  } else {
+    moe.yield %l : tensor<?x8xf32>
+  }
+  moe.yield %y : tensor<?x8xf32>
+}
+
+// -----
+
+// A score matrix over zero experts is rejected even outside a router.
+func.func @zero_experts(%x: tensor<?x0xf32>) -> tensor<?x0xf32> {
+  // expected-error @+1 {{'moe.softmax' op input must have at least one expert}}
+  %p = moe.softmax %x : tensor<?x0xf32>
+  return %p : tensor<?x0xf32>
+}
+
+// -----
+
+// Inputs and outputs share one namespace (one C function, one JSON description).
+// expected-error @+1 {{'moe.router' op result name 'logits' is also an argument name}}
+moe.router @name_clash(%logits: tensor<?x8xf32>) -> (logits: tensor<?x8xf32>)
+    attributes {experts = 8, top_k = 2} {
+  moe.yield %logits : tensor<?x8xf32>
 }
