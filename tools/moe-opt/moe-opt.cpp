@@ -9,6 +9,13 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -20,10 +27,20 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
   switchyard::moe::registerMoePasses();
+  switchyard::moe::registerHostPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<switchyard::moe::MoeDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+                  mlir::func::FuncDialect, mlir::tensor::TensorDialect, mlir::scf::SCFDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect>();
+  // The LLVM lowering of each dialect (used by the host pipeline's conversions).
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
+  mlir::index::registerConvertIndexToLLVMInterface(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Switchyard moe policy optimizer\n", registry));
 }

@@ -148,6 +148,15 @@ LogicalResult RouterOp::verify() {
                            << "' is also an argument name";
   if (getResultTypes().empty())
     return emitOpError() << "must have at least one result";
+  // The token count T is the only runtime size: it may appear as dimension 0 only.
+  for (auto [i, type] : llvm::enumerate(getArgumentTypes()))
+    if (auto shaped = dyn_cast<ShapedType>(type))
+      for (int64_t d = 1; d < shaped.getRank(); ++d)
+        if (shaped.isDynamicDim(d))
+          return emitOpError() << "argument '"
+                               << cast<StringAttr>(getArgNames()[i]).getValue()
+                               << "' has a dynamic dimension " << d
+                               << "; only dimension 0 (the tokens) may be dynamic";
   return success();
 }
 

@@ -65,3 +65,35 @@ LogicalResult ExpertCountsOp::verify() {
     return failure();
   return verifyExpertCount(*this, getCounts().getType().getDimSize(0), "counts");
 }
+
+LogicalResult CompactActiveOp::verify() {
+  FailureOr<int64_t> e = verifyExpertVector(*this, getCounts().getType(), "counts");
+  if (failed(e))
+    return failure();
+  if (getActive().getType().getDimSize(0) != *e)
+    return emitOpError() << "active must have one entry per expert (" << *e << "), got "
+                         << getActive().getType();
+  if (getNumActive().getType().getDimSize(0) != 1)
+    return emitOpError() << "num_active must hold one value, got "
+                         << getNumActive().getType();
+  return success();
+}
+
+LogicalResult AlignBlocksOp::verify() {
+  FailureOr<int64_t> k = verifyIdMatrix(*this, getIds().getType(), "ids");
+  if (failed(k) || failed(verifyExpertVector(*this, getCounts().getType(), "counts")))
+    return failure();
+  if (getBlockSize() < 1)
+    return emitOpError() << "block_size must be >= 1, got " << getBlockSize();
+  for (auto [type, name] :
+       {std::pair<Type, StringRef>{getSortedTokenIds().getType(), "sorted_token_ids"},
+        {getExpertIds().getType(), "expert_ids"}})
+    if (!cast<ShapedType>(type).isDynamicDim(0))
+      return emitOpError() << name << " depends on the token count: its size must be "
+                              "dynamic, got "
+                           << type;
+  if (getNumTokensPostPadded().getType().getDimSize(0) != 1)
+    return emitOpError() << "num_tokens_post_padded must hold one value, got "
+                         << getNumTokensPostPadded().getType();
+  return success();
+}

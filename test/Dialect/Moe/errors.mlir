@@ -1499,3 +1499,12 @@ moe.router @name_clash(%logits: tensor<?x8xf32>) -> (logits: tensor<?x8xf32>)
     attributes {experts = 8, top_k = 2} {
   moe.yield %logits : tensor<?x8xf32>
 }
+
+// -----
+
+// Only the token dimension of an input may be dynamic.
+// expected-error @+1 {{'moe.router' op argument 'logits' has a dynamic dimension 1; only dimension 0 (the tokens) may be dynamic}}
+moe.router @dynamic_experts(%logits: tensor<?x?xf32>) -> (out: tensor<?x?xf32>)
+    attributes {experts = 8, top_k = 2} {
+  moe.yield %logits : tensor<?x?xf32>
+}

@@ -28,6 +28,15 @@ def Moe_Phase : I32EnumAttr<"Phase", "the inference phase of a batch", [
   ]> {
   let cppNamespace = "::switchyard::moe";
 }
+def Moe_StageKind : I32EnumAttr<"StageKind", "what a fused stage iterates over", [
+    I32EnumAttrCase<"token", 0>,
+    I32EnumAttrCase<"batch", 1>,
+    I32EnumAttrCase<"select", 2>,
+    I32EnumAttrCase<"route", 3>
+  ]> {
+  let cppNamespace = "::switchyard::moe";
+}
+
 def Moe_PhaseArrayAttr : TypedArrayAttrBase<Moe_Phase, "array of phases">;
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEATTRS_TD

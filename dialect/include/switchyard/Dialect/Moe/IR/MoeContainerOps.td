@@ -79,13 +79,13 @@ def Moe_RouterOp : Moe_Op<"router", [
 }
 
 def Moe_YieldOp : Moe_Op<"yield", [
-    Pure, Terminator, ReturnLike, ParentOneOf<["RouterOp", "WhenOp"]>
+    Pure, Terminator, ReturnLike, ParentOneOf<["RouterOp", "WhenOp", "StageOp"]>
   ]> {
-  let summary = "returns the outputs of a router or of a phase-gate region";
+  let summary = "returns the outputs of a router, a phase-gate region or a stage";
   let description = [{
     Terminates a `moe.router` body (the operands are the router's named results, in
-    signature order, with the signature's types) or one region of a `moe.when` (the
-    operands become the gate's results).
+    signature order, with the signature's types), one region of a `moe.when` or a
+    `moe.stage` (the operands become the op's results).
 
     Example: `moe.yield %ids, %weights : tensor<?x8xi32>, tensor<?x8xf32>`
   }];
@@ -167,6 +167,36 @@ def Moe_WhenOp : Moe_Op<"when", [
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+}
+
+def Moe_StageOp : Moe_Op<"stage", [
+    RecursiveMemoryEffects, NoRegionArguments,
+    SingleBlockImplicitTerminator<"YieldOp">
+  ]> {
+  let summary = "a fused stage: ops that become one loop nest / one kernel phase";
+  let description = [{
+    Made by `--moe-form-stages`: the explicit kernel boundaries of a policy. The body's
+    ops all iterate over the same domain, given by `kind`:
+    * `token`: per-token ops; one token-parallel loop (one warp per token on GPU), the
+      values that do not leave the stage stay in per-token (row) storage;
+    * `batch`: reductions over the tokens of the batch (block reductions on GPU);
+    * `select`: expert-set selection over the E experts (one block over E on GPU);
+    * `route`: per-token routing plus the per-expert counts, the compacted
+      active-expert list and the block-aligned token order that follow from it.
+    The stage's results are the body's values used after it, returned by `moe.yield`.
+
+    Example:
+    ```mlir
+    %probs = moe.stage token -> (tensor<?x64xf32>) {
+      %p = moe.softmax %logits : tensor<?x64xf32>
+      moe.yield %p : tensor<?x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Moe_StageKind:$kind);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind (`->` `(` type($results)^ `)`)? $body attr-dict";
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOECONTAINEROPS_TD

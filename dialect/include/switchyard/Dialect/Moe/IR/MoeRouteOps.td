@@ -78,4 +78,59 @@ def Moe_ExpertCountsOp : Moe_Op<"expert_counts", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Moe_CompactActiveOp : Moe_Op<"compact_active", [Pure]> {
+  let summary = "the compacted list of experts that receive tokens";
+  let description = [{
+    `active` lists, in ascending order, the experts with `counts[e] > 0`, padded with
+    `-1` to E entries; `num_active[0]` is how many there are. A grouped-GEMM launcher
+    iterates over exactly these experts (the 4th LYNX kernel compacts the same list).
+
+    Example:
+    ```mlir
+    %active, %n = moe.compact_active %counts
+        : tensor<128xi32> -> tensor<128xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$counts);
+  let results = (outs TensorRankOf<[I32], [1]>:$active,
+                      TensorRankOf<[I32], [1]>:$num_active);
+  let assemblyFormat = [{
+    $counts attr-dict `:` type($counts) `->` type($active) `,` type($num_active)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_AlignBlocksOp : Moe_Op<"align_blocks", [Pure]> {
+  let summary = "vLLM-style block-aligned token order for a grouped GEMM";
+  let description = [{
+    The contract of vLLM's `moe_align_block_size`, for T tokens with k slots each
+    (flattened slot index `t*k + j`), E experts and block size `block_size`:
+    * `sorted_token_ids` has `T*k + E*(block_size-1)` entries: the slots of expert 0
+      in ascending slot order, padded to a multiple of `block_size` with the sentinel
+      `T*k`, then expert 1's, and so on; experts without tokens take no room; the tail
+      is filled with `T*k`. Slots with id `-1` are skipped.
+    * `expert_ids` has `ceil((T*k + E*(block_size-1)) / block_size)` entries: the
+      expert of each block, `-1` for blocks past the end.
+    * `num_tokens_post_padded[0]` is the padded length actually used.
+    `counts` are the per-expert slot counts (`moe.expert_counts` of the same ids);
+    `block_size >= 1`.
+
+    Example:
+    ```mlir
+    %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
+        : tensor<?x8xi32>, tensor<128xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_IdTensor:$ids, TensorRankOf<[I32], [1]>:$counts,
+                       Moe_I64Attr:$block_size);
+  let results = (outs TensorRankOf<[I32], [1]>:$sorted_token_ids,
+                      TensorRankOf<[I32], [1]>:$expert_ids,
+                      TensorRankOf<[I32], [1]>:$num_tokens_post_padded);
+  let assemblyFormat = [{
+    $ids `,` $counts `block_size` `=` $block_size attr-dict `:` type($ids) `,` type($counts)
+    `->` type($sorted_token_ids) `,` type($expert_ids) `,` type($num_tokens_post_padded)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEROUTEOPS_TD

@@ -3,6 +3,11 @@
 #define SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -18,6 +23,13 @@ namespace switchyard::moe {
 /// reports through the module's diagnostics and returns failure. Shared by the
 /// moe-set-knobs pass and the tools' `--set` flags.
 mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> values);
+
+/// The host pipeline after knob selection: freeze knobs, canonicalize, form stages,
+/// lower to loops, lower to the LLVM dialect, add the C entry points.
+void buildHostPipeline(mlir::OpPassManager &pm);
+
+/// Registers the pipeline above as `moe-host-pipeline`.
+void registerHostPipeline();
 
 } // namespace switchyard::moe
 

@@ -30,4 +30,52 @@ def MoeFreezeKnobs : Pass<"moe-freeze-knobs", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def MoeFormStages : Pass<"moe-form-stages", "mlir::ModuleOp"> {
+  let summary = "groups a policy's ops into fused stages (the kernel boundaries)";
+  let description = [{
+    Wraps the ops of every router (and of every phase-gate region) in `moe.stage` ops
+    of kind token / batch / select / route. Ops of one kind whose inputs are ready are
+    fused into one stage even when the source interleaves them; a batch reduction never
+    shares a stage with the producer of its input. A router that already has stages is
+    left alone.
+
+    Example: XShare becomes token(softmax) -> batch(union_topk, batch_reduce) ->
+    select(fill) -> route(route, expert_counts, ...).
+  }];
+}
+
+def MoeLowerToLoops : Pass<"moe-lower-to-loops", "mlir::ModuleOp"> {
+  let summary = "lowers every router to a function of loops on buffers";
+  let description = [{
+    Replaces each `moe.router @name` with `func.func @name(%T: index, inputs...,
+    outputs...)` on memrefs (destination-passing: the caller owns every buffer). The
+    body is target-neutral loop IR (scf/arith/math/memref): a token stage is one
+    `scf.parallel` over the tokens running all of its ops on one token's row, batch
+    and set ops are loop nests, a phase gate is an `scf.if`. Knobs become constants
+    (run `moe-set-knobs` first to choose their values). Run `moe-form-stages` first to
+    fuse; without stages every per-token op gets its own token loop.
+
+    The function's `moe.abi` attribute lists its parameters for the C entry point.
+  }];
+  let options = [
+    Option<"keepRouters", "keep-routers", "bool", /*default=*/"false",
+           "keep the moe.router ops next to the generated functions">
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
+  let summary = "adds the flat C entry point of every lowered router";
+  let description = [{
+    Runs on the LLVM dialect. For every function lowered from a router (it carries
+    `moe.abi`), renames the function to `<name>__impl` (private) and adds the exported
+    `int32_t <name>(int64_t num_tokens, <one pointer per buffer, in signature order;
+    two for a placement: replica_count then log2phy; scalars by value>)` that builds
+    the memref descriptors (sizes from the token count) and calls it. It returns 0.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,19 @@
+//===- MoeStages.h - which fused stage an op belongs to ---------*- C++ -*-===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOESTAGES_H
+#define SWITCHYARD_DIALECT_MOE_IR_MOESTAGES_H
+
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+
+namespace switchyard::moe {
+
+/// The stage kind an op runs in, or nullopt for ops that belong to no stage (knobs,
+/// constants, phase gates, terminators).
+std::optional<StageKind> getStageKind(mlir::Operation *op);
+
+/// True when an op of `kind` cannot consume a value made by another op of the same
+/// stage: a batch reduction needs every token of its input first.
+inline bool needsCompleteInputs(StageKind kind) { return kind == StageKind::batch; }
+
+} // namespace switchyard::moe
+
+#endif

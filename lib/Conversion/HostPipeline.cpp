@@ -1,0 +1,37 @@
+//===- HostPipeline.cpp - the moe -> LLVM dialect pipeline for the host ---===//
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void switchyard::moe::buildHostPipeline(OpPassManager &pm) {
+  pm.addPass(createMoeFreezeKnobs());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createMoeFormStages());
+  pm.addPass(createMoeLowerToLoops());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // Loops -> LLVM dialect (the standard MLIR host path).
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createMoeEmitCEntry());
+}
+
+void switchyard::moe::registerHostPipeline() {
+  PassPipelineRegistration<>("moe-host-pipeline",
+                             "lower moe routers to LLVM dialect with C entry points",
+                             buildHostPipeline);
+}

@@ -1,0 +1,30 @@
+//===- LowerToLoops.cpp - the moe-lower-to-loops pass ---------------------===//
+#include "RouterLowering.h"
+
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
+
+namespace switchyard::moe {
+#define GEN_PASS_DEF_MOELOWERTOLOOPS
+#include "switchyard/Dialect/Moe/Transforms/Passes.h.inc"
+} // namespace switchyard::moe
+
+using namespace mlir;
+using namespace switchyard::moe;
+
+namespace {
+struct MoeLowerToLoopsPass
+    : switchyard::moe::impl::MoeLowerToLoopsBase<MoeLowerToLoopsPass> {
+  using MoeLowerToLoopsBase::MoeLowerToLoopsBase;
+  void runOnOperation() override {
+    SmallVector<RouterOp> routers(getOperation().getOps<RouterOp>());
+    for (RouterOp router : routers) {
+      OpBuilder builder(router);
+      RouterLowering lowering(router, builder);
+      if (failed(lowering.run()))
+        return signalPassFailure();
+      if (!keepRouters)
+        router.erase();
+    }
+  }
+};
+} // namespace

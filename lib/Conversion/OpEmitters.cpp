@@ -1,0 +1,725 @@
+//===- OpEmitters.cpp - the loops each moe op lowers to -------------------===//
+//
+// Row emitters write one token's row (they run inside the fused token loop, with `t`
+// the token); whole emitters write a complete loop nest over the batch or the experts.
+// Every ranking goes through LoopEmitter::argBest / argWorst, so ties break toward the
+// lower id and NaN ranks last in every op. Reductions over tokens run in token order,
+// so floating-point sums are reproducible.
+//
+//===----------------------------------------------------------------------===//
+#include "RouterLowering.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using P = arith::CmpIPredicate;
+using F = arith::CmpFPredicate;
+
+namespace switchyard::moe {
+namespace {
+
+int64_t expertsOf(Value v) {
+  if (auto set = dyn_cast<ExpertSetType>(v.getType()))
+    return set.getExperts();
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getDimSize(t.getRank() - 1);
+}
+
+/// A per-token stack buffer of n flags, cleared.
+Value clearedFlags(LoopEmitter &em, int64_t n) {
+  Value flags = em.stackBuffer({n}, em.builder().getI8Type());
+  em.fill(flags, em.idx(n), em.i8(0));
+  return flags;
+}
+
+/// Picks the k best of a row (eligible ids only), marking them in `taken`, and calls
+/// `onPick(j, id, score)` for each slot j; id is -1 when nothing eligible is left.
+void topKRow(LoopEmitter &em, Value n, Value k, Value taken,
+             function_ref<Value(Value)> eligible, function_ref<Value(Value)> score,
+             function_ref<void(Value, Value, Value)> onPick) {
+  em.loop(em.idx(0), k, [&](Value j) {
+    auto [best, val] = em.argBest(
+        n, [&](Value i) { return em.andI(em.notI(em.isSet(taken, i)), eligible(i)); },
+        score);
+    Value found = em.cmpI(P::sge, best, em.i32(0));
+    em.ifThen(found, [&] { em.store(em.i8(1), taken, em.toIndex(best)); });
+    onPick(j, best, val);
+  });
+}
+
+Value always(LoopEmitter &em) { return em.cmpI(P::eq, em.i32(0), em.i32(0)); }
+
+/// min(v, hi) for a non-negative i64 parameter, as an index loop bound.
+Value clampedCount(LoopEmitter &em, Value v, int64_t hi) {
+  Value nonNeg = em.select(em.cmpI(P::slt, v, em.i64(0)), em.i64(0), v);
+  return em.toIndex(em.minUI(nonNeg, em.i64(hi)));
+}
+
+Value maxOfRow(RouterLowering &L, RowRef x, int64_t n) {
+  LoopEmitter &em = L.em();
+  return em.loopCarried(em.idx(0), em.idx(n), {em.negInf()}, [&](Value e, ValueRange it) {
+    return SmallVector<Value>{arith::MaximumFOp::create(em.builder(), em.location(), it[0],
+                                                        L.at(x, e))};
+  })[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Row ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult softmaxRow(RouterLowering &L, SoftmaxOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getInput());
+  RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
+  Value mx = maxOfRow(L, x, n);
+  Value allMasked = em.cmpF(F::OEQ, mx, em.negInf());
+  Value sum = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+    return SmallVector<Value>{em.addF(it[0], em.exp(em.subF(L.at(x, e), mx)))};
+  })[0];
+  em.loop(n, [&](Value e) {
+    Value p = em.divF(em.exp(em.subF(L.at(x, e), mx)), sum);
+    L.put(em.select(allMasked, em.f32(0), p), y, e);
+  });
+  return success();
+}
+
+LogicalResult topkOpRow(RouterLowering &L, TopKOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getInput());
+  RowRef x = L.rowIn(op.getInput(), t);
+  RowRef vals = L.rowOut(op.getValues(), t), ids = L.rowOut(op.getIndices(), t);
+  Value taken = clearedFlags(em, n);
+  topKRow(em, em.idx(n), em.idx(op.getK()), taken, [&](Value) { return always(em); },
+          [&](Value e) { return L.at(x, e); },
+          [&](Value j, Value id, Value v) {
+            L.put(v, vals, j);
+            L.put(id, ids, j);
+          });
+  return success();
+}
+
+LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getInput()), groups = op.getGroups();
+  int64_t size = n / groups;
+  RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
+  Value taken = clearedFlags(em, n);
+  Value groupScore = em.stackBuffer({groups}, em.builder().getF32Type());
+  // A group's score: the sum of its group_topk best scores, best first.
+  em.loop(groups, [&](Value g) {
+    Value base = em.mulI(g, em.idx(size));
+    Value sum = em.loopCarried(em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0)},
+                               [&](Value, ValueRange it) {
+      auto [best, v] = em.argBest(
+          em.idx(size),
+          [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); },
+          [&](Value i) { return L.at(x, em.addI(base, i)); });
+      em.store(em.i8(1), taken, em.addI(base, em.toIndex(best)));
+      return SmallVector<Value>{em.addF(it[0], v)};
+    })[0];
+    em.store(sum, groupScore, g);
+  });
+  Value kept = clearedFlags(em, groups);
+  topKRow(em, em.idx(groups), em.idx(op.getTopkGroups()), kept,
+          [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
+          [](Value, Value, Value) {});
+  em.loop(n, [&](Value e) {
+    Value inKept = em.isSet(kept, em.divUI(e, em.idx(size)));
+    L.put(em.select(inKept, L.at(x, e), em.negInf()), y, e);
+  });
+  return success();
+}
+
+LogicalResult binsRow(RouterLowering &L, BinsOp op, Value t) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getLogits());
+  RowRef x = L.rowIn(op.getLogits(), t), y = L.rowOut(op.getBins(), t);
+  Value alpha = L.scalar(op.getAlpha());
+  // Bins never exceed 2^30, so the float -> int conversion is exact.
+  Value beta = em.toF32(em.select(em.cmpI(P::sgt, L.scalar(op.getBeta()), em.i64(1 << 30)),
+                                  em.i64(1 << 30), L.scalar(op.getBeta())));
+  Value mx = maxOfRow(L, x, n);
+  em.loop(n, [&](Value e) {
+    Value z = L.at(x, e);
+    Value gap = math::FloorOp::create(b, em.location(), em.mulF(alpha, em.subF(mx, z)));
+    Value q = arith::MinNumFOp::create(b, em.location(), gap, beta);
+    q = em.select(em.cmpF(F::OEQ, z, mx), em.f32(0), q);
+    Value qi = arith::FPToSIOp::create(b, em.location(), b.getI32Type(), q);
+    L.put(em.subI(em.i32(0), qi), y, e);
+  });
+  return success();
+}
+
+LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores()), k = op.getK();
+  RowRef s = L.rowIn(op.getScores(), t);
+  std::optional<RowRef> w;
+  if (op.getWeights())
+    w = L.rowIn(op.getWeights(), t);
+  Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
+  RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
+  Value taken = clearedFlags(em, n);
+  auto eligible = [&](Value e) {
+    Value v = L.at(s, e);
+    Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
+    return within ? em.andI(ok, em.isSet(within, e)) : ok;
+  };
+  topKRow(em, em.idx(n), em.idx(k), taken, eligible, [&](Value e) { return L.at(s, e); },
+          [&](Value j, Value id, Value v) {
+            Value found = em.cmpI(P::sge, id, em.i32(0));
+            Value weight = v;
+            if (w)
+              weight = L.at(*w, em.toIndex(em.select(found, id, em.i32(0))));
+            L.put(id, ids, j);
+            L.put(em.select(found, weight, em.f32(0)), wts, j);
+          });
+  if (op.getRenormalize()) {
+    Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+      return SmallVector<Value>{em.addF(it[0], L.at(wts, j))};
+    })[0];
+    Value positive = em.cmpF(F::OGT, sum, em.f32(0));
+    em.loop(k, [&](Value j) {
+      Value v = L.at(wts, j);
+      L.put(em.select(positive, em.divF(v, sum), v), wts, j);
+    });
+  }
+  float scaling = op.getScaling().convertToFloat();
+  if (scaling != 1.0f)
+    em.loop(k, [&](Value j) { L.put(em.mulF(L.at(wts, j), em.f32(scaling)), wts, j); });
+  return success();
+}
+
+LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t k = cast<RankedTensorType>(op.getIds().getType()).getDimSize(1);
+  int64_t n = op.getPlacement().getType().getExperts();
+  const Stored &placement = L.get(op.getPlacement());
+  RowRef ids = L.rowIn(op.getIds(), t), out = L.rowOut(op.getResult(), t);
+  Value tok = em.toI32(t);
+  em.loop(k, [&](Value j) {
+    Value e = L.at(ids, j);
+    Value valid = em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+    Value es = em.toIndex(em.select(valid, e, em.i32(0)));
+    Value count = em.load(placement.replicas, es);
+    count = em.select(em.cmpI(P::slt, count, em.i32(1)), em.i32(1), count);
+    Value replica = em.toIndex(em.remUI(tok, count));
+    Value phys = em.load(placement.log2phy, {es, replica});
+    L.put(em.select(valid, phys, em.i32(-1)), out, j);
+  });
+  return success();
+}
+
+template <typename Fn>
+LogicalResult elementwiseRow(RouterLowering &L, Value in, Value out, Value t, Fn fn) {
+  RowRef x = L.rowIn(in, t), y = L.rowOut(out, t);
+  L.em().loop(expertsOf(in), [&](Value e) { L.put(fn(L.at(x, e), e), y, e); });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Whole ops: batch reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getInput());
+  Value out = L.allocFull(op.getResult()), x = L.mem(op.getInput());
+  ReduceKind kind = op.getKind();
+  Value init = kind == ReduceKind::count ? em.i32(0)
+               : kind == ReduceKind::sum ? em.f32(0)
+                                         : em.negInf();
+  em.fill(out, em.idx(n), init);
+  auto combine = [&](Value e, Value v) {
+    Value acc = em.load(out, e);
+    Value next = kind == ReduceKind::count ? em.addI(acc, em.i32(1))
+                 : kind == ReduceKind::sum
+                     ? em.addF(acc, v)
+                     : arith::MaximumFOp::create(b, em.location(), acc, v).getResult();
+    em.store(next, out, e);
+  };
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    if (!op.getTopk()) {
+      em.loop(n, [&](Value e) { combine(e, em.load(x, {t, e})); });
+      return;
+    }
+    em.allocaScope([&] {
+      Value taken = clearedFlags(em, n);
+      topKRow(em, em.idx(n), em.idx(*op.getTopk()), taken, [&](Value) { return always(em); },
+              [&](Value e) { return em.load(x, {t, e}); },
+              [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
+    });
+  });
+  return success();
+}
+
+/// leader[t] = the first token with t's request id.
+Value requestLeaders(RouterLowering &L, Value requestIds) {
+  LoopEmitter &em = L.em();
+  Value leaders = memref::AllocOp::create(
+      em.builder(), em.location(),
+      MemRefType::get({ShapedType::kDynamic}, em.builder().getI32Type()),
+      ValueRange{L.tokens()});
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    Value id = em.load(requestIds, t);
+    Value self = em.toI32(t);
+    Value lead = em.loopCarried(em.idx(0), t, {self}, [&](Value u, ValueRange it) {
+      Value hit = em.andI(em.cmpI(P::eq, em.load(requestIds, u), id),
+                          em.cmpI(P::eq, it[0], self));
+      return SmallVector<Value>{em.select(hit, em.toI32(u), it[0])};
+    })[0];
+    em.store(lead, leaders, t);
+  });
+  return leaders;
+}
+
+LogicalResult segmentReduce(RouterLowering &L, SegmentReduceOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getInput());
+  bool isSum = op.getKind() == ReduceKind::sum;
+  Value out = L.allocFull(op.getResult()), x = L.mem(op.getInput());
+  Value leaders = requestLeaders(L, L.mem(op.getRequestIds()));
+  Value init = isSum ? em.f32(0) : em.negInf();
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    em.loop(n, [&](Value e) { em.store(init, out, {t, e}); });
+  });
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    Value lead = em.toIndex(em.load(leaders, t));
+    em.loop(n, [&](Value e) {
+      Value acc = em.load(out, {lead, e}), v = em.load(x, {t, e});
+      Value next = isSum ? em.addF(acc, v)
+                         : arith::MaximumFOp::create(b, em.location(), acc, v).getResult();
+      em.store(next, out, {lead, e});
+    });
+  });
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    Value lead = em.toIndex(em.load(leaders, t));
+    em.ifThen(em.cmpI(P::ne, lead, t), [&] {
+      em.loop(n, [&](Value e) { em.store(em.load(out, {lead, e}), out, {t, e}); });
+    });
+  });
+  memref::DeallocOp::create(b, em.location(), leaders);
+  return success();
+}
+
+LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getResult());
+  int64_t k = op.getIds().getType().getDimSize(1);
+  Value out = L.allocFull(op.getResult());
+  Value bins = L.mem(op.getBins()), ids = L.mem(op.getIds());
+  em.fill(out, em.idx(n), em.f32(0));
+  Value base = em.toF32(L.tokens());
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    em.loop(k, [&](Value j) {
+      Value e = em.load(ids, {t, j});
+      Value valid = em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+      em.ifThen(valid, [&] {
+        Value ei = em.toIndex(e);
+        Value weight = math::PowFOp::create(em.builder(), em.location(), base,
+                                            em.toF32(em.load(bins, {t, ei})));
+        em.store(em.addF(em.load(out, ei), weight), out, ei);
+      });
+    });
+  });
+  return success();
+}
+
+LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores());
+  Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
+  Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
+  em.fill(out, em.idx(n), em.i8(0));
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    em.allocaScope([&] {
+      Value taken = clearedFlags(em, n);
+      topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+              [&](Value e) { return em.load(x, {t, e}); },
+              [&](Value, Value id, Value) { em.store(em.i8(1), out, em.toIndex(id)); });
+    });
+  });
+  return success();
+}
+
+LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getScores());
+  Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
+  Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
+  Value budget = clampedCount(em, L.scalar(op.getBudget()), n);
+  Value leaders = requestLeaders(L, L.mem(op.getRequestIds()));
+  em.fill(out, em.idx(n), em.i8(0));
+  em.loop(em.idx(0), L.tokens(), [&](Value r) {
+    em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {
+      em.allocaScope([&] {
+        // Alg. 3 for request r: warm-up set S0_r and the request's summed scores.
+        Value local = clearedFlags(em, n);
+        Value agg = em.stackBuffer({n}, b.getF32Type());
+        em.fill(agg, em.idx(n), em.f32(0));
+        em.loop(em.idx(0), L.tokens(), [&](Value t) {
+          em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
+            em.allocaScope([&] {
+              Value taken = clearedFlags(em, n);
+              topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+                      [&](Value e) { return em.load(x, {t, e}); },
+                      [&](Value, Value id, Value) {
+                        em.store(em.i8(1), local, em.toIndex(id));
+                      });
+            });
+            em.loop(n, [&](Value e) {
+              em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
+            });
+          });
+        });
+        // S_r = S0_r plus the request's m_r best experts outside it.
+        Value picked = clearedFlags(em, n);
+        em.loop(n, [&](Value e) { em.store(em.load(local, e), picked, e); });
+        topKRow(em, em.idx(n), budget, picked, [&](Value) { return always(em); },
+                [&](Value e) { return em.load(agg, e); }, [](Value, Value, Value) {});
+        em.loop(n, [&](Value e) {
+          em.store(em.orI(em.load(out, e), em.load(picked, e)), out, e);
+        });
+      });
+    });
+  });
+  memref::DeallocOp::create(b, em.location(), leaders);
+  return success();
+}
+
+LogicalResult confidentTop1(RouterLowering &L, ConfidentTop1Op op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getResult());
+  Value out = L.allocFull(op.getResult());
+  Value bins = L.mem(op.getBins()), ids = L.mem(op.getIds());
+  em.fill(out, em.idx(n), em.i8(0));
+  auto valid = [&](Value e) {
+    return em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+  };
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    Value second = em.load(ids, {t, em.idx(1)});
+    Value first = em.load(ids, {t, em.idx(0)});
+    em.ifThen(em.andI(valid(second), valid(first)), [&] {
+      Value bin = em.load(bins, {t, em.toIndex(second)});
+      em.ifThen(em.cmpI(P::sle, bin, em.i32(-1)),
+                [&] { em.store(em.i8(1), out, em.toIndex(first)); });
+    });
+  });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Whole ops: expert sets
+//===----------------------------------------------------------------------===//
+
+void copySet(LoopEmitter &em, Value dst, Value src, int64_t n) {
+  if (dst != src)
+    em.loop(n, [&](Value e) { em.store(em.load(src, e), dst, e); });
+}
+
+Value popcount(LoopEmitter &em, Value set, int64_t n) {
+  return em.loopCarried(em.idx(0), em.idx(n), {em.i64(0)}, [&](Value e, ValueRange it) {
+    return SmallVector<Value>{
+        em.addI(it[0], arith::ExtUIOp::create(em.builder(), em.location(),
+                                              em.builder().getI64Type(), em.load(set, e)))};
+  })[0];
+}
+
+/// Adds up to `count` best experts outside `set`, by `scores`.
+void addBest(LoopEmitter &em, Value set, Value scores, Value count, int64_t n) {
+  topKRow(em, em.idx(n), count, set, [&](Value) { return always(em); },
+          [&](Value e) { return em.load(scores, e); }, [](Value, Value, Value) {});
+}
+
+LogicalResult fill(RouterLowering &L, FillOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores());
+  Value out = L.allocFull(op.getResult()), s = L.mem(op.getScores());
+  copySet(em, out, L.mem(op.getInit()), n);
+  Value amount = L.scalar(op.getAmount());
+  switch (op.getMode()) {
+  case FillMode::budget:
+    addBest(em, out, s, clampedCount(em, amount, n), n);
+    break;
+  case FillMode::min_size: {
+    Value size = popcount(em, out, n);
+    Value missing = em.select(em.cmpI(P::sgt, amount, size), em.subI(amount, size), em.i64(0));
+    addBest(em, out, s, clampedCount(em, missing, n), n);
+    break;
+  }
+  case FillMode::threshold: {
+    // XShare Alg. 1: while f(S) < tau * f(E), add the best expert outside S.
+    Value total = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+      return SmallVector<Value>{em.addF(it[0], em.load(s, e))};
+    })[0];
+    Value target = em.mulF(amount, total);
+    Value mass = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+      Value v = em.load(s, e);
+      return SmallVector<Value>{em.select(em.isSet(out, e), em.addF(it[0], v), it[0])};
+    })[0];
+    em.loopCarried(em.idx(0), em.idx(n), {mass}, [&](Value, ValueRange it) {
+      Value below = em.cmpF(F::OLT, it[0], target);
+      auto [best, v] = em.argBest(
+          em.idx(n), [&](Value e) { return em.notI(em.isSet(out, e)); },
+          [&](Value e) { return em.load(s, e); });
+      Value add = em.andI(below, em.cmpI(P::sge, best, em.i32(0)));
+      em.ifThen(add, [&] { em.store(em.i8(1), out, em.toIndex(best)); });
+      return SmallVector<Value>{em.select(add, em.addF(it[0], v), it[0])};
+    });
+    break;
+  }
+  }
+  return success();
+}
+
+LogicalResult fillPerDevice(RouterLowering &L, FillPerDeviceOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  PlacementType placement = op.getPlacement().getType();
+  int64_t n = placement.getExperts(), devices = placement.getDevices();
+  Value out = L.allocFull(op.getResult()), mass = L.mem(op.getScores());
+  Value log2phy = L.get(op.getPlacement()).log2phy;
+  copySet(em, out, L.mem(op.getInit()), n);
+  // An expert's GPU is the device of its primary copy; -1 when it has none.
+  auto deviceOf = [&](Value e) {
+    Value slot = em.load(log2phy, {e, em.idx(0)});
+    Value dev = arith::DivSIOp::create(b, em.location(), slot,
+                                       em.i32(placement.getSlotsPerDevice()));
+    return em.select(em.cmpI(P::slt, slot, em.i32(0)), em.i32(-1), dev);
+  };
+  Value budget = L.scalar(op.getBudget());
+  Value target = em.mulI(em.select(em.cmpI(P::slt, budget, em.i64(0)), em.i64(0), budget),
+                         em.i64(devices));
+  // XShare Alg. 5: rounds over the devices while |S| < m_g * G, until a round adds
+  // nothing. At most n rounds can add an expert.
+  Value state = em.stackBuffer({2}, b.getI64Type()); // [|S|, done]
+  em.store(popcount(em, out, n), state, em.idx(0));
+  em.store(em.i64(0), state, em.idx(1));
+  em.loop(n + 1, [&](Value) {
+    Value size = em.load(state, em.idx(0));
+    Value active = em.andI(em.cmpI(P::eq, em.load(state, em.idx(1)), em.i64(0)),
+                           em.cmpI(P::slt, size, target));
+    em.ifThenElse(
+        active,
+        [&] {
+          Value added = em.loopCarried(em.idx(0), em.idx(devices), {em.i64(0)},
+                                       [&](Value g, ValueRange it) {
+            Value gi = em.toI32(g);
+            auto [best, v] = em.argBest(
+                em.idx(n),
+                [&](Value e) {
+                  return em.andI(em.notI(em.isSet(out, e)), em.cmpI(P::eq, deviceOf(e), gi));
+                },
+                [&](Value e) { return em.load(mass, e); });
+            Value found = em.cmpI(P::sge, best, em.i32(0));
+            em.ifThen(found, [&] { em.store(em.i8(1), out, em.toIndex(best)); });
+            return SmallVector<Value>{em.select(found, em.addI(it[0], em.i64(1)), it[0])};
+          })[0];
+          em.store(em.addI(size, added), state, em.idx(0));
+          em.ifThen(em.cmpI(P::eq, added, em.i64(0)),
+                    [&] { em.store(em.i64(1), state, em.idx(1)); });
+        },
+        [&] { em.store(em.i64(1), state, em.idx(1)); });
+  });
+  return success();
+}
+
+LogicalResult dropLowest(RouterLowering &L, DropLowestOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores());
+  Value out = L.allocFull(op.getResult()), s = L.mem(op.getScores());
+  copySet(em, out, L.mem(op.getSet()), n);
+  em.loop(em.idx(0), clampedCount(em, L.scalar(op.getCount()), n), [&](Value) {
+    Value worst = em.argWorst(em.idx(n), [&](Value e) { return em.isSet(out, e); },
+                              [&](Value e) { return em.load(s, e); });
+    em.ifThen(em.cmpI(P::sge, worst, em.i32(0)),
+              [&] { em.store(em.i8(0), out, em.toIndex(worst)); });
+  });
+  return success();
+}
+
+template <typename Fn>
+LogicalResult perExpertSet(RouterLowering &L, Value result, Fn fn) {
+  LoopEmitter &em = L.em();
+  Value out = L.allocFull(result);
+  em.loop(expertsOf(result), [&](Value e) { em.store(fn(e), out, e); });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Whole ops: routing outputs
+//===----------------------------------------------------------------------===//
+
+LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getCounts());
+  int64_t k = op.getIds().getType().getDimSize(1);
+  Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
+  em.fill(out, em.idx(n), em.i32(0));
+  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+    em.loop(k, [&](Value j) {
+      Value e = em.load(ids, {t, j});
+      em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {
+        Value ei = em.toIndex(e);
+        em.store(em.addI(em.load(out, ei), em.i32(1)), out, ei);
+      });
+    });
+  });
+  return success();
+}
+
+LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getCounts());
+  Value counts = L.mem(op.getCounts());
+  Value active = L.allocFull(op.getActive()), num = L.allocFull(op.getNumActive());
+  Value found = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+    Value has = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
+    em.ifThen(has, [&] { em.store(em.toI32(e), active, em.toIndex(it[0])); });
+    return SmallVector<Value>{em.select(has, em.addI(it[0], em.i32(1)), it[0])};
+  })[0];
+  em.loop(em.toIndex(found), em.idx(n), [&](Value i) { em.store(em.i32(-1), active, i); });
+  em.store(found, num, em.idx(0));
+  return success();
+}
+
+LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = op.getCounts().getType().getDimSize(0);
+  int64_t k = op.getIds().getType().getDimSize(1), block = op.getBlockSize();
+  Value ids = L.mem(op.getIds()), counts = L.mem(op.getCounts());
+  Value sorted = L.allocFull(op.getSortedTokenIds());
+  Value blocks = L.allocFull(op.getExpertIds());
+  Value padded = L.allocFull(op.getNumTokensPostPadded());
+  Value slots = em.mulI(L.tokens(), em.idx(k));
+  Value sortedSize = L.dimSize(op.getSortedTokenIds(), 0);
+  Value blockCount = L.dimSize(op.getExpertIds(), 0);
+  em.fill(sorted, sortedSize, em.toI32(slots));
+  em.fill(blocks, blockCount, em.i32(-1));
+  // Each expert's segment starts at the padded prefix sum of the counts before it.
+  Value next = em.stackBuffer({n}, em.builder().getI32Type());
+  Value total = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+    Value count = em.load(counts, e);
+    count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
+    Value nblocks = em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
+    em.store(it[0], next, e);
+    Value first = em.toIndex(em.divUI(it[0], em.i32(block)));
+    em.loop(em.idx(0), em.toIndex(nblocks), [&](Value i) {
+      Value at = em.addI(first, i);
+      em.ifThen(em.cmpI(P::ult, at, blockCount),
+                [&] { em.store(em.toI32(e), blocks, at); });
+    });
+    return SmallVector<Value>{em.addI(it[0], em.mulI(nblocks, em.i32(block)))};
+  })[0];
+  em.loop(em.idx(0), slots, [&](Value slot) {
+    Value e = em.load(ids, {em.divUI(slot, em.idx(k)), em.remUI(slot, em.idx(k))});
+    em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {
+      Value ei = em.toIndex(e);
+      Value pos = em.load(next, ei);
+      // Counts that disagree with the ids must not write out of bounds.
+      em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
+                [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
+      em.store(em.addI(pos, em.i32(1)), next, ei);
+    });
+  });
+  em.store(total, padded, em.idx(0));
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitRowOp(RouterLowering &L, Operation *op, Value t) {
+  LoopEmitter &em = L.em();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](SoftmaxOp o) { return softmaxRow(L, o, t); })
+      .Case([&](SigmoidOp o) {
+        return elementwiseRow(L, o.getInput(), o.getResult(), t, [&](Value x, Value) {
+          Value neg = arith::NegFOp::create(em.builder(), em.location(), x);
+          return em.divF(em.f32(1), em.addF(em.f32(1), em.exp(neg)));
+        });
+      })
+      .Case([&](AddBiasOp o) {
+        Value bias = L.mem(o.getBias());
+        return elementwiseRow(L, o.getInput(), o.getResult(), t, [&](Value x, Value e) {
+          return em.addF(x, em.load(bias, e));
+        });
+      })
+      .Case([&](ScaleOp o) {
+        Value f = L.scalar(o.getFactor());
+        return elementwiseRow(L, o.getInput(), o.getResult(), t,
+                              [&](Value x, Value) { return em.mulF(x, f); });
+      })
+      .Case([&](MaskOp o) {
+        Value set = L.mem(o.getSet());
+        return elementwiseRow(L, o.getInput(), o.getResult(), t, [&](Value x, Value e) {
+          return em.select(em.isSet(set, e), x, em.negInf());
+        });
+      })
+      .Case([&](BiasResidentOp o) {
+        Value set = L.mem(o.getResident()), bonus = L.scalar(o.getBonus());
+        return elementwiseRow(L, o.getInput(), o.getResult(), t, [&](Value x, Value e) {
+          return em.select(em.isSet(set, e), em.addF(x, bonus), x);
+        });
+      })
+      .Case([&](TopKOp o) { return topkOpRow(L, o, t); })
+      .Case([&](GroupLimitOp o) { return groupLimitRow(L, o, t); })
+      .Case([&](BinsOp o) { return binsRow(L, o, t); })
+      .Case([&](RouteOp o) { return routeRow(L, o, t); })
+      .Case([&](RemapPhysicalOp o) { return remapRow(L, o, t); })
+      .Default([](Operation *op) {
+        return op->emitOpError() << "has no per-token lowering";
+      });
+}
+
+LogicalResult emitWholeOp(RouterLowering &L, Operation *op) {
+  LoopEmitter &em = L.em();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](BatchReduceOp o) { return batchReduce(L, o); })
+      .Case([&](SegmentReduceOp o) { return segmentReduce(L, o); })
+      .Case([&](BinScoreOp o) { return binScore(L, o); })
+      .Case([&](UnionTopKOp o) { return unionTopK(L, o); })
+      .Case([&](SegmentFillOp o) { return segmentFill(L, o); })
+      .Case([&](ConfidentTop1Op o) { return confidentTop1(L, o); })
+      .Case([&](EmptySetOp o) {
+        return perExpertSet(L, o.getResult(), [&](Value) { return em.i8(0); });
+      })
+      .Case([&](FullSetOp o) {
+        return perExpertSet(L, o.getResult(), [&](Value) { return em.i8(1); });
+      })
+      .Case([&](FillOp o) { return fill(L, o); })
+      .Case([&](FillPerDeviceOp o) { return fillPerDevice(L, o); })
+      .Case([&](ThresholdSetOp o) {
+        Value s = L.mem(o.getScores()), theta = L.scalar(o.getTheta());
+        return perExpertSet(L, o.getResult(), [&](Value e) {
+          Value ge = em.cmpF(F::OGE, em.load(s, e), theta);
+          return arith::ExtUIOp::create(em.builder(), em.location(),
+                                        em.builder().getI8Type(), ge)
+              .getResult();
+        });
+      })
+      .Case([&](DropLowestOp o) { return dropLowest(L, o); })
+      .Case([&](UnionOp o) {
+        Value a = L.mem(o.getLhs()), c = L.mem(o.getRhs());
+        return perExpertSet(L, o.getResult(), [&](Value e) {
+          return em.orI(em.load(a, e), em.load(c, e));
+        });
+      })
+      .Case([&](IntersectOp o) {
+        Value a = L.mem(o.getLhs()), c = L.mem(o.getRhs());
+        return perExpertSet(L, o.getResult(), [&](Value e) {
+          return em.andI(em.load(a, e), em.load(c, e));
+        });
+      })
+      .Case([&](ExpertCountsOp o) { return expertCounts(L, o); })
+      .Case([&](CompactActiveOp o) { return compactActive(L, o); })
+      .Case([&](AlignBlocksOp o) { return alignBlocks(L, o); })
+      .Default([](Operation *op) {
+        return op->emitOpError() << "has no loop lowering";
+      });
+}
+
+} // namespace switchyard::moe

@@ -1,0 +1,102 @@
+//===- RouterLowering.h - moe router -> loops on buffers --------*- C++ -*-===//
+//
+// The state of lowering one `moe.router` to a `func.func` on memrefs: how each moe value
+// is stored (a full buffer [T, X] / [E], a per-token row buffer inside a fused token
+// loop, a scalar, or the two arrays of a placement), and the emitters for every op.
+// RouterLowering.cpp drives the walk (stages, phase gates, outputs); OpEmitters.cpp
+// writes each op's loops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_LIB_CONVERSION_ROUTERLOWERING_H
+#define SWITCHYARD_LIB_CONVERSION_ROUTERLOWERING_H
+
+#include "LoopEmitter.h"
+
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace switchyard::moe {
+
+/// How one moe value is held after lowering.
+struct Stored {
+  mlir::Value mem;      // a memref (tensors, sets), or null
+  mlir::Value scalar;   // an i32/i64/f32 value, or null
+  mlir::Value replicas; // placement: replica_count memref<E x i32>
+  mlir::Value log2phy;  // placement: log2phy memref<E x R x i32>
+};
+
+/// A view of one token's row of a value: either row `row` of a full [T, X] buffer, or
+/// a per-token buffer of X elements (row is null), or a 1-D [X] value (row is null).
+struct RowRef {
+  mlir::Value mem;
+  mlir::Value row;
+};
+
+class RouterLowering {
+public:
+  RouterLowering(RouterOp router, mlir::OpBuilder &builder);
+
+  /// Builds `func.func @<router name>` with the lowered body next to the router.
+  mlir::FailureOr<mlir::func::FuncOp> run();
+
+  // Used by the op emitters.
+  LoopEmitter &em() { return emitter; }
+  mlir::Value tokens() { return numTokens; }
+  const Stored &get(mlir::Value v);
+  mlir::Value mem(mlir::Value v) { return get(v).mem; }
+  mlir::Value scalar(mlir::Value v) { return get(v).scalar; }
+  /// A full buffer for `v` (its router output when it is one).
+  mlir::Value allocFull(mlir::Value v);
+  /// Size of dimension `dim` of `v` as an index value.
+  mlir::Value dimSize(mlir::Value v, unsigned dim);
+  /// Row access inside a fused token loop.
+  RowRef rowIn(mlir::Value v, mlir::Value t);
+  RowRef rowOut(mlir::Value v, mlir::Value t);
+  mlir::Value at(RowRef r, mlir::Value i) {
+    return r.row ? emitter.load(r.mem, {r.row, i}) : emitter.load(r.mem, i);
+  }
+  void put(mlir::Value value, RowRef r, mlir::Value i) {
+    if (r.row)
+      emitter.store(value, r.mem, {r.row, i});
+    else
+      emitter.store(value, r.mem, i);
+  }
+
+private:
+  mlir::LogicalResult lowerBlock(mlir::Block &block);
+  mlir::LogicalResult lowerOp(mlir::Operation *op);
+  mlir::LogicalResult lowerStage(StageOp stage);
+  mlir::LogicalResult lowerWhen(WhenOp when);
+  /// One token-parallel loop over the row ops in `ops`; values not in `local` escape.
+  mlir::LogicalResult lowerRowLoop(llvm::ArrayRef<mlir::Operation *> ops);
+  mlir::LogicalResult lowerRowOp(mlir::Operation *op, mlir::Value t);
+  mlir::LogicalResult lowerWholeOp(mlir::Operation *op);
+  void copyInto(mlir::Value dst, mlir::Value src, mlir::Value like);
+  mlir::Value resolve(mlir::Value v);
+
+  RouterOp router;
+  mlir::OpBuilder &b;
+  LoopEmitter emitter;
+  mlir::Value numTokens;
+  llvm::DenseMap<mlir::Value, Stored> stored;
+  llvm::DenseMap<mlir::Value, mlir::Value> destinations; // value -> output buffer
+  llvm::DenseMap<mlir::Value, mlir::Value> aliases;      // stage/gate result -> inner value
+  llvm::DenseMap<mlir::Value, mlir::Value> rowLocal;     // value -> per-token buffer
+  llvm::SmallVector<mlir::Value> temporaries;            // freed at the end
+};
+
+/// Row emitters (one token's row) and whole-op emitters, in OpEmitters.cpp.
+mlir::LogicalResult emitRowOp(RouterLowering &L, mlir::Operation *op, mlir::Value t);
+mlir::LogicalResult emitWholeOp(RouterLowering &L, mlir::Operation *op);
+/// Ops that lower to per-token row code inside a fused token loop.
+bool isRowOp(mlir::Operation *op);
+
+/// The memref type a moe value is stored in (sets are i8 flags).
+mlir::MemRefType storageType(mlir::Type type);
+
+} // namespace switchyard::moe
+
+#endif
