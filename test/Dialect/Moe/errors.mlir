@@ -218,7 +218,7 @@ moe.router @yield_when_types(%x: tensor<?x8xf32>, %ids: tensor<?x2xi32>)
 // -----
 
 func.func @yield_outside_router() {
-  // expected-error @+1 {{'moe.yield' op expects parent op to be one of 'moe.router, moe.when'}}
+  // expected-error @+1 {{'moe.yield' op expects parent op to be one of 'moe.router, moe.when, moe.stage'}}
   moe.yield
 }
 
@@ -375,11 +375,10 @@ moe.router @when_unknown_phase(%x: tensor<?x8xf32>, %phase: i32)
 
 // -----
 
-moe.router @softmax_dynamic_experts(%x: tensor<?x?xf32>) -> (out: tensor<?x?xf32>)
-    attributes {experts = 8, top_k = 2} {
+func.func @softmax_dynamic_experts(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
   // expected-error @+1 {{'moe.softmax' op input must have a static number of experts}}
   %p = moe.softmax %x : tensor<?x?xf32>
-  moe.yield %p : tensor<?x?xf32>
+  return %p : tensor<?x?xf32>
 }
 
 // -----
@@ -822,11 +821,10 @@ moe.router @bin_score_expert_count(%bins: tensor<?x4xi32>, %ids: tensor<?x2xi32>
 
 // -----
 
-moe.router @bin_score_dynamic_k(%bins: tensor<?x8xi32>, %ids: tensor<?x?xi32>)
-    -> (out: tensor<8xf32>) attributes {experts = 8, top_k = 2} {
+func.func @bin_score_dynamic_k(%bins: tensor<?x8xi32>, %ids: tensor<?x?xi32>) -> tensor<8xf32> {
   // expected-error @+1 {{'moe.bin_score' op ids must have a static number of choices per token}}
   %s = moe.bin_score %bins, %ids : tensor<?x8xi32>, tensor<?x?xi32> -> tensor<8xf32>
-  moe.yield %s : tensor<8xf32>
+  return %s : tensor<8xf32>
 }
 
 // -----
@@ -1221,11 +1219,10 @@ moe.router @confident_top1_tokens(%bins: tensor<4x8xi32>, %ids: tensor<3x2xi32>)
 
 // -----
 
-moe.router @confident_top1_dynamic_k(%bins: tensor<?x8xi32>, %ids: tensor<?x?xi32>)
-    -> (out: !moe.set<8>) attributes {experts = 8, top_k = 2} {
+func.func @confident_top1_dynamic_k(%bins: tensor<?x8xi32>, %ids: tensor<?x?xi32>) -> !moe.set<8> {
   // expected-error @+1 {{'moe.confident_top1' op ids must have a static number of choices per token}}
   %s = moe.confident_top1 %bins, %ids : tensor<?x8xi32>, tensor<?x?xi32> -> !moe.set<8>
-  moe.yield %s : !moe.set<8>
+  return %s : !moe.set<8>
 }
 
 // -----
@@ -1421,13 +1418,12 @@ moe.router @route_element_type(%logits: tensor<?x8xf32>)
 
 // -----
 
-moe.router @remap_physical_dynamic_k(%ids: tensor<?x?xi32>,
-    %placement: !moe.placement<experts = 8, devices = 2, slots = 10>)
-    -> (out: tensor<?x?xi32>) attributes {experts = 8, top_k = 2} {
+func.func @remap_physical_dynamic_k(%ids: tensor<?x?xi32>,
+    %placement: !moe.placement<experts = 8, devices = 2, slots = 10>) -> tensor<?x?xi32> {
   // expected-error @+1 {{'moe.remap_physical' op ids must have a static number of choices per token}}
   %phys = moe.remap_physical %ids, %placement
       : tensor<?x?xi32>, !moe.placement<experts = 8, devices = 2, slots = 10>
-  moe.yield %phys : tensor<?x?xi32>
+  return %phys : tensor<?x?xi32>
 }
 
 // -----
@@ -1443,11 +1439,10 @@ moe.router @remap_physical_expert_count(%ids: tensor<?x2xi32>,
 
 // -----
 
-moe.router @expert_counts_dynamic_k(%ids: tensor<?x?xi32>) -> (expert_counts: tensor<8xi32>)
-    attributes {experts = 8, top_k = 2} {
+func.func @expert_counts_dynamic_k(%ids: tensor<?x?xi32>) -> tensor<8xi32> {
   // expected-error @+1 {{'moe.expert_counts' op ids must have a static number of choices per token}}
   %counts = moe.expert_counts %ids : tensor<?x?xi32> -> tensor<8xi32>
-  moe.yield %counts : tensor<8xi32>
+  return %counts : tensor<8xi32>
 }
 
 // -----
