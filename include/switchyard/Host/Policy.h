@@ -1,0 +1,76 @@
+//===- Policy.h - load, describe and lower policy files ---------*- C++ -*-===//
+//
+// What moe-run and moe-compile share: reading a policy file with diagnostics at
+// file:line:col, describing its routers (named inputs, outputs and knobs, as moe-run
+// --list prints them), and reading back the C ABI (`moe.abi`) of a lowered router.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_HOST_POLICY_H
+#define SWITCHYARD_HOST_POLICY_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace switchyard::host {
+
+/// Every dialect, interface and translation a policy goes through on the host path.
+void registerDialects(mlir::DialectRegistry &registry);
+
+/// Parses and verifies `path`. Errors are printed as `file:line:col: error: ...`.
+mlir::OwningOpRef<mlir::ModuleOp> loadPolicy(mlir::MLIRContext &context,
+                                             llvm::StringRef path);
+
+/// One named input or output of a router, as a caller sees it.
+struct Port {
+  std::string name;
+  std::string dtype;          // float32, int32, bool, placement
+  std::vector<int64_t> shape; // -1: dynamic (see sizeRule)
+  std::string shapeText;      // "[?, 128]", "[T*8 + 8064]", ...
+};
+
+struct KnobInfo {
+  std::string name, type, value;
+};
+
+struct RouterInfo {
+  std::string name;
+  int64_t experts = 0, topK = 0, sharedExperts = 0;
+  std::vector<Port> inputs, outputs;
+  std::vector<KnobInfo> knobs;
+};
+
+std::vector<RouterInfo> describeRouters(mlir::ModuleOp module);
+std::string routersToJson(const std::vector<RouterInfo> &routers);
+
+/// One parameter of the flat C entry point of a lowered router (after num_tokens).
+struct AbiParam {
+  std::string name;   // "logits", "placement.log2phy", ...
+  bool isOutput = false;
+  std::string kind;   // tensor, set, scalar, placement_replicas, placement_log2phy
+  std::string dtype;  // float32, int32, int64, int8 (sets: 0/1 bytes)
+  std::vector<int64_t> shape;        // -1: dynamic, from sizeRule
+  std::array<int64_t, 3> sizeRule{1, 0, 1}; // ceil((a*T + b) / d)
+
+  int64_t elementBytes() const;
+  /// The shape for `tokens` tokens.
+  std::vector<int64_t> shapeFor(int64_t tokens) const;
+};
+
+/// The C ABI of the lowered router `name` (its `moe.abi` attribute), or an empty
+/// vector when the module has no such entry.
+std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
+
+/// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries.
+mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module);
+
+/// Keeps only the router `name`; false (and a message) when there is none.
+bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);
+
+} // namespace switchyard::host
+
+#endif

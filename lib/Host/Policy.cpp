@@ -1,0 +1,271 @@
+//===- Policy.cpp - load, describe and lower policy files -----------------===//
+#include "switchyard/Host/Policy.h"
+
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+namespace switchyard::host {
+
+void registerDialects(DialectRegistry &registry) {
+  registry.insert<moe::MoeDialect, arith::ArithDialect, func::FuncDialect,
+                  tensor::TensorDialect, scf::SCFDialect, math::MathDialect,
+                  memref::MemRefDialect, cf::ControlFlowDialect, index::IndexDialect,
+                  LLVM::LLVMDialect>();
+  registerConvertFuncToLLVMInterface(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+OwningOpRef<ModuleOp> loadPolicy(MLIRContext &context, StringRef path) {
+  // parseSourceFile reports through the context's handler: file:line:col.
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  auto file = openInputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "error: cannot open policy '" << path << "': " << error << "\n";
+    return nullptr;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module || failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+static std::string dtypeOf(Type type) {
+  if (type.isF32())
+    return "float32";
+  if (type.isInteger(32))
+    return "int32";
+  if (type.isInteger(64))
+    return "int64";
+  if (type.isInteger(8))
+    return "int8";
+  if (type.isInteger(1))
+    return "bool";
+  std::string s;
+  llvm::raw_string_ostream(s) << type;
+  return s;
+}
+
+static std::string shapeText(ArrayRef<int64_t> shape, std::array<int64_t, 3> rule) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += ", ";
+    if (d >= 0) {
+      s += std::to_string(d);
+      continue;
+    }
+    if (rule == std::array<int64_t, 3>{1, 0, 1}) {
+      s += "?";
+      continue;
+    }
+    std::string n = "T*" + std::to_string(rule[0]) + " + " + std::to_string(rule[1]);
+    s += rule[2] == 1 ? n : "ceil((" + n + ") / " + std::to_string(rule[2]) + ")";
+  }
+  return s + "]";
+}
+
+/// The size rule of a dynamic result, from the op that makes it.
+static std::array<int64_t, 3> resultRule(Value v) {
+  if (auto align = v.getDefiningOp<moe::AlignBlocksOp>()) {
+    int64_t k = align.getIds().getType().getDimSize(1);
+    int64_t pad = align.getCounts().getType().getDimSize(0) * (align.getBlockSize() - 1);
+    return {k, pad, v == align.getExpertIds() ? align.getBlockSize() : 1};
+  }
+  return {1, 0, 1};
+}
+
+static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
+  Port port{name.str(), "", {}, ""};
+  if (auto set = dyn_cast<moe::ExpertSetType>(type)) {
+    port.dtype = "bool";
+    port.shape = {set.getExperts()};
+  } else if (auto placement = dyn_cast<moe::PlacementType>(type)) {
+    port.dtype = "int32";
+    port.shape = {placement.getExperts(), placement.getMaxReplicas()};
+    port.shapeText = "[" + std::to_string(placement.getExperts()) + ", <=" +
+                     std::to_string(placement.getMaxReplicas()) + "] log2phy, -1 padded";
+    return port;
+  } else if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    port.dtype = dtypeOf(tensor.getElementType());
+    for (int64_t d : tensor.getShape())
+      port.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  } else {
+    port.dtype = dtypeOf(type);
+  }
+  port.shapeText = shapeText(port.shape, rule);
+  return port;
+}
+
+std::vector<RouterInfo> describeRouters(ModuleOp module) {
+  std::vector<RouterInfo> routers;
+  module.walk([&](moe::RouterOp router) {
+    RouterInfo info;
+    info.name = router.getSymName().str();
+    info.experts = router.getExperts();
+    info.topK = router.getTopK();
+    info.sharedExperts = router.getSharedExperts();
+    for (auto [name, type] : llvm::zip(router.getArgNames(), router.getArgumentTypes()))
+      info.inputs.push_back(portFor(cast<StringAttr>(name).getValue(), type, {1, 0, 1}));
+    auto yield = cast<moe::YieldOp>(router.getBodyBlock().getTerminator());
+    for (auto [name, type, value] :
+         llvm::zip(router.getResultNames(), router.getResultTypes(), yield.getOperands()))
+      info.outputs.push_back(
+          portFor(cast<StringAttr>(name).getValue(), type, resultRule(value)));
+    router.walk([&](moe::KnobOp knob) {
+      std::string value;
+      llvm::raw_string_ostream os(value);
+      if (auto i = dyn_cast<IntegerAttr>(knob.getValue()))
+        os << i.getValue().getSExtValue();
+      else
+        os << cast<FloatAttr>(knob.getValue()).getValueAsDouble();
+      info.knobs.push_back({knob.getName().str(), dtypeOf(knob.getType()), value});
+    });
+    routers.push_back(std::move(info));
+  });
+  return routers;
+}
+
+std::string routersToJson(const std::vector<RouterInfo> &routers) {
+  llvm::json::Array entries;
+  auto ports = [](const std::vector<Port> &list) {
+    llvm::json::Array out;
+    for (const Port &p : list) {
+      llvm::json::Array shape;
+      for (int64_t d : p.shape)
+        shape.push_back(d < 0 ? llvm::json::Value("?") : llvm::json::Value(d));
+      out.push_back(llvm::json::Object{{"name", p.name},
+                                       {"dtype", p.dtype},
+                                       {"shape", std::move(shape)},
+                                       {"shape_text", p.shapeText}});
+    }
+    return out;
+  };
+  for (const RouterInfo &r : routers) {
+    llvm::json::Array knobs;
+    for (const KnobInfo &k : r.knobs) {
+      llvm::json::Value value = k.value;
+      if (k.type == "int64")
+        value = std::stoll(k.value);
+      else
+        value = std::stod(k.value);
+      knobs.push_back(
+          llvm::json::Object{{"name", k.name}, {"type", k.type}, {"default", value}});
+    }
+    entries.push_back(llvm::json::Object{{"name", r.name},
+                                         {"experts", r.experts},
+                                         {"top_k", r.topK},
+                                         {"shared_experts", r.sharedExperts},
+                                         {"arguments", ports(r.inputs)},
+                                         {"results", ports(r.outputs)},
+                                         {"knobs", std::move(knobs)}});
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{{"entries", std::move(entries)}}));
+  return text;
+}
+
+int64_t AbiParam::elementBytes() const {
+  if (dtype == "float32" || dtype == "int32")
+    return 4;
+  if (dtype == "int64")
+    return 8;
+  return 1;
+}
+
+std::vector<int64_t> AbiParam::shapeFor(int64_t tokens) const {
+  std::vector<int64_t> out = shape;
+  for (int64_t &d : out)
+    if (d < 0)
+      d = (sizeRule[0] * tokens + sizeRule[1] + sizeRule[2] - 1) / sizeRule[2];
+  return out;
+}
+
+std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
+  std::vector<AbiParam> params;
+  auto fn = lowered.lookupSymbol(name);
+  if (!fn || !fn->hasAttr("moe.abi"))
+    return params;
+  for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue().drop_front()) {
+    auto dict = cast<DictionaryAttr>(a);
+    AbiParam p;
+    p.name = cast<StringAttr>(dict.get("name")).getValue().str();
+    p.isOutput = cast<StringAttr>(dict.get("role")).getValue() == "out";
+    p.kind = cast<StringAttr>(dict.get("kind")).getValue().str();
+    Type type = cast<TypeAttr>(dict.get("type")).getValue();
+    if (auto memref = dyn_cast<MemRefType>(type)) {
+      p.dtype = dtypeOf(memref.getElementType());
+      for (int64_t d : memref.getShape())
+        p.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    } else {
+      p.dtype = dtypeOf(type);
+    }
+    if (auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(dict.get("size")))
+      p.sizeRule = {rule[0], rule[1], rule[2]};
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
+LogicalResult lowerToLLVM(ModuleOp module) {
+  PassManager pm(module.getContext());
+  moe::buildHostPipeline(pm);
+  return pm.run(module);
+}
+
+bool selectRouter(ModuleOp module, StringRef name, std::string &error) {
+  SmallVector<moe::RouterOp> routers(module.getOps<moe::RouterOp>());
+  std::string known;
+  for (moe::RouterOp r : routers)
+    known += (known.empty() ? "" : ", ") + r.getSymName().str();
+  if (name.empty()) {
+    if (routers.size() == 1)
+      return true;
+    error = "the policy has " + std::to_string(routers.size()) +
+            " routers; choose one with --entry (" + known + ")";
+    return false;
+  }
+  bool found = false;
+  for (moe::RouterOp r : routers) {
+    if (r.getSymName() == name)
+      found = true;
+    else
+      r.erase();
+  }
+  if (!found)
+    error = "no router @" + name.str() + " in the policy (routers: " +
+            (known.empty() ? "none" : known) + ")";
+  return found;
+}
+
+} // namespace switchyard::host
