@@ -20,7 +20,10 @@
 //        reaches, default 1 = one top-1 vote).
 moe.router @lynx(%logits: tensor<?x60xf32>, %phase: i32)
     -> (topk_ids: tensor<?x4xi32>, topk_weights: tensor<?x4xf32>,
-        selected: !moe.set<60>, expert_counts: tensor<60xi32>)
+        selected: !moe.set<60>, expert_counts: tensor<60xi32>,
+        active_experts: tensor<60xi32>, num_active: tensor<1xi32>,
+        sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
+        num_tokens_post_padded: tensor<1xi32>)
     attributes {experts = 60, top_k = 4, shared_experts = 4} {
   %alpha = moe.knob "alpha" = 2.0 : f32
   %beta = moe.knob "beta" = 4 : i64
@@ -40,16 +43,25 @@ moe.router @lynx(%logits: tensor<?x60xf32>, %phase: i32)
     %strong = moe.threshold_set %score, %theta : tensor<60xf32> -> !moe.set<60>
     %core = moe.union %anchors, %strong : !moe.set<60>
     %kept = moe.fill %core with %score min_size(%k : i64) : tensor<60xf32> -> !moe.set<60>
-    %r_ids, %r_weights = moe.route %probs within %kept k = 4 renormalize
+    %r_ids, %r_weights = moe.route %logits within %kept weights(%probs : tensor<?x60xf32>)
+        k = 4 renormalize
         : tensor<?x60xf32>, !moe.set<60> -> tensor<?x4xi32>, tensor<?x4xf32>
     moe.yield %r_ids, %r_weights, %kept : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<60>
   } else {
-    %p_ids, %p_weights = moe.route %probs k = 4 renormalize
-        : tensor<?x60xf32> -> tensor<?x4xi32>, tensor<?x4xf32>
-    %used = moe.union_topk %probs, %k : tensor<?x60xf32> -> !moe.set<60>
+    %p_ids, %p_weights = moe.route %logits weights(%probs : tensor<?x60xf32>) k = 4
+        renormalize : tensor<?x60xf32> -> tensor<?x4xi32>, tensor<?x4xf32>
+    %used = moe.union_topk %logits, %k : tensor<?x60xf32> -> !moe.set<60>
     moe.yield %p_ids, %p_weights, %used : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<60>
   }
   %counts = moe.expert_counts %ids : tensor<?x4xi32> -> tensor<60xi32>
-  moe.yield %ids, %weights, %selected, %counts
-      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<60>, tensor<60xi32>
+  // What a grouped-GEMM launcher needs: the experts that received tokens and
+  // vLLM's block-aligned token order (block size 64).
+  %active, %num_active = moe.compact_active %counts
+      : tensor<60xi32> -> tensor<60xi32>, tensor<1xi32>
+  %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
+      : tensor<?x4xi32>, tensor<60xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+  moe.yield %ids, %weights, %selected, %counts, %active, %num_active,
+      %sorted, %blocks, %padded
+      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<60>, tensor<60xi32>, tensor<60xi32>, tensor<1xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
 }

@@ -11,18 +11,31 @@
 //        Pareto-optimal settings (Fig. 4).
 moe.router @xshare(%logits: tensor<?x128xf32>)
     -> (topk_ids: tensor<?x4xi32>, topk_weights: tensor<?x4xf32>,
-        selected: !moe.set<128>, expert_counts: tensor<128xi32>)
+        selected: !moe.set<128>, expert_counts: tensor<128xi32>,
+        active_experts: tensor<128xi32>, num_active: tensor<1xi32>,
+        sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
+        num_tokens_post_padded: tensor<1xi32>)
     attributes {experts = 128, top_k = 4} {
   %k0 = moe.knob "k0" = 1 : i64
   %budget = moe.knob "budget" = 24 : i64
   %probs = moe.softmax %logits : tensor<?x128xf32>
-  %warm = moe.union_topk %probs, %k0 : tensor<?x128xf32> -> !moe.set<128>
+  // Rankings use the logits (the same order as the probabilities, computed exactly).
+  %warm = moe.union_topk %logits, %k0 : tensor<?x128xf32> -> !moe.set<128>
   %mass = moe.batch_reduce sum %probs : tensor<?x128xf32> -> tensor<128xf32>
   %selected = moe.fill %warm with %mass budget(%budget : i64)
       : tensor<128xf32> -> !moe.set<128>
-  %ids, %weights = moe.route %probs within %selected k = 4 renormalize
+  %ids, %weights = moe.route %logits within %selected weights(%probs : tensor<?x128xf32>)
+      k = 4 renormalize
       : tensor<?x128xf32>, !moe.set<128> -> tensor<?x4xi32>, tensor<?x4xf32>
   %counts = moe.expert_counts %ids : tensor<?x4xi32> -> tensor<128xi32>
-  moe.yield %ids, %weights, %selected, %counts
-      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<128>, tensor<128xi32>
+  // What a grouped-GEMM launcher needs: the experts that received tokens and
+  // vLLM's block-aligned token order (block size 64).
+  %active, %num_active = moe.compact_active %counts
+      : tensor<128xi32> -> tensor<128xi32>, tensor<1xi32>
+  %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
+      : tensor<?x4xi32>, tensor<128xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+  moe.yield %ids, %weights, %selected, %counts, %active, %num_active,
+      %sorted, %blocks, %padded
+      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<128>, tensor<128xi32>, tensor<128xi32>, tensor<1xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
 }

@@ -12,7 +12,10 @@
 //        (k0, m, m_r) = (1, 0, 4) is the paper's best setting (Fig. 5, +13-14% OTPS).
 moe.router @xshare_spec(%logits: tensor<?x128xf32>, %request_ids: tensor<?xi32>)
     -> (topk_ids: tensor<?x4xi32>, topk_weights: tensor<?x4xf32>,
-        selected: !moe.set<128>, expert_counts: tensor<128xi32>)
+        selected: !moe.set<128>, expert_counts: tensor<128xi32>,
+        active_experts: tensor<128xi32>, num_active: tensor<1xi32>,
+        sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
+        num_tokens_post_padded: tensor<1xi32>)
     attributes {experts = 128, top_k = 4} {
   %k0 = moe.knob "k0" = 1 : i64
   %request_budget = moe.knob "request_budget" = 4 : i64
@@ -23,9 +26,18 @@ moe.router @xshare_spec(%logits: tensor<?x128xf32>, %request_ids: tensor<?xi32>)
   %mass = moe.batch_reduce sum %probs : tensor<?x128xf32> -> tensor<128xf32>
   %selected = moe.fill %per_request with %mass budget(%budget : i64)
       : tensor<128xf32> -> !moe.set<128>
-  %ids, %weights = moe.route %probs within %selected k = 4 renormalize
+  %ids, %weights = moe.route %logits within %selected weights(%probs : tensor<?x128xf32>)
+      k = 4 renormalize
       : tensor<?x128xf32>, !moe.set<128> -> tensor<?x4xi32>, tensor<?x4xf32>
   %counts = moe.expert_counts %ids : tensor<?x4xi32> -> tensor<128xi32>
-  moe.yield %ids, %weights, %selected, %counts
-      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<128>, tensor<128xi32>
+  // What a grouped-GEMM launcher needs: the experts that received tokens and
+  // vLLM's block-aligned token order (block size 64).
+  %active, %num_active = moe.compact_active %counts
+      : tensor<128xi32> -> tensor<128xi32>, tensor<1xi32>
+  %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
+      : tensor<?x4xi32>, tensor<128xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+  moe.yield %ids, %weights, %selected, %counts, %active, %num_active,
+      %sorted, %blocks, %padded
+      : tensor<?x4xi32>, tensor<?x4xf32>, !moe.set<128>, tensor<128xi32>, tensor<128xi32>, tensor<1xi32>,
+        tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
 }

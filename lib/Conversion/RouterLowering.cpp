@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include "RouterLowering.h"
 
+#include "switchyard/Dialect/Moe/IR/MoeStages.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
@@ -48,25 +50,11 @@ const Stored &RouterLowering::get(Value v) {
   return it->second;
 }
 
-/// The size rule of a dynamic dimension: ceil((a*T + b) / d).
-static std::array<int64_t, 3> sizeRule(Value v) {
-  if (auto align = v.getDefiningOp<AlignBlocksOp>()) {
-    int64_t k = align.getIds().getType().getDimSize(1);
-    int64_t e = align.getCounts().getType().getDimSize(0);
-    int64_t pad = e * (align.getBlockSize() - 1);
-    if (v == align.getSortedTokenIds())
-      return {k, pad, 1};
-    if (v == align.getExpertIds())
-      return {k, pad, align.getBlockSize()};
-  }
-  return {1, 0, 1};
-}
-
 Value RouterLowering::dimSize(Value v, unsigned dim) {
   MemRefType type = storageType(v.getType());
   if (!type.isDynamicDim(dim))
     return emitter.idx(type.getDimSize(dim));
-  auto [a, c, d] = sizeRule(v);
+  auto [a, c, d] = getDynamicSizeRule(v);
   Value n = emitter.addI(emitter.mulI(numTokens, emitter.idx(a)), emitter.idx(c));
   if (d == 1)
     return n;
@@ -309,7 +297,7 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     std::optional<std::array<int64_t, 3>> rule;
     if (auto tensor = dyn_cast<RankedTensorType>(type);
         tensor && tensor.getRank() && tensor.isDynamicDim(0))
-      rule = sizeRule(yield.getOperand(j));
+      rule = getDynamicSizeRule(yield.getOperand(j));
     describe(name, "out", isa<ExpertSetType>(type) ? "set" : "tensor", storageType(type),
              rule);
   }

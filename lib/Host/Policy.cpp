@@ -2,6 +2,7 @@
 #include "switchyard/Host/Policy.h"
 
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/IR/MoeStages.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -94,16 +95,6 @@ static std::string shapeText(ArrayRef<int64_t> shape, std::array<int64_t, 3> rul
   return s + "]";
 }
 
-/// The size rule of a dynamic result, from the op that makes it.
-static std::array<int64_t, 3> resultRule(Value v) {
-  if (auto align = v.getDefiningOp<moe::AlignBlocksOp>()) {
-    int64_t k = align.getIds().getType().getDimSize(1);
-    int64_t pad = align.getCounts().getType().getDimSize(0) * (align.getBlockSize() - 1);
-    return {k, pad, v == align.getExpertIds() ? align.getBlockSize() : 1};
-  }
-  return {1, 0, 1};
-}
-
 static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
   Port port{name.str(), "", {}, ""};
   if (auto set = dyn_cast<moe::ExpertSetType>(type)) {
@@ -140,7 +131,7 @@ std::vector<RouterInfo> describeRouters(ModuleOp module) {
     for (auto [name, type, value] :
          llvm::zip(router.getResultNames(), router.getResultTypes(), yield.getOperands()))
       info.outputs.push_back(
-          portFor(cast<StringAttr>(name).getValue(), type, resultRule(value)));
+          portFor(cast<StringAttr>(name).getValue(), type, moe::getDynamicSizeRule(value)));
     router.walk([&](moe::KnobOp knob) {
       std::string value;
       llvm::raw_string_ostream os(value);

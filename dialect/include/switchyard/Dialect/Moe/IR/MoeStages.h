@@ -14,6 +14,14 @@ std::optional<StageKind> getStageKind(mlir::Operation *op);
 /// stage: a batch reduction needs every token of its input first.
 inline bool needsCompleteInputs(StageKind kind) { return kind == StageKind::batch; }
 
+/// The value a stage result stands for (the operand its stage yields), recursively.
+mlir::Value lookThroughStages(mlir::Value value);
+
+/// The size of the dynamic dimension 0 of a router value as ceil((a*T + b) / d) in the
+/// token count T: {1, 0, 1} for per-token data, and vLLM's padded sizes for the
+/// outputs of moe.align_blocks.
+std::array<int64_t, 3> getDynamicSizeRule(mlir::Value value);
+
 } // namespace switchyard::moe
 
 #endif
