@@ -67,10 +67,6 @@ public:
   void store(mlir::Value value, mlir::Value mem, mlir::ValueRange ivs) {
     mlir::memref::StoreOp::create(b, loc, value, mem, ivs);
   }
-  /// A stack buffer (per loop iteration when inside an alloca scope).
-  mlir::Value stackBuffer(llvm::ArrayRef<int64_t> shape, mlir::Type elem) {
-    return mlir::memref::AllocaOp::create(b, loc, mlir::MemRefType::get(shape, elem));
-  }
   /// Fills a 1-D buffer [0, n) with `value`.
   void fill(mlir::Value mem, mlir::Value n, mlir::Value value) {
     loop(idx(0), n, [&](mlir::Value i) { store(value, mem, i); });
@@ -121,17 +117,6 @@ public:
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     otherwise();
   }
-  /// Runs `body` in a scope whose stack buffers are released at its end.
-  void allocaScope(llvm::function_ref<void()> body) {
-    auto scope = mlir::memref::AllocaScopeOp::create(b, loc, mlir::TypeRange{});
-    mlir::Block *block = new mlir::Block();
-    scope.getBodyRegion().push_back(block);
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(block);
-    body();
-    mlir::memref::AllocaScopeReturnOp::create(b, loc);
-  }
-
   // Arithmetic shorthands.
   mlir::Value select(mlir::Value c, mlir::Value t, mlir::Value f) {
     return mlir::arith::SelectOp::create(b, loc, c, t, f);

@@ -25,9 +25,10 @@ int64_t expertsOf(Value v) {
   return t.getDimSize(t.getRank() - 1);
 }
 
-/// A per-token stack buffer of n flags, cleared.
-Value clearedFlags(LoopEmitter &em, int64_t n) {
-  Value flags = em.stackBuffer({n}, em.builder().getI8Type());
+/// A scratch buffer of n flags, cleared.
+Value clearedFlags(RouterLowering &L, int64_t n) {
+  LoopEmitter &em = L.em();
+  Value flags = L.scratch(n, em.builder().getI8Type());
   em.fill(flags, em.idx(n), em.i8(0));
   return flags;
 }
@@ -88,7 +89,7 @@ LogicalResult topkOpRow(RouterLowering &L, TopKOp op, Value t) {
   int64_t n = expertsOf(op.getInput());
   RowRef x = L.rowIn(op.getInput(), t);
   RowRef vals = L.rowOut(op.getValues(), t), ids = L.rowOut(op.getIndices(), t);
-  Value taken = clearedFlags(em, n);
+  Value taken = clearedFlags(L, n);
   topKRow(em, em.idx(n), em.idx(op.getK()), taken, [&](Value) { return always(em); },
           [&](Value e) { return L.at(x, e); },
           [&](Value j, Value id, Value v) {
@@ -103,8 +104,8 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
   int64_t n = expertsOf(op.getInput()), groups = op.getGroups();
   int64_t size = n / groups;
   RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
-  Value taken = clearedFlags(em, n);
-  Value groupScore = em.stackBuffer({groups}, em.builder().getF32Type());
+  Value taken = clearedFlags(L, n);
+  Value groupScore = L.scratch(groups, em.builder().getF32Type());
   // A group's score: the sum of its group_topk best scores, best first.
   em.loop(groups, [&](Value g) {
     Value base = em.mulI(g, em.idx(size));
@@ -119,7 +120,7 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
     })[0];
     em.store(sum, groupScore, g);
   });
-  Value kept = clearedFlags(em, groups);
+  Value kept = clearedFlags(L, groups);
   topKRow(em, em.idx(groups), em.idx(op.getTopkGroups()), kept,
           [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
           [](Value, Value, Value) {});
@@ -160,7 +161,7 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     w = L.rowIn(op.getWeights(), t);
   Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
   RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
-  Value taken = clearedFlags(em, n);
+  Value taken = clearedFlags(L, n);
   auto eligible = [&](Value e) {
     Value v = L.at(s, e);
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
@@ -245,12 +246,10 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
       em.loop(n, [&](Value e) { combine(e, em.load(x, {t, e})); });
       return;
     }
-    em.allocaScope([&] {
-      Value taken = clearedFlags(em, n);
-      topKRow(em, em.idx(n), em.idx(*op.getTopk()), taken, [&](Value) { return always(em); },
-              [&](Value e) { return em.load(x, {t, e}); },
-              [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
-    });
+    Value taken = clearedFlags(L, n);
+    topKRow(em, em.idx(n), em.idx(*op.getTopk()), taken, [&](Value) { return always(em); },
+            [&](Value e) { return em.load(x, {t, e}); },
+            [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
   });
   return success();
 }
@@ -335,12 +334,10 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
   em.fill(out, em.idx(n), em.i8(0));
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    em.allocaScope([&] {
-      Value taken = clearedFlags(em, n);
-      topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
-              [&](Value e) { return em.load(x, {t, e}); },
-              [&](Value, Value id, Value) { em.store(em.i8(1), out, em.toIndex(id)); });
-    });
+    Value taken = clearedFlags(L, n);
+    topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+            [&](Value e) { return em.load(x, {t, e}); },
+            [&](Value, Value id, Value) { em.store(em.i8(1), out, em.toIndex(id)); });
   });
   return success();
 }
@@ -356,35 +353,33 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
   em.fill(out, em.idx(n), em.i8(0));
   em.loop(em.idx(0), L.tokens(), [&](Value r) {
     em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {
-      em.allocaScope([&] {
+      {
         // Alg. 3 for request r: warm-up set S0_r and the request's summed scores.
-        Value local = clearedFlags(em, n);
-        Value agg = em.stackBuffer({n}, b.getF32Type());
+        Value local = clearedFlags(L, n);
+        Value agg = L.scratch(n, b.getF32Type());
         em.fill(agg, em.idx(n), em.f32(0));
         em.loop(em.idx(0), L.tokens(), [&](Value t) {
           em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
-            em.allocaScope([&] {
-              Value taken = clearedFlags(em, n);
-              topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
-                      [&](Value e) { return em.load(x, {t, e}); },
-                      [&](Value, Value id, Value) {
-                        em.store(em.i8(1), local, em.toIndex(id));
-                      });
-            });
+            Value taken = clearedFlags(L, n);
+            topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+                    [&](Value e) { return em.load(x, {t, e}); },
+                    [&](Value, Value id, Value) {
+                      em.store(em.i8(1), local, em.toIndex(id));
+                    });
             em.loop(n, [&](Value e) {
               em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
             });
           });
         });
         // S_r = S0_r plus the request's m_r best experts outside it.
-        Value picked = clearedFlags(em, n);
+        Value picked = clearedFlags(L, n);
         em.loop(n, [&](Value e) { em.store(em.load(local, e), picked, e); });
         topKRow(em, em.idx(n), budget, picked, [&](Value) { return always(em); },
                 [&](Value e) { return em.load(agg, e); }, [](Value, Value, Value) {});
         em.loop(n, [&](Value e) {
           em.store(em.orI(em.load(out, e), em.load(picked, e)), out, e);
         });
-      });
+      }
     });
   });
   memref::DeallocOp::create(b, em.location(), leaders);
@@ -496,7 +491,7 @@ LogicalResult fillPerDevice(RouterLowering &L, FillPerDeviceOp op) {
                          em.i64(devices));
   // XShare Alg. 5: rounds over the devices while |S| < m_g * G, until a round adds
   // nothing. At most n rounds can add an expert.
-  Value state = em.stackBuffer({2}, b.getI64Type()); // [|S|, done]
+  Value state = L.scratch(2, b.getI64Type()); // [|S|, done]
   em.store(popcount(em, out, n), state, em.idx(0));
   em.store(em.i64(0), state, em.idx(1));
   em.loop(n + 1, [&](Value) {
@@ -601,7 +596,7 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
   em.fill(sorted, sortedSize, em.toI32(slots));
   em.fill(blocks, blockCount, em.i32(-1));
   // Each expert's segment starts at the padded prefix sum of the counts before it.
-  Value next = em.stackBuffer({n}, em.builder().getI32Type());
+  Value next = L.scratch(n, em.builder().getI32Type());
   Value total = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
     Value count = em.load(counts, e);
     count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);

@@ -87,9 +87,33 @@ RowRef RouterLowering::rowOut(Value v, Value t) {
   if (it != stored.end() && it->second.mem)
     return {it->second.mem, t};
   MemRefType type = storageType(v.getType());
-  Value row = emitter.stackBuffer(type.getShape().drop_front(), type.getElementType());
+  Value row = scratch(type.getDimSize(1), type.getElementType());
   rowLocal[v] = row;
   return {row, nullptr};
+}
+
+Value RouterLowering::scratch(int64_t n, Type elem) {
+  Location loc = router.getLoc();
+  Value buffer;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.restoreInsertionPoint(prologue);
+    if (parallelToken)
+      buffer = memref::AllocOp::create(b, loc, MemRefType::get({ShapedType::kDynamic, n}, elem),
+                                       ValueRange{numTokens});
+    else
+      buffer = memref::AllocOp::create(b, loc, MemRefType::get({n}, elem));
+    temporaries.push_back(buffer);
+  }
+  if (!parallelToken)
+    return buffer;
+  SmallVector<OpFoldResult> offsets{parallelToken, b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(1), b.getIndexAttr(n)};
+  SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
+  auto type = memref::SubViewOp::inferRankReducedResultType(
+      {n}, cast<MemRefType>(buffer.getType()), offsets, sizes, strides);
+  return memref::SubViewOp::create(b, loc, cast<MemRefType>(type), buffer, offsets, sizes,
+                                   strides);
 }
 
 void RouterLowering::copyInto(Value dst, Value src, Value like) {
@@ -124,16 +148,18 @@ LogicalResult RouterLowering::lowerRowLoop(ArrayRef<Operation *> ops) {
     }
   LogicalResult status = success();
   Location loc = router.getLoc();
+  Value lower = emitter.idx(0), step = emitter.idx(1);
+  prologue = b.saveInsertionPoint();
   scf::ParallelOp::create(
-      b, loc, ValueRange{emitter.idx(0)}, ValueRange{numTokens}, ValueRange{emitter.idx(1)},
+      b, loc, ValueRange{lower}, ValueRange{numTokens}, ValueRange{step},
       [&](OpBuilder &nested, Location, ValueRange ivs) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        emitter.allocaScope([&] {
-          for (Operation *op : ops)
-            if (failed(emitRowOp(*this, op, ivs[0])))
-              status = failure();
-        });
+        parallelToken = ivs[0];
+        for (Operation *op : ops)
+          if (failed(emitRowOp(*this, op, ivs[0])))
+            status = failure();
+        parallelToken = nullptr;
       });
   for (Operation *op : ops)
     for (Value result : op->getResults())
@@ -214,7 +240,10 @@ LogicalResult RouterLowering::lowerWhen(WhenOp when) {
   return status;
 }
 
-LogicalResult RouterLowering::lowerWholeOp(Operation *op) { return emitWholeOp(*this, op); }
+LogicalResult RouterLowering::lowerWholeOp(Operation *op) {
+  prologue = b.saveInsertionPoint();
+  return emitWholeOp(*this, op);
+}
 
 LogicalResult RouterLowering::lowerOp(Operation *op) {
   if (auto knob = dyn_cast<KnobOp>(op)) {

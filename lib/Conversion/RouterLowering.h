@@ -55,6 +55,11 @@ public:
   /// Row access inside a fused token loop.
   RowRef rowIn(mlir::Value v, mlir::Value t);
   RowRef rowOut(mlir::Value v, mlir::Value t);
+  /// A scratch buffer of n elements, private to the current token when called inside
+  /// a token-parallel loop (a row of a [T, n] buffer), reused across the iterations of
+  /// sequential loops otherwise. Allocated on the heap before the loop nest of the op
+  /// being lowered (stack buffers in loops would grow the stack with every token).
+  mlir::Value scratch(int64_t n, mlir::Type elem);
   mlir::Value at(RowRef r, mlir::Value i) {
     return r.row ? emitter.load(r.mem, {r.row, i}) : emitter.load(r.mem, i);
   }
@@ -86,6 +91,8 @@ private:
   llvm::DenseMap<mlir::Value, mlir::Value> aliases;      // stage/gate result -> inner value
   llvm::DenseMap<mlir::Value, mlir::Value> rowLocal;     // value -> per-token buffer
   llvm::SmallVector<mlir::Value> temporaries;            // freed at the end
+  mlir::OpBuilder::InsertPoint prologue; // where scratch buffers are allocated
+  mlir::Value parallelToken;             // the token of the enclosing parallel loop
 };
 
 /// Row emitters (one token's row) and whole-op emitters, in OpEmitters.cpp.

@@ -124,8 +124,8 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
   os << ".\n// Knobs compiled in:";
   if (info.knobs.empty())
     os << " none";
-  for (const KnobInfo &k : info.knobs)
-    os << " " << k.name << " = " << k.value;
+  for (auto [i, k] : llvm::enumerate(info.knobs))
+    os << (i ? ", " : " ") << k.name << " = " << k.value;
   os << "\n//\n// Buffers are C-order; T is num_tokens. Sets are one byte per expert (0/1).\n"
      << "// A placement is passed as replica_count[E] and log2phy[E][R] (-1 padded).\n"
      << "// Returns 0. The function is thread-safe and allocates only temporaries.\n"
@@ -136,7 +136,8 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
     std::string cname = p.name;
     std::replace(cname.begin(), cname.end(), '.', '_');
     os << ",\n    " << cType(p) << (cType(p).back() == '*' ? "" : " ") << cname << " /* "
-       << (p.isOutput ? "out " : "in ") << p.dtype << " " << shapeText(p) << " */";
+       << (p.isOutput ? "out " : "in ") << (p.kind == "set" ? "bool" : p.dtype) << " "
+       << shapeText(p) << " */";
   }
   os << ");\n\n";
   for (const AbiParam &p : abi)
@@ -146,7 +147,7 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
       std::replace(cname.begin(), cname.end(), '.', '_');
       os << "/* Entries of " << cname << " for num_tokens tokens. */\nstatic inline int64_t "
          << info.name << "_" << cname << "_size(int64_t num_tokens) {\n  return (num_tokens * "
-         << p.sizeRule[0] << " + " << p.sizeRule[1] << " + " << p.sizeRule[2] - 1 << ") / "
+         << p.sizeRule[0] << " + " << p.sizeRule[1] + p.sizeRule[2] - 1 << ") / "
          << p.sizeRule[2] << ";\n}\n\n";
     }
   os << "#ifdef __cplusplus\n}\n#endif\n\n#endif // " << guard << "\n";

@@ -43,21 +43,21 @@ void registerDialects(DialectRegistry &registry) {
   registerLLVMDialectTranslation(registry);
 }
 
-OwningOpRef<ModuleOp> loadPolicy(MLIRContext &context, StringRef path) {
-  // parseSourceFile reports through the context's handler: file:line:col.
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
+  auto policy = std::make_unique<PolicyFile>();
   std::string error;
   auto file = openInputFile(path, &error);
   if (!file) {
     llvm::errs() << "error: cannot open policy '" << path << "': " << error << "\n";
     return nullptr;
   }
-  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module || failed(verify(*module)))
+  policy->sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  policy->handler =
+      std::make_unique<SourceMgrDiagnosticHandler>(policy->sourceMgr, &context);
+  policy->module = parseSourceFile<ModuleOp>(policy->sourceMgr, &context);
+  if (!policy->module || failed(verify(*policy->module)))
     return nullptr;
-  return module;
+  return policy;
 }
 
 static std::string dtypeOf(Type type) {

@@ -229,9 +229,10 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  mlir::OwningOpRef<mlir::ModuleOp> module = host::loadPolicy(context, inputFile);
-  if (!module)
+  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
+  if (!policy)
     return 1;
+  mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
   if (list) {
     llvm::outs() << host::routersToJson(host::describeRouters(*module)) << "\n";
     return 0;

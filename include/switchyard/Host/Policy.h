@@ -9,6 +9,8 @@
 #define SWITCHYARD_HOST_POLICY_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -21,9 +23,16 @@ namespace switchyard::host {
 /// Every dialect, interface and translation a policy goes through on the host path.
 void registerDialects(mlir::DialectRegistry &registry);
 
-/// Parses and verifies `path`. Errors are printed as `file:line:col: error: ...`.
-mlir::OwningOpRef<mlir::ModuleOp> loadPolicy(mlir::MLIRContext &context,
-                                             llvm::StringRef path);
+/// A parsed policy file. While it lives, every diagnostic of the context (parser,
+/// verifier, passes) is printed as `file:line:col: error: ...` with the source line.
+struct PolicyFile {
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// Parses and verifies `path`; null (after printing the errors) when it is invalid.
+std::unique_ptr<PolicyFile> loadPolicy(mlir::MLIRContext &context, llvm::StringRef path);
 
 /// One named input or output of a router, as a caller sees it.
 struct Port {

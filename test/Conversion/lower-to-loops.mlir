@@ -1,0 +1,72 @@
+// moe-lower-to-loops: a router becomes func.func @name(%T, inputs..., outputs...) on
+// memrefs; a token stage is one scf.parallel over the tokens whose scratch rows are
+// private to each token; batch and set ops are loop nests; results are written in place.
+// RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops --canonicalize | FileCheck %s
+
+// CHECK-LABEL: func.func @r(
+// CHECK-SAME: %[[T:[a-z0-9]+]]: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xf32>,
+// CHECK-SAME: %[[IDS:[a-z0-9]+]]: memref<?x2xi32>, %[[W:[a-z0-9]+]]: memref<?x2xf32>,
+// CHECK-SAME: %[[SEL:[a-z0-9]+]]: memref<16xi8>, %[[COUNTS:[a-z0-9]+]]: memref<16xi32>)
+// The C ABI description: one entry per parameter, with the size rule of T-sized ones.
+// CHECK-SAME: moe.abi = [{kind = "tokens", name = "num_tokens", role = "in", type = index},
+// CHECK-SAME: {kind = "tensor", name = "logits", role = "in", size = array<i64: 1, 0, 1>, type = memref<?x16xf32>}
+// CHECK-SAME: {kind = "set", name = "selected", role = "out", type = memref<16xi8>}
+// Knobs became constants.
+// CHECK-NOT: = moe.
+// The token stage (softmax): one parallel loop, its result in a temporary buffer.
+// CHECK: %[[P:.*]] = memref.alloc(%[[T]]) : memref<?x16xf32>
+// CHECK: scf.parallel (%[[t:.*]]) = (%{{.*}}) to (%[[T]])
+// CHECK:     math.exp
+// CHECK:     memref.store %{{.*}}, %[[P]][%[[t]], %{{.*}}]
+// The batch stage: warm-up set and mass, token by token.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[T]]
+// The select stage writes the `selected` output in place.
+// CHECK: memref.store %{{.*}}, %[[SEL]][
+// The route stage: a parallel loop writing ids and weights, then the counts.
+// CHECK: scf.parallel
+// CHECK:   memref.store %{{.*}}, %[[IDS]][
+// CHECK:   memref.store %{{.*}}, %[[W]][
+// CHECK: memref.store %{{.*}}, %[[COUNTS]][
+// CHECK: memref.dealloc %[[P]]
+// CHECK: return
+moe.router @r(%logits: tensor<?x16xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>, selected: !moe.set<16>,
+        expert_counts: tensor<16xi32>)
+    attributes {experts = 16, top_k = 2} {
+  %k0 = moe.knob "k0" = 1 : i64
+  %budget = moe.knob "budget" = 4 : i64
+  %p = moe.softmax %logits : tensor<?x16xf32>
+  %warm = moe.union_topk %logits, %k0 : tensor<?x16xf32> -> !moe.set<16>
+  %mass = moe.batch_reduce sum %p : tensor<?x16xf32> -> tensor<16xf32>
+  %sel = moe.fill %warm with %mass budget(%budget : i64) : tensor<16xf32> -> !moe.set<16>
+  %ids, %w = moe.route %logits within %sel weights(%p : tensor<?x16xf32>) k = 2 renormalize
+      : tensor<?x16xf32>, !moe.set<16> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<16xi32>
+  moe.yield %ids, %w, %sel, %counts
+      : tensor<?x2xi32>, tensor<?x2xf32>, !moe.set<16>, tensor<16xi32>
+}
+
+// A phase gate is an scf.if on the token count and the phase, both branches writing
+// the shared result buffers (here the outputs themselves).
+// CHECK-LABEL: func.func @gate(
+// CHECK-SAME: %[[T2:[a-z0-9]+]]: index, %{{.*}}: memref<?x8xf32>, %[[PHASE:[a-z0-9]+]]: i32
+// CHECK: %[[SMALL:.*]] = arith.cmpi ule, %[[T2]], %c16
+// CHECK: %[[DECODE:.*]] = arith.cmpi eq, %[[PHASE]], %c1_i32
+// CHECK: %[[COND:.*]] = arith.andi %[[SMALL]], %{{.*}}
+// CHECK: scf.if %[[COND]] {
+// CHECK: } else {
+// CHECK:   math.exp
+moe.router @gate(%x: tensor<?x8xf32>, %phase: i32)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %ids, %w = moe.when %x : tensor<?x8xf32> phase(%phase : i32) max_tokens = 16
+      phases = [decode] -> (tensor<?x2xi32>, tensor<?x2xf32>) {
+    %a, %b = moe.route %x k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+    moe.yield %a, %b : tensor<?x2xi32>, tensor<?x2xf32>
+  } else {
+    %p = moe.softmax %x : tensor<?x8xf32>
+    %a, %b = moe.route %p k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+    moe.yield %a, %b : tensor<?x2xi32>, tensor<?x2xf32>
+  }
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}

@@ -1,0 +1,140 @@
+//===- moe-compile.cpp - compile policies to native artifacts -------------===//
+//
+//   moe-compile POLICY.mlir --target=host -o DIR [--entry NAME] [--set knob=value ...]
+//
+// For every router @NAME in the policy (or the one chosen with --entry) writes:
+//   DIR/NAME.h      the C ABI: int32_t NAME(int64_t num_tokens, <buffers>...)
+//   DIR/NAME.o      the host object file (x86-64, PIC, -O3)
+//   DIR/libNAME.so  a shared library holding it
+//   DIR/NAME.ll     the LLVM IR, for inspection
+// Knobs are compiled in (their defaults, or the --set values).
+//
+//===----------------------------------------------------------------------===//
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
+#include "switchyard/Host/Compiler.h"
+#include "switchyard/Host/Policy.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Timer.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+
+using namespace switchyard;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> outDir("o", cl::desc("output directory"), cl::value_desc("dir"),
+                                   cl::Required);
+static cl::opt<std::string> target("target", cl::desc("host | ptx | cuda | all"),
+                                   cl::init("host"));
+static cl::opt<std::string> gpuArch("gpu-arch", cl::desc("GPU architecture (sm_80, sm_90, "
+                                                         "sm_100)"),
+                                    cl::init("sm_90"));
+static cl::opt<std::string> entry("entry", cl::desc("compile only this router"),
+                                  cl::value_desc("name"));
+static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
+                                   cl::value_desc("knob=value"));
+static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "moe-compile: error: " << message << "\n";
+  return 1;
+}
+
+static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &error) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_Text);
+  if (ec) {
+    error = "cannot write '" + path.str() + "': " + ec.message();
+    return false;
+  }
+  out.os() << text;
+  out.keep();
+  return true;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile MoE routing policies\n");
+  if (target != "host")
+    return fail("--target=" + target +
+                " is not available yet: this build compiles --target=host only");
+
+  mlir::DialectRegistry registry;
+  host::registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
+  if (!policy)
+    return 1;
+  mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
+  if (!knobs.empty() &&
+      (failed(moe::setKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end()))) ||
+       failed(mlir::verify(*module))))
+    return 1;
+
+  std::vector<host::RouterInfo> routers = host::describeRouters(*module);
+  if (routers.empty())
+    return fail("'" + inputFile + "' has no moe.router to compile");
+  if (!entry.empty() && llvm::none_of(routers, [](const host::RouterInfo &r) {
+        return r.name == entry;
+      })) {
+    std::string error;
+    host::selectRouter(*module, entry, error);
+    return fail(error);
+  }
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
+    return fail("cannot create '" + outDir + "': " + ec.message());
+
+  for (const host::RouterInfo &info : routers) {
+    if (!entry.empty() && info.name != entry)
+      continue;
+    auto start = std::chrono::steady_clock::now();
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
+    std::string error;
+    if (!host::selectRouter(*copy, info.name, error))
+      return fail(error);
+    if (failed(host::lowerToLLVM(*copy)))
+      return 1;
+    std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
+
+    auto path = [&](llvm::StringRef file) {
+      llvm::SmallString<256> p(outDir);
+      llvm::sys::path::append(p, file);
+      return std::string(p);
+    };
+    std::string header = path(info.name + ".h"), object = path(info.name + ".o");
+    std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
+    if (!writeText(header, host::emitHeader(info, abi), error) ||
+        !host::emitObjectFile(*copy, object, error) ||
+        !host::linkSharedLibrary(object, library, error))
+      return fail(error);
+    {
+      llvm::LLVMContext llvmContext;
+      auto llvmModule = mlir::translateModuleToLLVMIR(*copy, llvmContext);
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      llvmModule->print(os, nullptr);
+      if (!writeText(ir, text, error))
+        return fail(error);
+    }
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    llvm::outs() << "moe-compile: @" << info.name << " -> " << header << ", " << object
+                 << ", " << library;
+    if (verbose)
+      llvm::outs() << " (" << llvm::format("%.0f", ms) << " ms)";
+    llvm::outs() << "\n";
+  }
+  return 0;
+}
