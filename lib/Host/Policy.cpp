@@ -96,11 +96,13 @@ static std::string shapeText(ArrayRef<int64_t> shape, std::array<int64_t, 3> rul
 }
 
 static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
-  Port port{name.str(), "", {}, ""};
+  Port port{name.str(), "tensor", "", {}, "", rule};
   if (auto set = dyn_cast<moe::ExpertSetType>(type)) {
+    port.kind = "set";
     port.dtype = "bool";
     port.shape = {set.getExperts()};
   } else if (auto placement = dyn_cast<moe::PlacementType>(type)) {
+    port.kind = "placement";
     port.dtype = "int32";
     port.shape = {placement.getExperts(), placement.getMaxReplicas()};
     port.shapeText = "[" + std::to_string(placement.getExperts()) + ", <=" +
@@ -111,6 +113,7 @@ static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
     for (int64_t d : tensor.getShape())
       port.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
   } else {
+    port.kind = "scalar";
     port.dtype = dtypeOf(type);
   }
   port.shapeText = shapeText(port.shape, rule);
@@ -154,10 +157,13 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
       llvm::json::Array shape;
       for (int64_t d : p.shape)
         shape.push_back(d < 0 ? llvm::json::Value("?") : llvm::json::Value(d));
-      out.push_back(llvm::json::Object{{"name", p.name},
-                                       {"dtype", p.dtype},
-                                       {"shape", std::move(shape)},
-                                       {"shape_text", p.shapeText}});
+      out.push_back(llvm::json::Object{
+          {"name", p.name},
+          {"kind", p.kind},
+          {"dtype", p.dtype},
+          {"shape", std::move(shape)},
+          {"shape_text", p.shapeText},
+          {"size_rule", llvm::json::Array{p.sizeRule[0], p.sizeRule[1], p.sizeRule[2]}}});
     }
     return out;
   };

@@ -37,9 +37,11 @@ std::unique_ptr<PolicyFile> loadPolicy(mlir::MLIRContext &context, llvm::StringR
 /// One named input or output of a router, as a caller sees it.
 struct Port {
   std::string name;
+  std::string kind;           // tensor, set, scalar, placement
   std::string dtype;          // float32, int32, bool, placement
   std::vector<int64_t> shape; // -1: dynamic (see sizeRule)
   std::string shapeText;      // "[?, 128]", "[T*8 + 8064]", ...
+  std::array<int64_t, 3> sizeRule{1, 0, 1}; // dynamic dim 0: ceil((a*T + b) / d)
 };
 
 struct KnobInfo {

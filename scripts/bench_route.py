@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Routing throughput benchmark (not a test): every shipped router policy, compiled for
+the host by moe-compile and called through its C entry point, side by side in the same run
+with the straightforward numpy reference implementation of the same policy
+(test/exec/reference.py, written from the papers' definitions). Prints tokens/s for both
+and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
+
+    scripts/bench_route.py [--policies xshare,lynx] [--experts 8,128] [--tokens 16,256]
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
+import reference as ref  # noqa: E402
+from switchyard import CompiledRouter  # noqa: E402
+from test_policies import retarget  # noqa: E402
+
+POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
+
+
+def policy_for(name, experts, workdir):
+    """The shipped policy retargeted to `experts` (k = 2 at 8 experts)."""
+    text = open(os.path.join(ROOT, "policies", f"{name}.mlir")).read()
+    native_k = int(re.search(r"\btop_k = (\d+)", text).group(1))
+    k = 2 if experts <= 8 else native_k
+    if name == "deepseek_v3" and experts <= 8:
+        text = text.replace("groups = 8 keep = 4", "groups = 4 keep = 2 group_topk = 1")
+    path = os.path.join(workdir, f"{name}-{experts}.mlir")
+    with open(path, "w") as f:
+        f.write(retarget(text, experts, k))
+    return path, k
+
+
+def inputs_for(experts, tokens, rng):
+    logits = rng.standard_normal((tokens, experts)).astype(np.float32)
+    return {"logits": logits,
+            "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
+            "request_ids": (np.arange(tokens) // 4).astype(np.int32),
+            "phase": 1,
+            "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
+
+
+def reference_call(name, x, k, experts):
+    if name == "topk_softmax":
+        return lambda: ref.topk_softmax(x["logits"], k)
+    if name == "deepseek_v3":
+        groups = 4 if experts <= 8 else 8
+        return lambda: ref.deepseek_v3(x["logits"], x["bias"], k=k, groups=groups,
+                                       topk_groups=groups // 2,
+                                       group_topk=1 if experts <= 8 else 2)
+    if name == "lynx":
+        return lambda: ref.lynx(x["logits"], 1, k)
+    if name == "xshare":
+        return lambda: ref.xshare(x["logits"], k, k0=1, budget=24)
+    if name == "xshare_spec":
+        return lambda: ref.xshare_spec(x["logits"], x["request_ids"], k, k0=1,
+                                       request_budget=4, budget=0)
+    return lambda: ref.xshare_ep(x["logits"], x["bias"], x["placement"], k, k0=1,
+                                 device_budget=5, devices=8)
+
+
+def seconds_per_call(fn, min_time, max_reps):
+    fn()  # warm up
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < 3 or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if times[-1] > min_time:
+            break
+    return float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--experts", default="8,128,256")
+    parser.add_argument("--tokens", default="16,256,4096")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="switchyard-bench-")
+    rng = np.random.default_rng(args.seed)
+
+    print("Host routing throughput: compiled policy (moe-compile, C entry) vs the numpy "
+          "reference,\nsame inputs, same run; median time per call.\n")
+    head = (f"{'policy':<13}{'E':>5}{'k':>3}{'T':>6}  {'compiled tok/s':>15}"
+            f"{'reference tok/s':>17}{'ratio':>9}")
+    print(head)
+    print("-" * len(head))
+    for name in args.policies.split(","):
+        for experts in map(int, args.experts.split(",")):
+            path, k = policy_for(name, experts, workdir)
+            router = CompiledRouter(path, workdir=os.path.join(workdir, f"{name}-{experts}"))
+            for tokens in map(int, args.tokens.split(",")):
+                x = inputs_for(experts, tokens, rng)
+                needed = {p["name"]: x[p["name"]] for p in router.info["arguments"]}
+                prepared, _ = router.prepare(**needed)
+                compiled = seconds_per_call(lambda: router.call(prepared), 0.2, 2000)
+                reference = seconds_per_call(reference_call(name, x, k, experts), 0.5, 5)
+                print(f"{name:<13}{experts:>5}{k:>3}{tokens:>6}  {tokens / compiled:>15,.0f}"
+                      f"{tokens / reference:>17,.0f}{reference / compiled:>8.0f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
