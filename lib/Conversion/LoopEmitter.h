@@ -102,6 +102,25 @@ public:
         });
     return llvm::SmallVector<mlir::Value>(forOp.getResults());
   }
+  /// `while (cond(values)) values = body(values)`; returns the final values.
+  llvm::SmallVector<mlir::Value>
+  whileLoop(mlir::ValueRange init, llvm::function_ref<mlir::Value(mlir::ValueRange)> cond,
+            llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::ValueRange)> body) {
+    mlir::TypeRange types = init.getTypes();
+    auto whileOp = mlir::scf::WhileOp::create(
+        b, loc, types, init,
+        [&](mlir::OpBuilder &nested, mlir::Location, mlir::ValueRange args) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+          mlir::scf::ConditionOp::create(b, loc, cond(args), args);
+        },
+        [&](mlir::OpBuilder &nested, mlir::Location, mlir::ValueRange args) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+          mlir::scf::YieldOp::create(b, loc, body(args));
+        });
+    return llvm::SmallVector<mlir::Value>(whileOp.getResults());
+  }
   void ifThen(mlir::Value cond, llvm::function_ref<void()> then) {
     auto ifOp = mlir::scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
     mlir::OpBuilder::InsertionGuard guard(b);

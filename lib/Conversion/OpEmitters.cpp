@@ -33,18 +33,53 @@ Value clearedFlags(RouterLowering &L, int64_t n) {
   return flags;
 }
 
-/// Picks the k best of a row (eligible ids only), marking them in `taken`, and calls
-/// `onPick(j, id, score)` for each slot j; id is -1 when nothing eligible is left.
-void topKRow(LoopEmitter &em, Value n, Value k, Value taken,
+/// Picks the k best of a row among the eligible ids not yet marked in `taken`, marks
+/// them, and calls `onPick(j, id, score)` for each slot j (id -1 when nothing eligible is
+/// left). One pass over the row keeps the best k in a sorted buffer (insertion: a new
+/// entry moves ahead only past strictly worse ones, so ties keep the lower id first),
+/// the usual top-k kernel shape; `capacity` bounds k.
+void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
              function_ref<Value(Value)> eligible, function_ref<Value(Value)> score,
              function_ref<void(Value, Value, Value)> onPick) {
-  em.loop(em.idx(0), k, [&](Value j) {
-    auto [best, val] = em.argBest(
-        n, [&](Value i) { return em.andI(em.notI(em.isSet(taken, i)), eligible(i)); },
-        score);
-    Value found = em.cmpI(P::sge, best, em.i32(0));
-    em.ifThen(found, [&] { em.store(em.i8(1), taken, em.toIndex(best)); });
-    onPick(j, best, val);
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  Value vals = L.scratch(capacity, b.getF32Type());
+  Value ids = L.scratch(capacity, b.getIndexType());
+  Value one = em.idx(1), zero = em.idx(0);
+  Value any = em.cmpI(P::ugt, k, zero);
+  Value last = em.select(any, em.subI(k, one), zero);
+  Value count = em.loopCarried(zero, n, {zero}, [&](Value e, ValueRange it) {
+    Value c = it[0];
+    Value full = em.cmpI(P::uge, c, k);
+    Value ok = em.andI(any, em.andI(em.notI(em.isSet(taken, e)), eligible(e)));
+    Value v = score(e);
+    Value insert = em.andI(ok, em.orI(em.notI(full), em.outranks(v, em.load(vals, last))));
+    em.ifThen(insert, [&] {
+      Value start = em.select(full, last, c);
+      Value slot = em.whileLoop(
+          {start},
+          [&](ValueRange j) {
+            Value inside = em.cmpI(P::ugt, j[0], zero);
+            Value prev = em.select(inside, em.subI(j[0], one), zero);
+            return em.andI(inside, em.outranks(v, em.load(vals, prev)));
+          },
+          [&](ValueRange j) {
+            Value prev = em.subI(j[0], one);
+            em.store(em.load(vals, prev), vals, j[0]);
+            em.store(em.load(ids, prev), ids, j[0]);
+            return SmallVector<Value>{prev};
+          })[0];
+      em.store(v, vals, slot);
+      em.store(e, ids, slot);
+    });
+    return SmallVector<Value>{em.select(em.andI(insert, em.notI(full)), em.addI(c, one), c)};
+  })[0];
+  em.loop(zero, k, [&](Value j) {
+    Value found = em.cmpI(P::ult, j, count);
+    Value id = em.select(found, em.toI32(em.load(ids, j)), em.i32(-1));
+    Value val = em.select(found, em.load(vals, j), em.f32(0));
+    em.ifThen(found, [&] { em.store(em.i8(1), taken, em.load(ids, j)); });
+    onPick(j, id, val);
   });
 }
 
@@ -75,12 +110,12 @@ LogicalResult softmaxRow(RouterLowering &L, SoftmaxOp op, Value t) {
   Value mx = maxOfRow(L, x, n);
   Value allMasked = em.cmpF(F::OEQ, mx, em.negInf());
   Value sum = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
-    return SmallVector<Value>{em.addF(it[0], em.exp(em.subF(L.at(x, e), mx)))};
+    Value p = em.exp(em.subF(L.at(x, e), mx));
+    L.put(p, y, e);
+    return SmallVector<Value>{em.addF(it[0], p)};
   })[0];
-  em.loop(n, [&](Value e) {
-    Value p = em.divF(em.exp(em.subF(L.at(x, e), mx)), sum);
-    L.put(em.select(allMasked, em.f32(0), p), y, e);
-  });
+  em.loop(n, [&](Value e) { L.put(em.divF(L.at(y, e), sum), y, e); });
+  em.ifThen(allMasked, [&] { em.loop(n, [&](Value e) { L.put(em.f32(0), y, e); }); });
   return success();
 }
 
@@ -90,7 +125,7 @@ LogicalResult topkOpRow(RouterLowering &L, TopKOp op, Value t) {
   RowRef x = L.rowIn(op.getInput(), t);
   RowRef vals = L.rowOut(op.getValues(), t), ids = L.rowOut(op.getIndices(), t);
   Value taken = clearedFlags(L, n);
-  topKRow(em, em.idx(n), em.idx(op.getK()), taken, [&](Value) { return always(em); },
+  topKRow(L, em.idx(n), em.idx(op.getK()), op.getK(), taken, [&](Value) { return always(em); },
           [&](Value e) { return L.at(x, e); },
           [&](Value j, Value id, Value v) {
             L.put(v, vals, j);
@@ -121,7 +156,7 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
     em.store(sum, groupScore, g);
   });
   Value kept = clearedFlags(L, groups);
-  topKRow(em, em.idx(groups), em.idx(op.getTopkGroups()), kept,
+  topKRow(L, em.idx(groups), em.idx(op.getTopkGroups()), op.getTopkGroups(), kept,
           [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
           [](Value, Value, Value) {});
   em.loop(n, [&](Value e) {
@@ -167,7 +202,7 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
     return within ? em.andI(ok, em.isSet(within, e)) : ok;
   };
-  topKRow(em, em.idx(n), em.idx(k), taken, eligible, [&](Value e) { return L.at(s, e); },
+  topKRow(L, em.idx(n), em.idx(k), k, taken, eligible, [&](Value e) { return L.at(s, e); },
           [&](Value j, Value id, Value v) {
             Value found = em.cmpI(P::sge, id, em.i32(0));
             Value weight = v;
@@ -247,7 +282,7 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
       return;
     }
     Value taken = clearedFlags(L, n);
-    topKRow(em, em.idx(n), em.idx(*op.getTopk()), taken, [&](Value) { return always(em); },
+    topKRow(L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), taken, [&](Value) { return always(em); },
             [&](Value e) { return em.load(x, {t, e}); },
             [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
   });
@@ -335,7 +370,7 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   em.fill(out, em.idx(n), em.i8(0));
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
     Value taken = clearedFlags(L, n);
-    topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+    topKRow(L, em.idx(n), k0, n, taken, [&](Value) { return always(em); },
             [&](Value e) { return em.load(x, {t, e}); },
             [&](Value, Value id, Value) { em.store(em.i8(1), out, em.toIndex(id)); });
   });
@@ -361,7 +396,7 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
         em.loop(em.idx(0), L.tokens(), [&](Value t) {
           em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
             Value taken = clearedFlags(L, n);
-            topKRow(em, em.idx(n), k0, taken, [&](Value) { return always(em); },
+            topKRow(L, em.idx(n), k0, n, taken, [&](Value) { return always(em); },
                     [&](Value e) { return em.load(x, {t, e}); },
                     [&](Value, Value id, Value) {
                       em.store(em.i8(1), local, em.toIndex(id));
@@ -374,7 +409,7 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
         // S_r = S0_r plus the request's m_r best experts outside it.
         Value picked = clearedFlags(L, n);
         em.loop(n, [&](Value e) { em.store(em.load(local, e), picked, e); });
-        topKRow(em, em.idx(n), budget, picked, [&](Value) { return always(em); },
+        topKRow(L, em.idx(n), budget, n, picked, [&](Value) { return always(em); },
                 [&](Value e) { return em.load(agg, e); }, [](Value, Value, Value) {});
         em.loop(n, [&](Value e) {
           em.store(em.orI(em.load(out, e), em.load(picked, e)), out, e);
@@ -425,8 +460,9 @@ Value popcount(LoopEmitter &em, Value set, int64_t n) {
 }
 
 /// Adds up to `count` best experts outside `set`, by `scores`.
-void addBest(LoopEmitter &em, Value set, Value scores, Value count, int64_t n) {
-  topKRow(em, em.idx(n), count, set, [&](Value) { return always(em); },
+void addBest(RouterLowering &L, Value set, Value scores, Value count, int64_t n) {
+  LoopEmitter &em = L.em();
+  topKRow(L, em.idx(n), count, n, set, [&](Value) { return always(em); },
           [&](Value e) { return em.load(scores, e); }, [](Value, Value, Value) {});
 }
 
@@ -438,12 +474,12 @@ LogicalResult fill(RouterLowering &L, FillOp op) {
   Value amount = L.scalar(op.getAmount());
   switch (op.getMode()) {
   case FillMode::budget:
-    addBest(em, out, s, clampedCount(em, amount, n), n);
+    addBest(L, out, s, clampedCount(em, amount, n), n);
     break;
   case FillMode::min_size: {
     Value size = popcount(em, out, n);
     Value missing = em.select(em.cmpI(P::sgt, amount, size), em.subI(amount, size), em.i64(0));
-    addBest(em, out, s, clampedCount(em, missing, n), n);
+    addBest(L, out, s, clampedCount(em, missing, n), n);
     break;
   }
   case FillMode::threshold: {
