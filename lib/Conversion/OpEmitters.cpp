@@ -289,22 +289,29 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
   return success();
 }
 
-/// leader[t] = the first token with t's request id.
+/// leader[t] = the first token with t's request id: the leader of the nearest earlier
+/// token of the same request (found scanning backwards, usually one step for the
+/// contiguous tokens of a speculative-decoding request), or t itself.
 Value requestLeaders(RouterLowering &L, Value requestIds) {
   LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
   Value leaders = memref::AllocOp::create(
-      em.builder(), em.location(),
-      MemRefType::get({ShapedType::kDynamic}, em.builder().getI32Type()),
+      b, em.location(), MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
       ValueRange{L.tokens()});
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
     Value id = em.load(requestIds, t);
-    Value self = em.toI32(t);
-    Value lead = em.loopCarried(em.idx(0), t, {self}, [&](Value u, ValueRange it) {
-      Value hit = em.andI(em.cmpI(P::eq, em.load(requestIds, u), id),
-                          em.cmpI(P::eq, it[0], self));
-      return SmallVector<Value>{em.select(hit, em.toI32(u), it[0])};
-    })[0];
-    em.store(lead, leaders, t);
+    Value falseVal = em.cmpI(P::ne, em.i32(0), em.i32(0));
+    auto last = em.whileLoop(
+        {t, falseVal},
+        [&](ValueRange s) {
+          return em.andI(em.cmpI(P::ugt, s[0], em.idx(0)), em.notI(s[1]));
+        },
+        [&](ValueRange s) {
+          Value u = em.subI(s[0], em.idx(1));
+          return SmallVector<Value>{u, em.cmpI(P::eq, em.load(requestIds, u), id)};
+        });
+    Value earlier = em.load(leaders, em.select(last[1], last[0], t));
+    em.store(em.select(last[1], earlier, em.toI32(t)), leaders, t);
   });
   return leaders;
 }

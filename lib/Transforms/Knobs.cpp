@@ -31,13 +31,16 @@ static FailureOr<TypedAttr> parseKnobValue(KnobOp knob, StringRef text) {
 }
 
 LogicalResult switchyard::moe::setKnobs(ModuleOp module, ArrayRef<std::string> values) {
+  // Problems with the overrides themselves have no place in the policy: report them
+  // without a location (and without printing the module).
+  auto cliError = [&]() { return emitError(UnknownLoc::get(module.getContext())); };
   llvm::StringMap<StringRef> wanted;
   for (const std::string &entry : values) {
     auto [name, value] = StringRef(entry).split('=');
     if (!StringRef(entry).contains('=') || name.trim().empty() || value.trim().empty())
-      return module.emitError() << "knob override '" << entry
-                                << "' is not of the form name=value";
-    wanted[name.trim()] = value;
+      return cliError() << "knob override '" << entry << "' is not of the form name=value";
+    if (!wanted.try_emplace(name.trim(), value).second)
+      return cliError() << "knob '" << name.trim() << "' is set twice";
   }
 
   llvm::StringMap<bool> used;
@@ -64,9 +67,8 @@ LogicalResult switchyard::moe::setKnobs(ModuleOp module, ArrayRef<std::string> v
       module.walk([&](KnobOp knob) {
         known += (known.empty() ? "" : ", ") + knob.getName().str();
       });
-      return module.emitError() << "unknown knob '" << entry.getKey()
-                                << "' (the policy's knobs: "
-                                << (known.empty() ? "none" : known) << ")";
+      return cliError() << "unknown knob '" << entry.getKey() << "' (the policy's knobs: "
+                        << (known.empty() ? "none" : known) << ")";
     }
   return success();
 }

@@ -22,6 +22,13 @@ Conventions used everywhere (docs/MoeDialect.md, "Conventions shared by every op
     eligible experts; missing slots get id -1 and weight 0; the weights (taken from the
     given weight scores) are divided by their float32 sum (slot order) when that sum is
     > 0, then multiplied by the scaling factor.
+  * Routing scores.  The softmax policies (topk_softmax, xshare, xshare_spec, lynx) RANK
+    by the logits (the same order as the probabilities, but exact: no ties created by
+    rounding, and a -inf/NaN logit is not eligible) and take the WEIGHTS from the
+    softmax probabilities.  Their union-of-top-k sets (topk_softmax's `selected`, the
+    XShare warm-up S0, LYNX's plain-path `selected`) rank by the logits too;
+    xshare_spec's per-request selection ranks the probabilities.  The sigmoid policies
+    (deepseek_v3, xshare_ep) rank by sigmoid + bias and weigh by the sigmoid.
 
 Results are dicts of numpy arrays: topk_ids int32 [T,k], topk_weights float32 [T,k],
 selected bool [E] (where the policy defines one), expert_counts int32 [E].
@@ -261,10 +268,12 @@ def topk_softmax(logits, k):
     E = x.shape[1]
     # Gate: p = softmax(logits) per token.
     p = softmax_rows(x)
-    # Each token: its k most probable experts, probabilities renormalized to sum 1.
-    ids, w = refine_route(p, p, None, k, renormalize=True)
-    # Experts the batch activates: U_t TopK(p[t]) (XShare §3.1's union).
-    selected = union_topk(p, k)
+    # Each token: its k most probable experts, ranked by the logits (the same order as
+    # p, computed exactly; a -inf or NaN logit is not eligible), probabilities
+    # renormalized to sum 1.
+    ids, w = refine_route(x, p, None, k, renormalize=True)
+    # Experts the batch activates: U_t TopK(logits[t]) (XShare §3.1's union).
+    selected = union_topk(x, k)
     return _result(ids, w, E, selected)
 
 
@@ -330,8 +339,8 @@ def lynx(logits, phase, k, alpha=2.0, beta=4, theta=1.0, max_tokens=256):
     # §3.3.1 phase-aware optimizer: only memory-bound decode batches (at most
     # max_tokens tokens, phase == decode) are reduced; others use plain top-k.
     if not (T <= max_tokens and int(phase) == 1):
-        ids, w = refine_route(p, p, None, k, renormalize=True)
-        return _result(ids, w, E, union_topk(p, k))
+        ids, w = refine_route(x, p, None, k, renormalize=True)
+        return _result(ids, w, E, union_topk(x, k))
     if k < 2:
         raise ValueError("LYNX needs each token's second choice: k >= 2")
 
@@ -384,9 +393,10 @@ def lynx(logits, phase, k, alpha=2.0, beta=4, theta=1.0, max_tokens=256):
             break
         kept[e] = True
 
-    # §3.4 expert remapper: every token goes to its top-k within the kept set by the
-    # softmax probabilities, weights renormalized.
-    ids, w = refine_route(p, p, kept, k, renormalize=True)
+    # §3.4 expert remapper: every token goes to its top-k within the kept set, ranked by
+    # the logits (the probabilities' order, exact), weights = the softmax probabilities
+    # renormalized.
+    ids, w = refine_route(x, p, kept, k, renormalize=True)
     return _result(ids, w, E, kept)
 
 
@@ -396,14 +406,15 @@ def xshare(logits, k, k0=1, budget=24):
     E = x.shape[1]
     # §3.1: gating scores g = softmax probabilities.
     p = softmax_rows(x)
-    # Alg. 2 warm-up: S0 = U_i Top_k0(G_i).
-    S = union_topk(p, k0)
+    # Alg. 2 warm-up: S0 = U_i Top_k0(G_i), ranked by the logits (the same order).
+    S = union_topk(x, k0)
     # §3.2 eq. (2) / Prop. 3.2: marginal gain of e = sum_i g_{i,e} (batch mass).
     mass = batch_sum(p)
     # Alg. 1 with a fixed budget m_l (Cor. 3.3): add the m_l best experts outside S0.
     S = greedy_add(S, mass, budget)
-    # Alg. 2 refinement: route each token to Top_k(G_i, S), renormalized.
-    ids, w = refine_route(p, p, S, k, renormalize=True)
+    # Alg. 2 refinement: route each token to Top_k(G_i, S) (ranked by the logits),
+    # weights from p renormalized.
+    ids, w = refine_route(x, p, S, k, renormalize=True)
     return _result(ids, w, E, S)
 
 
@@ -433,8 +444,9 @@ def xshare_spec(logits, request_ids, k, k0=1, request_budget=4, budget=0):
         S |= S_r
     # Alg. 4 then Alg. 1 with budget m: `budget` more experts by batch mass.
     S = greedy_add(S, batch_sum(p), budget)
-    # Alg. 4 refinement: Top_k(G_i, S_batch), renormalized.
-    ids, w = refine_route(p, p, S, k, renormalize=True)
+    # Alg. 4 refinement: Top_k(G_i, S_batch) ranked by the logits, weights from p
+    # renormalized.  (The per-request selection above still ranks probabilities.)
+    ids, w = refine_route(x, p, S, k, renormalize=True)
     return _result(ids, w, E, S)
 
 

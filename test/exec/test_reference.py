@@ -42,7 +42,8 @@ def eq(a, b, msg=""):
 
 def close(a, b, atol=2e-6, msg=""):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    assert a.shape == b.shape and np.allclose(a, b, atol=atol, rtol=0), \
+    # NaN matches NaN (a NaN probability row gives NaN weights).
+    assert a.shape == b.shape and np.allclose(a, b, atol=atol, rtol=0, equal_nan=True), \
         "%s\n got      %s\n expected %s" % (msg, a.tolist(), b.tolist())
 
 
@@ -209,13 +210,18 @@ def topk_softmax_ties_and_union():
 
 @test
 def topk_softmax_neg_inf():
-    # [0,-inf,-inf,-inf]: p = [1,0,0,0]; p=0 is not -inf, so expert 1 (lowest id among
-    # the zeros) fills slot 2 with weight 0.
+    # [0,-inf,-inf,-inf]: routing ranks the logits, and a -inf logit is not eligible,
+    # so only expert 0 is: [0, -1] with weights [1, 0].  The union of top-k still ranks
+    # every logit (-inf included, ties to the lower id): {0, 1}.
     r = R.topk_softmax(arr([[0, -INF, -INF, -INF]]), 2)
-    check_result(r, [[0, 1]], [[1, 0]], 4, selected=[0, 1])
-    # all -inf: p = 0 everywhere; ids [0,1]; the sum is 0, so no renormalization.
+    check_result(r, [[0, -1]], [[1, 0]], 4, selected=[0, 1], counts=[1, 0, 0, 0])
+    # all -inf: no eligible expert -> [-1, -1] / [0, 0]; the union is still {0, 1}.
     r = R.topk_softmax(arr([[-INF] * 4]), 2)
-    check_result(r, [[0, 1]], [[0, 0]], 4, selected=[0, 1])
+    check_result(r, [[-1, -1]], [[0, 0]], 4, selected=[0, 1], counts=[0, 0, 0, 0])
+    # Two of four -inf, k = 4: [2, 0, -1, -1]; weights e^1/(e^1+1), 1/(e^1+1), 0, 0.
+    r = R.topk_softmax(arr([[0, -INF, 1, -INF]]), 4)
+    w = 1 / (1 + math.exp(-1))
+    check_result(r, [[2, 0, -1, -1]], [[w, 1 - w, 0, 0]], 4, selected=[0, 1, 2, 3])
 
 
 @test
@@ -231,10 +237,12 @@ def topk_softmax_k_equals_E():
 
 @test
 def topk_softmax_nan_row():
-    # A NaN logit makes the token's probabilities NaN: no eligible expert, so every slot
-    # is -1 / 0; the union of top-k still ranks the NaNs (by id): {0, 1}.
+    # Routing ranks the logits: the NaN expert is not eligible, the others are: [3, 2].
+    # The NaN logit makes the whole probability row NaN, so the weights are NaN (their
+    # sum is NaN, not > 0: no renormalization).  The union ranks NaN last: {2, 3}.
     r = R.topk_softmax(arr([[0, NAN, 1, 2]]), 2)
-    check_result(r, [[-1, -1]], [[0, 0]], 4, selected=[0, 1], counts=[0, 0, 0, 0])
+    check_result(r, [[3, 2]], [[NAN, NAN]], 4, selected=[2, 3], counts=[0, 0, 1, 1])
+    assert np.all(np.isnan(r["topk_weights"]))
 
 
 # ------------------------------------------------------------------- deepseek_v3 ----
@@ -379,27 +387,33 @@ def lynx_batch_size_base():
 def lynx_neg_inf():
     # t0 = [0,-inf,-inf,-inf]: top [0, 1]; q1 = beta (inf gap) -> confident.
     # t1 = [-inf,-inf,-inf,0]: top [3, 0] -> confident.  B = 2:
-    # s = [1 + 2^-4, 2^-4, 0, 1]; kept = {0, 3}.  p = one-hot: t0 -> [0, 3] with weights
-    # [1, 0] (p3 = 0 is eligible), t1 -> [3, 0] with [1, 0].
+    # s = [1 + 2^-4, 2^-4, 0, 1]; kept = {0, 3}.  The remapper ranks the logits and a
+    # -inf logit is not eligible: t0 -> [0, -1] with weights [1, 0] (expert 3's logit
+    # is -inf for t0), t1 -> [3, -1] with [1, 0].
     r = R.lynx(arr([[0, -INF, -INF, -INF], [-INF, -INF, -INF, 0]]), 1, 2)
-    check_result(r, [[0, 3], [3, 0]], [[1, 0], [1, 0]], 4, selected=[0, 3])
+    check_result(r, [[0, -1], [3, -1]], [[1, 0], [1, 0]], 4, selected=[0, 3])
     # all -inf row: q = 0 everywhere (every expert equals the row max) -> not
-    # confident; s = [1, 1, 0, 0] -> kept {0, 1}; p = 0 -> weights 0.
+    # confident; s = [1, 1, 0, 0] -> kept {0, 1}; no eligible expert -> [-1, -1].
     r = R.lynx(arr([[-INF] * 4]), 1, 2)
-    check_result(r, [[0, 1]], [[0, 0]], 4, selected=[0, 1])
+    check_result(r, [[-1, -1]], [[0, 0]], 4, selected=[0, 1])
+    # Outside decode (plain path) the same: -inf is not eligible, the union keeps it.
+    r = R.lynx(arr([[0, -INF, -INF, -INF], [-INF, -INF, -INF, 0]]), 0, 2)
+    check_result(r, [[0, -1], [3, -1]], [[1, 0], [1, 0]], 4, selected=[0, 1, 3])
 
 
 @test
 def lynx_nan_logit():
     # t0 = [NaN, 1, .8, 0]: top by z [1, 2] (NaN ranks last); q2 = floor(2*.2) = 0 ->
     #     not confident; the NaN expert's gap is NaN -> q = beta (it is not in the top-2
-    #     anyway).  Its softmax row is all NaN -> no eligible expert: [-1, -1].
+    #     anyway).
     # t1 = [0, 0, 0, 1]: top [3, 0], q0 = 2 -> confident (anchor 3).  B = 2:
-    # s = [2^-2, 1, 1, 1] -> kept = {3} U {1, 2, 3}.  t1 within kept: 3, then 1 (tie
-    # 1/2 at z = 0): e^1/(e^1+1).
+    # s = [2^-2, 1, 1, 1] -> kept = {3} U {1, 2, 3}.
+    # Remapper (ranks logits): t0 within kept -> [1, 2] (the NaN expert is not eligible
+    # and not kept); its softmax row is all NaN, so its weights are NaN.  t1: 3, then 1
+    # (tie 1/2 at z = 0): e^1/(e^1+1).
     r = R.lynx(arr([[NAN, 1, .8, 0], [0, 0, 0, 1]]), 1, 2)
     w = 1 / (1 + math.exp(-1))
-    check_result(r, [[-1, -1], [3, 1]], [[0, 0], [w, 1 - w]], 4, selected=[1, 2, 3])
+    check_result(r, [[1, 2], [3, 1]], [[NAN, NAN], [w, 1 - w]], 4, selected=[1, 2, 3])
 
 
 @test
@@ -538,6 +552,53 @@ def xshare_spec_reduces_to_alg2():
         b = R.xshare(x, 4, k0=k0, budget=m)
         for key in a:
             eq(a[key], b[key], key)
+
+
+# ------------------------------------------------- ranking by logits, not probs ----
+
+# Logits 0 and 1e-8 differ, but their probabilities round to the same float32
+# (exp(-1e-8) rounds to 1.0f): ranking the logits picks expert 1, ranking the
+# probabilities would pick expert 0 (the tie's lower id).
+ROUND_TIE = [[0, 1e-8, -5, -5]]
+
+
+@test
+def softmax_policies_rank_logits():
+    x = arr(ROUND_TIE)
+    p = R.softmax_rows(x)
+    assert p[0, 0] == p[0, 1] and x[0, 1] > x[0, 0]
+    r = R.topk_softmax(x, 1)
+    check_result(r, [[1]], [[1]], 4, selected=[1])
+    # XShare's warm-up union ranks the logits too: S0 = {1}.
+    r = R.xshare(x, 1, k0=1, budget=0)
+    check_result(r, [[1]], [[1]], 4, selected=[1])
+    # LYNX plain path (prefill) and decode path.
+    r = R.lynx(x, 0, 1)
+    check_result(r, [[1]], [[1]], 4, selected=[1])
+    r = R.lynx(arr(ROUND_TIE), 1, 2)
+    eq(r["topk_ids"], arr([[1, 0]], np.int32))
+    # Probabilities that underflow to 0 still rank by their logits: [100, 0, -20.0001,
+    # -20], k = 3 -> [0, 1, 3] (p2 = p3 = 0 would tie toward 2).
+    x = arr([[100, 0, -20.0001, -20]])
+    p = R.softmax_rows(x)
+    assert p[0, 2] == p[0, 3] == 0
+    r = R.topk_softmax(x, 3)
+    eq(r["topk_ids"], arr([[0, 1, 3]], np.int32))
+    close(r["topk_weights"], [[1, 0, 0]])
+
+
+@test
+def xshare_spec_request_selection_ranks_probs():
+    # segment_fill (Alg. 3) ranks the probabilities: the request's warm-up top-1 is the
+    # tie's lower id, 0 (xshare's logit-ranked warm-up would take 1).  The final route
+    # ranks the logits within S = {0}: [0].
+    x = arr(ROUND_TIE)
+    r = R.xshare_spec(x, arr([0], np.int32), 1, k0=1, request_budget=0, budget=0)
+    check_result(r, [[0]], [[1]], 4, selected=[0])
+    # request_budget = 1 adds expert 1 (agg tie at the top: 0 is taken, 1 next): the
+    # route then ranks the logits: [1].
+    r = R.xshare_spec(x, arr([0], np.int32), 1, k0=1, request_budget=1, budget=0)
+    check_result(r, [[1]], [[1]], 4, selected=[0, 1])
 
 
 # --------------------------------------------------------------------- xshare_ep ----

@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
   host::registerDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false); // one line per error, not an IR dump
   std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
   if (!policy)
     return 1;

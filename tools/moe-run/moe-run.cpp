@@ -101,7 +101,20 @@ static bool parseInteger(llvm::StringRef text, int64_t &value) {
 static bool bindScalar(const host::AbiParam &p, const std::string &source, Call &call,
                        size_t index, std::string &error) {
   int64_t v;
-  if (!llvm::sys::fs::exists(source) && parseInteger(source, v)) {
+  bool isInt32 = p.dtype == "int32";
+  auto inRange = [&](int64_t x) {
+    return !isInt32 || (x >= INT32_MIN && x <= INT32_MAX);
+  };
+  if (!llvm::sys::fs::exists(source)) {
+    if (!parseInteger(source, v)) {
+      error = "argument '" + p.name + "': expected an integer (" + p.dtype +
+              ") or a .npy file holding one, got '" + source + "'";
+      return false;
+    }
+    if (!inRange(v)) {
+      error = "argument '" + p.name + "': " + source + " does not fit in " + p.dtype;
+      return false;
+    }
     call.scalars[index] = v;
     return true;
   }
@@ -140,6 +153,7 @@ static bool bindPlacement(const std::vector<host::AbiParam> &abi, size_t index,
   }
   int64_t slots = experts + maxReplicas - 1;
   std::vector<int32_t> count(experts, 0), phys(experts * maxReplicas, -1);
+  std::vector<int64_t> owner(slots, -1);
   for (int64_t e = 0; e < experts; ++e) {
     for (int64_t r = 0; r < cols; ++r) {
       int32_t slot = ints[e * cols + r];
@@ -151,6 +165,12 @@ static bool bindPlacement(const std::vector<host::AbiParam> &abi, size_t index,
                 std::to_string(slots) + ")";
         return false;
       }
+      if (owner[slot] >= 0) {
+        error = what + ": slot " + std::to_string(slot) + " holds both expert " +
+                std::to_string(owner[slot]) + " and expert " + std::to_string(e);
+        return false;
+      }
+      owner[slot] = e;
       phys[e * maxReplicas + r] = slot;
       ++count[e];
     }
@@ -228,6 +248,7 @@ int main(int argc, char **argv) {
   host::registerDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false); // one line per error, not an IR dump
 
   std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
   if (!policy)

@@ -118,7 +118,8 @@ LogicalResult SegmentFillOp::verify() {
     return failure();
   if (failed(verifyIntInRange(*this, getK0(), "k0", 0, *e)))
     return failure();
-  return verifyIntInRange(*this, getBudget(), "budget", 0, *e);
+  // Like moe.fill's budget: a budget beyond E simply takes every expert.
+  return verifyIntInRange(*this, getBudget(), "budget", 0);
 }
 
 LogicalResult ThresholdSetOp::verify() {

@@ -111,7 +111,7 @@ def Moe_SegmentFillOp : Moe_SetOp<"segment_fill"> {
     `S0_r = U_{t in r} TopK0(scores[t])`, `agg_r[e] = sum_{t in r} scores[t,e]`,
     `S_r = S0_r U Top_{m_r}(agg_r, E \ S0_r)` (ties to the lower id); the result is
     `U_r S_r`, the set Alg. 4 hands to its batch-level greedy (`moe.fill`).
-    `k0` and `m_r` (i64) are in `[0, E]`.
+    `k0` (i64) is in `[0, E]`, `m_r` (i64) is `>= 0` (beyond E it takes every expert).
 
     Example:
     ```mlir
