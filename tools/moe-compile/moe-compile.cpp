@@ -18,6 +18,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/Module.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -65,9 +66,15 @@ static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &e
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile MoE routing policies\n");
-  if (target != "host")
-    return fail("--target=" + target +
-                " is not available yet: this build compiles --target=host only");
+  if (target != "host" && target != "ptx" && target != "all" && target != "cuda")
+    return fail("unknown --target=" + target + " (host, ptx, cuda or all)");
+  if (target == "cuda")
+    return fail("--target=cuda (CUDA C++ source) is not available yet; use --target=ptx");
+  static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
+  if (!arches.contains(gpuArch))
+    return fail("unsupported --gpu-arch=" + gpuArch + " (sm_80, sm_86, sm_89, sm_90, sm_100)");
+  bool wantHost = target == "host" || target == "all";
+  bool wantPtx = target == "ptx" || target == "all";
 
   mlir::DialectRegistry registry;
   host::registerDialects(registry);
@@ -100,19 +107,39 @@ int main(int argc, char **argv) {
     if (!entry.empty() && info.name != entry)
       continue;
     auto start = std::chrono::steady_clock::now();
-    mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     std::string error;
+    auto path = [&](llvm::StringRef file) {
+      llvm::SmallString<256> p(outDir);
+      llvm::sys::path::append(p, file);
+      return std::string(p);
+    };
+    if (wantPtx) {
+      mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());
+      if (!host::selectRouter(*gpu, info.name, error))
+        return fail(error);
+      host::GpuArtifacts artifacts;
+      if (!host::compileToPtx(*gpu, info.name, gpuArch, artifacts, error))
+        return fail(error);
+      std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
+      if (!writeText(ptx, artifacts.ptx, error) || !writeText(json, artifacts.json, error))
+        return fail(error);
+      llvm::outs() << "moe-compile: @" << info.name << " -> " << ptx << ", " << json;
+      std::string cubin = path(info.name + ".cubin");
+      if (host::assemblePtx(ptx, gpuArch, cubin, error))
+        llvm::outs() << ", " << cubin;
+      else
+        llvm::outs() << " (no cubin: " << error << ")";
+      llvm::outs() << "\n";
+      if (!wantHost)
+        continue;
+    }
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
     if (failed(host::lowerToLLVM(*copy)))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
 
-    auto path = [&](llvm::StringRef file) {
-      llvm::SmallString<256> p(outDir);
-      llvm::sys::path::append(p, file);
-      return std::string(p);
-    };
     std::string header = path(info.name + ".h"), object = path(info.name + ".o");
     std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
     if (!writeText(header, host::emitHeader(info, abi), error) ||

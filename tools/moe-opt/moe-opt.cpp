@@ -16,7 +16,13 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -28,12 +34,19 @@ int main(int argc, char **argv) {
   mlir::registerInlinerPass();
   switchyard::moe::registerMoePasses();
   switchyard::moe::registerHostPipeline();
+  switchyard::moe::registerPtxPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<switchyard::moe::MoeDialect, mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::tensor::TensorDialect, mlir::scf::SCFDialect,
                   mlir::math::MathDialect, mlir::memref::MemRefDialect,
                   mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect>();
+  registry.insert<mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect>();
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerGPUDialectTranslation(registry);
   // The LLVM lowering of each dialect (used by the host pipeline's conversions).
   mlir::registerConvertFuncToLLVMInterface(registry);
   mlir::arith::registerConvertArithToLLVMInterface(registry);

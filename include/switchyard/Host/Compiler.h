@@ -34,6 +34,21 @@ bool invokeEntry(mlir::ExecutionEngine &engine, llvm::StringRef name, int64_t to
                  const std::vector<AbiParam> &abi, std::vector<void *> &buffers,
                  const std::vector<int64_t> &scalars, std::string &error);
 
+/// What the GPU path produces for one router.
+struct GpuArtifacts {
+  std::string ptx;  // the PTX module (one .entry per kernel)
+  std::string json; // launch metadata: kernels, parameters, block size, grid, workspace
+};
+
+/// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
+bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
+                  GpuArtifacts &out, std::string &error);
+
+/// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
+/// when ptxas is missing or rejects it.
+bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef cubinPath,
+                 std::string &error);
+
 } // namespace switchyard::host
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -30,6 +31,13 @@ void buildHostPipeline(mlir::OpPassManager &pm);
 
 /// Registers the pipeline above as `moe-host-pipeline`.
 void registerHostPipeline();
+
+/// The PTX pipeline: the host pipeline's loop lowering, then moe-map-to-gpu, NVVM and
+/// the NVPTX backend (gpu-module-to-binary, format=isa), for `chip` (sm_80, sm_90, ...).
+void buildPtxPipeline(mlir::OpPassManager &pm, llvm::StringRef chip);
+
+/// Registers `moe-ptx-pipeline` (chip sm_90).
+void registerPtxPipeline();
 
 } // namespace switchyard::moe
 

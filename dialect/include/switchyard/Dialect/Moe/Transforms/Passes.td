@@ -78,4 +78,23 @@ def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
+def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
+  let summary = "maps each lowered router onto one single-CTA GPU kernel";
+  let description = [{
+    For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
+    holding `gpu.func @<name>` (a kernel with the same parameters plus an i8 workspace):
+    the whole policy in ONE launch of ONE block (decode-size batches). Token loops
+    become block-strided loops, one thread per token; sequential code (reductions, set
+    selection, counts, alignment) runs on thread 0; barriers separate the phases;
+    temporaries live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
+    The host function is left in place.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "threads per block (fixed at compile time)">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
