@@ -25,3 +25,6 @@ llvm_config.with_environment("PATH", config.switchyard_tools_dir, append_path=Tr
 
 tools = [ToolSubst(t, unresolved="fatal") for t in ("moe-opt", "moe-run", "moe-compile", "mlir-translate")]
 llvm_config.add_tool_substitutions(tools, [config.switchyard_tools_dir, config.llvm_tools_dir])
+
+# The CUDA toolkit (DESIGN §2): nvcc compiles the generated launchers.
+config.substitutions.append(("%nvcc", "/usr/local/cuda/bin/nvcc"))

@@ -19,6 +19,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/Module.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -45,6 +46,10 @@ static cl::opt<std::string> entry("entry", cl::desc("compile only this router"),
 static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
                                    cl::value_desc("knob=value"));
 static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"));
+static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
+                                               "kernels, launch shape, registers and "
+                                               "shared memory (ptxas -v), workspace and "
+                                               "bytes moved per token"));
 
 static int fail(const std::string &message) {
   llvm::errs() << "moe-compile: error: " << message << "\n";
@@ -121,15 +126,40 @@ int main(int argc, char **argv) {
       if (!host::compileToPtx(*gpu, info.name, gpuArch, artifacts, error))
         return fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
-      if (!writeText(ptx, artifacts.ptx, error) || !writeText(json, artifacts.json, error))
+      std::string launchH = path(info.name + "_launch.h");
+      std::string launchCpp = path(info.name + "_launch.cpp");
+      if (!writeText(ptx, artifacts.ptx, error) || !writeText(json, artifacts.json, error) ||
+          !writeText(launchH, artifacts.launchHeader, error) ||
+          !writeText(launchCpp, artifacts.launchSource, error))
         return fail(error);
-      llvm::outs() << "moe-compile: @" << info.name << " -> " << ptx << ", " << json;
-      std::string cubin = path(info.name + ".cubin");
-      if (host::assemblePtx(ptx, gpuArch, cubin, error))
+      llvm::outs() << "moe-compile: @" << info.name << " -> " << ptx << ", " << json << ", "
+                   << launchH << ", " << launchCpp;
+      std::string cubin = path(info.name + ".cubin"), usage;
+      if (host::assemblePtx(ptx, gpuArch, cubin, error, &usage))
         llvm::outs() << ", " << cubin;
       else
         llvm::outs() << " (no cubin: " << error << ")";
       llvm::outs() << "\n";
+      if (report) {
+        // Bytes each token moves through the kernel: its inputs and outputs (per-token
+        // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.
+        int64_t perTokenIo = 0;
+        for (const host::Port &port : info.inputs)
+          if (!port.shape.empty() && port.shape[0] < 0)
+            perTokenIo += (port.dtype == "bool" ? 1 : 4) * (port.shape.size() > 1 ? port.shape[1] : 1);
+        for (const host::Port &port : info.outputs)
+          if (!port.shape.empty() && port.shape[0] < 0)
+            perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
+        llvm::json::Value parsed = *llvm::json::parse(artifacts.json);
+        const llvm::json::Object &k0 = *parsed.getAsObject()->getArray("kernels")->front().getAsObject();
+        const llvm::json::Object &ws = *k0.getObject("workspace_bytes");
+        llvm::outs() << "report @" << info.name << " (" << gpuArch << "): kernels = "
+                     << parsed.getAsObject()->getArray("kernels")->size()
+                     << " (one launch, grid 1, block " << (*k0.getArray("block"))[0].getAsInteger().value_or(0)
+                     << "); " << usage << "workspace = " << ws.getInteger("per_token").value_or(0)
+                     << " B/token + " << ws.getInteger("fixed").value_or(0)
+                     << " B; inputs+outputs = " << perTokenIo << " B/token\n";
+      }
       if (!wantHost)
         continue;
     }

@@ -38,6 +38,7 @@ bool invokeEntry(mlir::ExecutionEngine &engine, llvm::StringRef name, int64_t to
 struct GpuArtifacts {
   std::string ptx;  // the PTX module (one .entry per kernel)
   std::string json; // launch metadata: kernels, parameters, block size, grid, workspace
+  std::string launchHeader, launchSource; // NAME_launch.h / NAME_launch.cpp (cudart)
 };
 
 /// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
@@ -47,7 +48,7 @@ bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef a
 /// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
 /// when ptxas is missing or rejects it.
 bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef cubinPath,
-                 std::string &error);
+                 std::string &error, std::string *resourceUsage = nullptr);
 
 } // namespace switchyard::host
 
