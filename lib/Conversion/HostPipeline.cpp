@@ -9,13 +9,17 @@
 
 using namespace mlir;
 
-void switchyard::moe::buildHostPipeline(OpPassManager &pm) {
+void switchyard::moe::buildLoopPipeline(OpPassManager &pm) {
   pm.addPass(createMoeFreezeKnobs());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMoeFormStages());
   pm.addPass(createMoeLowerToLoops());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void switchyard::moe::buildHostPipeline(OpPassManager &pm) {
+  buildLoopPipeline(pm);
   // Loops -> LLVM dialect (the standard MLIR host path).
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());

@@ -14,12 +14,7 @@ using namespace mlir;
 static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
 
 void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip) {
-  pm.addPass(createMoeFreezeKnobs());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createMoeFormStages());
-  pm.addPass(createMoeLowerToLoops());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  buildLoopPipeline(pm);
   pm.addPass(createMoeMapToGPU());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

@@ -102,7 +102,7 @@ bool linkSharedLibrary(StringRef object, StringRef library, std::string &error) 
   return true;
 }
 
-static std::string cType(const AbiParam &p) {
+std::string cParamType(const AbiParam &p) {
   std::string base = p.dtype == "float32" ? "float"
                      : p.dtype == "int32" ? "int32_t"
                      : p.dtype == "int64" ? "int64_t"
@@ -135,7 +135,7 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
   for (const AbiParam &p : abi) {
     std::string cname = p.name;
     std::replace(cname.begin(), cname.end(), '.', '_');
-    os << ",\n    " << cType(p) << (cType(p).back() == '*' ? "" : " ") << cname << " /* "
+    os << ",\n    " << cParamType(p) << (cParamType(p).back() == '*' ? "" : " ") << cname << " /* "
        << (p.isOutput ? "out " : "in ") << (p.kind == "set" ? "bool" : p.dtype) << " "
        << shapeText(p) << " */";
   }

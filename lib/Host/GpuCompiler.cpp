@@ -49,16 +49,6 @@ static std::string cName(std::string name) {
   return name;
 }
 
-static std::string cBufferType(const AbiParam &p) {
-  std::string base = p.dtype == "float32" ? "float"
-                     : p.dtype == "int32" ? "int32_t"
-                     : p.dtype == "int64" ? "int64_t"
-                                          : "uint8_t";
-  if (p.kind == "scalar")
-    return base;
-  return (p.isOutput ? "" : "const ") + base + " *";
-}
-
 /// The C ABI launcher: loads the embedded PTX with cudart (cudaLibraryLoadData, never
 /// -lcuda) once, and launches the single-CTA kernel on a stream with the parameters in
 /// the order of the PTX entry (expanded memref descriptors, then the workspace).
@@ -67,7 +57,7 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi, int64
   std::string n = name.str();
   std::string signature = "int32_t " + n + "_launch(\n    int64_t num_tokens";
   for (const AbiParam &p : abi)
-    signature += ",\n    " + cBufferType(p) + (p.kind == "scalar" ? " " : "") + cName(p.name);
+    signature += ",\n    " + cParamType(p) + (p.kind == "scalar" ? " " : "") + cName(p.name);
   signature += ",\n    void *workspace, cudaStream_t stream)";
 
   llvm::raw_string_ostream h(out.launchHeader);
@@ -129,7 +119,7 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi, int64
   };
   for (const AbiParam &param : abi) {
     if (param.kind == "scalar") {
-      c << "  " << cBufferType(param) << " scalar_" << cName(param.name) << " = "
+      c << "  " << cParamType(param) << " scalar_" << cName(param.name) << " = "
         << cName(param.name) << "; args[a++] = &scalar_" << cName(param.name) << ";\n";
       continue;
     }
@@ -150,9 +140,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch, GpuArtifacts 
                   std::string &error) {
   // Metadata comes from the kernel before it is compiled to PTX.
   PassManager mapping(module.getContext());
-  mapping.addPass(moe::createMoeFreezeKnobs());
-  mapping.addPass(moe::createMoeFormStages());
-  mapping.addPass(moe::createMoeLowerToLoops());
+  moe::buildLoopPipeline(mapping);
   mapping.addPass(moe::createMoeMapToGPU());
   OwningOpRef<ModuleOp> inspect(module.clone());
   if (failed(mapping.run(*inspect))) {

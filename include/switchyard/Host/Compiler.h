@@ -26,6 +26,9 @@ bool linkSharedLibrary(llvm::StringRef object, llvm::StringRef library, std::str
 /// The C header declaring the entry point of router `info` (lowered ABI `abi`).
 std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi);
 
+/// The C type of a parameter in the generated headers: `const float *`, `int32_t`, ...
+std::string cParamType(const AbiParam &p);
+
 /// "[T, 128]", "[size(T)]": a parameter's shape as the header documents it.
 std::string shapeText(const AbiParam &p);
 

@@ -25,6 +25,10 @@ namespace switchyard::moe {
 /// moe-set-knobs pass and the tools' `--set` flags.
 mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> values);
 
+/// From moe ops to target-neutral loops: freeze knobs, canonicalize, form stages,
+/// lower to loops, canonicalize, CSE. The first half of every target's pipeline.
+void buildLoopPipeline(mlir::OpPassManager &pm);
+
 /// The host pipeline after knob selection: freeze knobs, canonicalize, form stages,
 /// lower to loops, lower to the LLVM dialect, add the C entry points.
 void buildHostPipeline(mlir::OpPassManager &pm);
