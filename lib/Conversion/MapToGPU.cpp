@@ -69,9 +69,10 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
     if (!ShapedType::isDynamic(d))
       staticElems *= d;
   Value bytes = arith::ConstantIndexOp::create(b, loc, staticElems * elemBytes);
-  // Every temporary's dynamic dimension is the token count (checked by the caller).
+  // A temporary's one dynamic dimension is the token count (the caller checks there is
+  // at most one); the workspace formula counts it per token.
   if (type.getNumDynamicDims() == 1)
-    bytes = arith::MulIOp::create(b, loc, bytes, tokens);
+    bytes = arith::MulIOp::create(b, loc, bytes, alloc.getDynamicSizes()[0]);
   (type.getNumDynamicDims() ? perTokenBytes : fixedBytes) += staticElems * elemBytes;
   fixedBytes += 16;
   Value offset = workspaceOffset ? workspaceOffset : arith::ConstantIndexOp::create(b, loc, 0);

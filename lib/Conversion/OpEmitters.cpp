@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "RouterLowering.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -89,6 +90,14 @@ Value always(LoopEmitter &em) { return em.cmpI(P::eq, em.i32(0), em.i32(0)); }
 Value clampedCount(LoopEmitter &em, Value v, int64_t hi) {
   Value nonNeg = em.select(em.cmpI(P::slt, v, em.i64(0)), em.i64(0), v);
   return em.toIndex(em.minUI(nonNeg, em.i64(hi)));
+}
+
+/// The buffer size a top-k of `count` (an i64 parameter) needs: its value when it is a
+/// constant (knobs are frozen before lowering), else every expert.
+int64_t capacityFor(Value count, int64_t n) {
+  if (std::optional<int64_t> c = getConstantIntValue(count))
+    return std::clamp<int64_t>(*c, 1, n);
+  return n;
 }
 
 Value maxOfRow(RouterLowering &L, RowRef x, int64_t n) {
@@ -267,6 +276,21 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
   Value init = kind == ReduceKind::count ? em.i32(0)
                : kind == ReduceKind::sum ? em.f32(0)
                                          : em.negInf();
+  if (!op.getTopk()) {
+    // Expert-parallel: each expert's reduction runs over the tokens in order, so the
+    // float result is the same on every target.
+    L.parallelLoop(em.idx(n), [&](Value e) {
+      Value acc = em.loopCarried(em.idx(0), L.tokens(), {init}, [&](Value t, ValueRange it) {
+        Value v = em.load(x, {t, e});
+        Value next = kind == ReduceKind::sum
+                         ? em.addF(it[0], v)
+                         : arith::MaximumFOp::create(b, em.location(), it[0], v).getResult();
+        return SmallVector<Value>{next};
+      })[0];
+      em.store(acc, out, e);
+    });
+    return success();
+  }
   em.fill(out, em.idx(n), init);
   auto combine = [&](Value e, Value v) {
     Value acc = em.load(out, e);
@@ -277,10 +301,6 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
     em.store(next, out, e);
   };
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    if (!op.getTopk()) {
-      em.loop(n, [&](Value e) { combine(e, em.load(x, {t, e})); });
-      return;
-    }
     Value taken = clearedFlags(L, n);
     topKRow(L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), taken, [&](Value) { return always(em); },
             [&](Value e) { return em.load(x, {t, e}); },
@@ -352,17 +372,20 @@ LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
   int64_t k = op.getIds().getType().getDimSize(1);
   Value out = L.allocFull(op.getResult());
   Value bins = L.mem(op.getBins()), ids = L.mem(op.getIds());
-  em.fill(out, em.idx(n), em.f32(0));
   Value base = em.toF32(L.tokens());
-  em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    em.loop(k, [&](Value j) {
-      Value e = em.load(ids, {t, j});
-      Value valid = em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
-      em.ifThen(valid, [&] {
-        Value ei = em.toIndex(e);
+  // Expert-parallel: expert e adds its votes token by token, in order.
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    em.store(em.f32(0), out, e);
+    Value ei = em.toI32(e);
+    em.loop(em.idx(0), L.tokens(), [&](Value t) {
+      Value voted = em.loopCarried(em.idx(0), em.idx(k), {em.cmpI(P::ne, ei, ei)},
+                                   [&](Value j, ValueRange it) {
+        return SmallVector<Value>{em.orI(it[0], em.cmpI(P::eq, em.load(ids, {t, j}), ei))};
+      })[0];
+      em.ifThen(voted, [&] {
         Value weight = math::PowFOp::create(em.builder(), em.location(), base,
-                                            em.toF32(em.load(bins, {t, ei})));
-        em.store(em.addF(em.load(out, ei), weight), out, ei);
+                                            em.toF32(em.load(bins, {t, e})));
+        em.store(em.addF(em.load(out, e), weight), out, e);
       });
     });
   });
@@ -371,15 +394,26 @@ LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
 
 LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
   int64_t n = expertsOf(op.getScores());
   Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
   Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
-  em.fill(out, em.idx(n), em.i8(0));
-  em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    Value taken = clearedFlags(L, n);
-    topKRow(L, em.idx(n), k0, n, taken, [&](Value) { return always(em); },
-            [&](Value e) { return em.load(x, {t, e}); },
-            [&](Value, Value id, Value) { em.store(em.i8(1), out, em.toIndex(id)); });
+  // Token-parallel: each token flags its top-k0; then expert-parallel: an expert is in
+  // the set when any token flagged it. No two iterations write the same place.
+  Value flags = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
+                            L.tokens());
+  L.parallelLoop(L.tokens(), [&](Value t) {
+    Value row = L.rowView(flags, t, n);
+    em.fill(row, em.idx(n), em.i8(0));
+    topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), row,
+            [&](Value) { return always(em); },
+            [&](Value e) { return em.load(x, {t, e}); }, [](Value, Value, Value) {});
+  });
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
+      return SmallVector<Value>{em.orI(it[0], em.load(flags, {t, e}))};
+    })[0];
+    em.store(any, out, e);
   });
   return success();
 }
@@ -403,7 +437,8 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
         em.loop(em.idx(0), L.tokens(), [&](Value t) {
           em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
             Value taken = clearedFlags(L, n);
-            topKRow(L, em.idx(n), k0, n, taken, [&](Value) { return always(em); },
+            topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
+                    [&](Value) { return always(em); },
                     [&](Value e) { return em.load(x, {t, e}); },
                     [&](Value, Value id, Value) {
                       em.store(em.i8(1), local, em.toIndex(id));
@@ -416,7 +451,8 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
         // S_r = S0_r plus the request's m_r best experts outside it.
         Value picked = clearedFlags(L, n);
         em.loop(n, [&](Value e) { em.store(em.load(local, e), picked, e); });
-        topKRow(L, em.idx(n), budget, n, picked, [&](Value) { return always(em); },
+        topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), picked,
+                [&](Value) { return always(em); },
                 [&](Value e) { return em.load(agg, e); }, [](Value, Value, Value) {});
         em.loop(n, [&](Value e) {
           em.store(em.orI(em.load(out, e), em.load(picked, e)), out, e);
@@ -598,12 +634,13 @@ LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
   int64_t k = op.getIds().getType().getDimSize(1);
   Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
   em.fill(out, em.idx(n), em.i32(0));
-  em.loop(em.idx(0), L.tokens(), [&](Value t) {
+  // Token-parallel with atomic increments: integer counts do not depend on the order.
+  L.parallelLoop(L.tokens(), [&](Value t) {
     em.loop(k, [&](Value j) {
       Value e = em.load(ids, {t, j});
       em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {
-        Value ei = em.toIndex(e);
-        em.store(em.addI(em.load(out, ei), em.i32(1)), out, ei);
+        memref::AtomicRMWOp::create(em.builder(), em.location(), arith::AtomicRMWKind::addi,
+                                    em.i32(1), out, ValueRange{em.toIndex(e)});
       });
     });
   });

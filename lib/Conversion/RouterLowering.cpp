@@ -22,6 +22,7 @@
 
 #include "switchyard/Dialect/Moe/IR/MoeStages.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
@@ -98,22 +99,55 @@ Value RouterLowering::scratch(int64_t n, Type elem) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.restoreInsertionPoint(prologue);
-    if (parallelToken)
+    std::optional<int64_t> rows = getConstantIntValue(parallelExtent);
+    if (parallelToken && rows) // an expert-parallel loop: E rows, a static size
+      buffer = memref::AllocOp::create(b, loc, MemRefType::get({*rows, n}, elem));
+    else if (parallelToken)
       buffer = memref::AllocOp::create(b, loc, MemRefType::get({ShapedType::kDynamic, n}, elem),
-                                       ValueRange{numTokens});
+                                       ValueRange{parallelExtent});
     else
       buffer = memref::AllocOp::create(b, loc, MemRefType::get({n}, elem));
     temporaries.push_back(buffer);
   }
   if (!parallelToken)
     return buffer;
-  SmallVector<OpFoldResult> offsets{parallelToken, b.getIndexAttr(0)};
+  return rowView(buffer, parallelToken, n);
+}
+
+Value RouterLowering::rowView(Value buffer, Value i, int64_t n) {
+  Location loc = router.getLoc();
+  SmallVector<OpFoldResult> offsets{i, b.getIndexAttr(0)};
   SmallVector<OpFoldResult> sizes{b.getIndexAttr(1), b.getIndexAttr(n)};
   SmallVector<OpFoldResult> strides{b.getIndexAttr(1), b.getIndexAttr(1)};
   auto type = memref::SubViewOp::inferRankReducedResultType(
       {n}, cast<MemRefType>(buffer.getType()), offsets, sizes, strides);
   return memref::SubViewOp::create(b, loc, cast<MemRefType>(type), buffer, offsets, sizes,
                                    strides);
+}
+
+Value RouterLowering::temporary(MemRefType type, ValueRange dynamicSizes) {
+  Value mem = memref::AllocOp::create(b, router.getLoc(), type, dynamicSizes);
+  temporaries.push_back(mem);
+  return mem;
+}
+
+void RouterLowering::parallelLoop(Value extent, function_ref<void(Value)> body) {
+  Location loc = router.getLoc();
+  Value lower = emitter.idx(0), step = emitter.idx(1);
+  OpBuilder::InsertPoint outerPrologue = prologue;
+  prologue = b.saveInsertionPoint();
+  scf::ParallelOp::create(b, loc, ValueRange{lower}, ValueRange{extent}, ValueRange{step},
+                          [&](OpBuilder &nested, Location, ValueRange ivs) {
+                            OpBuilder::InsertionGuard guard(b);
+                            b.setInsertionPoint(nested.getInsertionBlock(),
+                                                nested.getInsertionPoint());
+                            parallelToken = ivs[0];
+                            parallelExtent = extent;
+                            body(ivs[0]);
+                            parallelToken = nullptr;
+                            parallelExtent = nullptr;
+                          });
+  prologue = outerPrologue;
 }
 
 void RouterLowering::copyInto(Value dst, Value src, Value like) {
@@ -147,20 +181,11 @@ LogicalResult RouterLowering::lowerRowLoop(ArrayRef<Operation *> ops) {
         stored[result].mem = allocFull(result);
     }
   LogicalResult status = success();
-  Location loc = router.getLoc();
-  Value lower = emitter.idx(0), step = emitter.idx(1);
-  prologue = b.saveInsertionPoint();
-  scf::ParallelOp::create(
-      b, loc, ValueRange{lower}, ValueRange{numTokens}, ValueRange{step},
-      [&](OpBuilder &nested, Location, ValueRange ivs) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
-        parallelToken = ivs[0];
-        for (Operation *op : ops)
-          if (failed(emitRowOp(*this, op, ivs[0])))
-            status = failure();
-        parallelToken = nullptr;
-      });
+  parallelLoop(numTokens, [&](Value t) {
+    for (Operation *op : ops)
+      if (failed(emitRowOp(*this, op, t)))
+        status = failure();
+  });
   for (Operation *op : ops)
     for (Value result : op->getResults())
       rowLocal.erase(result);

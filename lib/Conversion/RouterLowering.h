@@ -60,6 +60,13 @@ public:
   /// sequential loops otherwise. Allocated on the heap before the loop nest of the op
   /// being lowered (stack buffers in loops would grow the stack with every token).
   mlir::Value scratch(int64_t n, mlir::Type elem);
+  /// A parallel loop over [0, extent) (tokens or experts) whose iterations are
+  /// independent; scratch buffers requested inside are private to each iteration.
+  void parallelLoop(mlir::Value extent, llvm::function_ref<void(mlir::Value)> body);
+  /// A temporary buffer freed at the end of the current scope.
+  mlir::Value temporary(mlir::MemRefType type, mlir::ValueRange dynamicSizes);
+  /// Row `i` of a 2-D buffer as a 1-D view of its n elements.
+  mlir::Value rowView(mlir::Value buffer, mlir::Value i, int64_t n);
   mlir::Value at(RowRef r, mlir::Value i) {
     return r.row ? emitter.load(r.mem, {r.row, i}) : emitter.load(r.mem, i);
   }
@@ -92,7 +99,8 @@ private:
   llvm::DenseMap<mlir::Value, mlir::Value> rowLocal;     // value -> per-token buffer
   llvm::SmallVector<mlir::Value> temporaries;            // freed at the end
   mlir::OpBuilder::InsertPoint prologue; // where scratch buffers are allocated
-  mlir::Value parallelToken;             // the token of the enclosing parallel loop
+  mlir::Value parallelToken;             // the iteration of the enclosing parallel loop
+  mlir::Value parallelExtent;            // its trip count
 };
 
 /// Row emitters (one token's row) and whole-op emitters, in OpEmitters.cpp.
