@@ -166,6 +166,8 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch, GpuArtifacts 
         {"workspace_bytes", llvm::json::Object{{"per_token", workspace[0]},
                                                {"fixed", workspace[1]}}}});
   });
+  if (!emitCuda(*inspect, out.cuda, error))
+    return false;
   llvm::raw_string_ostream json(out.json);
   json << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
                                      {"router", name},

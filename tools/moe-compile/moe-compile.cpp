@@ -73,13 +73,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile MoE routing policies\n");
   if (target != "host" && target != "ptx" && target != "all" && target != "cuda")
     return fail("unknown --target=" + target + " (host, ptx, cuda or all)");
-  if (target == "cuda")
-    return fail("--target=cuda (CUDA C++ source) is not available yet; use --target=ptx");
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
   if (!arches.contains(gpuArch))
     return fail("unsupported --gpu-arch=" + gpuArch + " (sm_80, sm_86, sm_89, sm_90, sm_100)");
   bool wantHost = target == "host" || target == "all";
-  bool wantPtx = target == "ptx" || target == "all";
+  bool wantPtx = target == "ptx" || target == "all" || target == "cuda";
 
   mlir::DialectRegistry registry;
   host::registerDialects(registry);
@@ -128,6 +126,9 @@ int main(int argc, char **argv) {
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
       std::string launchCpp = path(info.name + "_launch.cpp");
+      std::string cu = path(info.name + ".cu");
+      if ((target == "cuda" || target == "all") && !writeText(cu, artifacts.cuda, error))
+        return fail(error);
       if (!writeText(ptx, artifacts.ptx, error) || !writeText(json, artifacts.json, error) ||
           !writeText(launchH, artifacts.launchHeader, error) ||
           !writeText(launchCpp, artifacts.launchSource, error))

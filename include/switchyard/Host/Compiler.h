@@ -42,7 +42,11 @@ struct GpuArtifacts {
   std::string ptx;  // the PTX module (one .entry per kernel)
   std::string json; // launch metadata: kernels, parameters, block size, grid, workspace
   std::string launchHeader, launchSource; // NAME_launch.h / NAME_launch.cpp (cudart)
+  std::string cuda; // NAME.cu: the same kernel as CUDA C++ (same parameters as the PTX)
 };
+
+/// Prints the kernels of a module mapped by moe-map-to-gpu as CUDA C++.
+bool emitCuda(mlir::ModuleOp mapped, std::string &source, std::string &error);
 
 /// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
 bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
