@@ -107,3 +107,28 @@ class CompiledRouter:
             if port["dtype"] == "bool":
                 outputs[port["name"]] = outputs[port["name"]].astype(bool)
         return outputs
+
+
+def example_inputs(info, tokens, rng):
+    """Random inputs for every argument of a router (`info` as describe() returns it):
+    normal logits, a small correction bias, requests of 4 tokens, decode phase, and
+    the identity placement (expert e on slot e)."""
+    experts = info["experts"]
+    values = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
+              "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
+              "request_ids": (np.arange(tokens) // 4).astype(np.int32),
+              "phase": 1,
+              "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
+    return {p["name"]: values[p["name"]] for p in info["arguments"]}
+
+
+def differing_outputs(expected, got):
+    """Names of the outputs that differ: exactly, except weights (within 1e-5)."""
+    bad = []
+    for key, want in expected.items():
+        have = np.asarray(got[key]).astype(want.dtype)
+        same = (np.allclose(have, want, atol=1e-5) if key == "topk_weights"
+                else have.shape == want.shape and np.array_equal(have, want))
+        if not same:
+            bad.append(key)
+    return bad

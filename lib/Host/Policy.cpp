@@ -52,6 +52,21 @@ void registerDialects(DialectRegistry &registry) {
   registerGPUDialectTranslation(registry);
 }
 
+std::unique_ptr<MLIRContext> makeToolContext() {
+  DialectRegistry registry;
+  registerDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  context->printOpOnDiagnostic(false);
+  return context;
+}
+
+bool applyKnobs(ModuleOp module, ArrayRef<std::string> overrides) {
+  if (overrides.empty())
+    return true;
+  return succeeded(moe::setKnobs(module, overrides)) && succeeded(verify(module));
+}
+
 std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
   auto policy = std::make_unique<PolicyFile>();
   std::string error;

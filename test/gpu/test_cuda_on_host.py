@@ -38,7 +38,7 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CompiledRouter
+    from switchyard import CompiledRouter, differing_outputs, example_inputs
 
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
@@ -55,14 +55,8 @@ def main():
         kernel = getattr(ctypes.CDLL(lib_path), name)
         meta = json.load(open(os.path.join(out, f"{name}.json")))["kernels"][0]
         router = CompiledRouter(policy, workdir=os.path.join(out, "host"))
-        experts = router.info["experts"]
         for tokens in (1, 7, 64, 300):
-            inputs = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
-                      "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
-                      "request_ids": (np.arange(tokens) // 4).astype(np.int32),
-                      "phase": 1,
-                      "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
-            inputs = {p["name"]: inputs[p["name"]] for p in router.info["arguments"]}
+            inputs = example_inputs(router.info, tokens, rng)
             expected = router(**inputs)
             (host_args, keep), outputs = router.prepare(**inputs)
             call = [ctypes.c_int64(tokens)]
@@ -80,13 +74,7 @@ def main():
             workspace = np.zeros(ws["per_token"] * tokens + ws["fixed"], dtype=np.int8)
             call += descriptor(workspace)
             kernel(*call)
-            bad = []
-            for key, want in expected.items():
-                got = outputs[key].astype(want.dtype)
-                same = (np.allclose(got, want, atol=1e-5) if key == "topk_weights"
-                        else np.array_equal(got, want))
-                if not same:
-                    bad.append(key)
+            bad = differing_outputs(expected, outputs)
             label = f"{name} T={tokens}"
             if bad:
                 failed += 1

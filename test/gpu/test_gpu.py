@@ -91,7 +91,7 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CompiledRouter
+    from switchyard import CompiledRouter, differing_outputs, example_inputs
 
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
@@ -114,23 +114,10 @@ def main():
     for name in POLICIES:
         router = CompiledRouter(os.path.join(ROOT, "policies", f"{name}.mlir"),
                                 workdir=os.path.join(workdir, name + "-host"))
-        experts = router.info["experts"]
         for tokens in (1, 16, 64, 1024):
-            inputs = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
-                      "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
-                      "request_ids": (np.arange(tokens) // 4).astype(np.int32),
-                      "phase": 1,
-                      "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
-            inputs = {p["name"]: inputs[p["name"]] for p in router.info["arguments"]}
+            inputs = example_inputs(router.info, tokens, rng)
             host = router(**inputs)
-            gpu = run_on_gpu(cuda, launchers[name], router, inputs)
-            bad = []
-            for key, expected in host.items():
-                got = gpu[key].astype(expected.dtype)
-                same = (np.allclose(got, expected, atol=1e-5) if key == "topk_weights"
-                        else np.array_equal(got, expected))
-                if not same:
-                    bad.append(key)
+            bad = differing_outputs(host, run_on_gpu(cuda, launchers[name], router, inputs))
             label = f"{name} T={tokens}"
             if bad:
                 failed += 1

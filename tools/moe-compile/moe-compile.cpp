@@ -79,18 +79,12 @@ int main(int argc, char **argv) {
   bool wantHost = target == "host" || target == "all";
   bool wantPtx = target == "ptx" || target == "all" || target == "cuda";
 
-  mlir::DialectRegistry registry;
-  host::registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false); // one line per error, not an IR dump
-  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
+  std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
+  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
-  if (!knobs.empty() &&
-      (failed(moe::setKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end()))) ||
-       failed(mlir::verify(*module))))
+  if (!host::applyKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end())))
     return 1;
 
   std::vector<host::RouterInfo> routers = host::describeRouters(*module);

@@ -244,13 +244,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile a policy for the host and "
                                           "run it on .npy inputs\n");
-  mlir::DialectRegistry registry;
-  host::registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false); // one line per error, not an IR dump
-
-  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(context, inputFile);
+  std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
+  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
@@ -265,9 +260,7 @@ int main(int argc, char **argv) {
   if (!host::selectRouter(*module, entry, error))
     return fail(error);
   host::RouterInfo info = host::describeRouters(*module).front();
-  if (!knobs.empty() &&
-      (failed(moe::setKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end()))) ||
-       failed(mlir::verify(*module))))
+  if (!host::applyKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end())))
     return 1;
 
   // Arguments by name.

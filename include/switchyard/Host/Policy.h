@@ -23,6 +23,10 @@ namespace switchyard::host {
 /// Every dialect, interface and translation a policy goes through on the host path.
 void registerDialects(mlir::DialectRegistry &registry);
 
+/// A context with every dialect of the host and GPU paths loaded that prints one line
+/// per diagnostic (no IR dumps): what the command-line tools use.
+std::unique_ptr<mlir::MLIRContext> makeToolContext();
+
 /// A parsed policy file. While it lives, every diagnostic of the context (parser,
 /// verifier, passes) is printed as `file:line:col: error: ...` with the source line.
 struct PolicyFile {
@@ -75,6 +79,10 @@ struct AbiParam {
 /// The C ABI of the lowered router `name` (its `moe.abi` attribute), or an empty
 /// vector when the module has no such entry.
 std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
+
+/// Applies `name=value` knob overrides (moe-set-knobs) and re-verifies the policy, so
+/// an invalid value is reported by the op that uses it; false after printing errors.
+bool applyKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> overrides);
 
 /// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries.
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module);
