@@ -132,3 +132,22 @@ def differing_outputs(expected, got):
         if not same:
             bad.append(key)
     return bad
+
+
+class CaseTally:
+    """Prints one line per checked case and the closing `N passed, M failed` line."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def record(self, label, bad):
+        if bad:
+            self.failed += 1
+            print(f"FAIL {label}: {', '.join(bad)} differ from the host target")
+        else:
+            self.passed += 1
+            print(f"ok   {label}")
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0

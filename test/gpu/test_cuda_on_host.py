@@ -38,11 +38,11 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CompiledRouter, differing_outputs, example_inputs
+    from switchyard import CaseTally, CompiledRouter, differing_outputs, example_inputs
 
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
-    passed = failed = 0
+    tally = CaseTally()
     for name in POLICIES:
         out = os.path.join(workdir, name)
         policy = os.path.join(ROOT, "policies", f"{name}.mlir")
@@ -74,16 +74,8 @@ def main():
             workspace = np.zeros(ws["per_token"] * tokens + ws["fixed"], dtype=np.int8)
             call += descriptor(workspace)
             kernel(*call)
-            bad = differing_outputs(expected, outputs)
-            label = f"{name} T={tokens}"
-            if bad:
-                failed += 1
-                print(f"FAIL {label}: {', '.join(bad)}")
-            else:
-                passed += 1
-                print(f"ok   {label}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+            tally.record(f"{name} T={tokens}", differing_outputs(expected, outputs))
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CompiledRouter, differing_outputs, example_inputs
+    from switchyard import CaseTally, CompiledRouter, differing_outputs, example_inputs
 
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
@@ -110,23 +110,16 @@ def main():
         return SKIP
 
     cuda, rng = Cuda(), np.random.default_rng(0)
-    passed = failed = 0
+    tally = CaseTally()
     for name in POLICIES:
         router = CompiledRouter(os.path.join(ROOT, "policies", f"{name}.mlir"),
                                 workdir=os.path.join(workdir, name + "-host"))
         for tokens in (1, 16, 64, 1024):
             inputs = example_inputs(router.info, tokens, rng)
             host = router(**inputs)
-            bad = differing_outputs(host, run_on_gpu(cuda, launchers[name], router, inputs))
-            label = f"{name} T={tokens}"
-            if bad:
-                failed += 1
-                print(f"FAIL {label}: {', '.join(bad)} differ from the host target")
-            else:
-                passed += 1
-                print(f"ok   {label}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+            tally.record(f"{name} T={tokens}",
+                         differing_outputs(host, run_on_gpu(cuda, launchers[name], router, inputs)))
+    return tally.finish()
 
 
 if __name__ == "__main__":
