@@ -38,7 +38,7 @@ def describe(policy_path):
 class CompiledRouter:
     """One router of a policy, compiled to a shared library and callable on numpy arrays."""
 
-    def __init__(self, policy_path, entry=None, knobs=None, workdir=None):
+    def __init__(self, policy_path, entry=None, knobs=None, workdir=None, lane_parallel=False):
         entries = describe(policy_path)
         if entry is None:
             if len(entries) != 1:
@@ -50,6 +50,8 @@ class CompiledRouter:
         cmd = [_tool("moe-compile"), policy_path, "-o", self._workdir, "--entry", entry]
         for key, value in (knobs or {}).items():
             cmd += ["--set", f"{key}={value}"]
+        if lane_parallel:  # the GPU form of the per-token code, run on the host
+            cmd.append("--lane-parallel")
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         self._lib = ctypes.CDLL(os.path.join(self._workdir, f"lib{entry}.so"))
         self._fn = getattr(self._lib, entry)

@@ -9,17 +9,19 @@
 
 using namespace mlir;
 
-void switchyard::moe::buildLoopPipeline(OpPassManager &pm) {
+void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel) {
   pm.addPass(createMoeFreezeKnobs());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMoeFormStages());
-  pm.addPass(createMoeLowerToLoops());
+  MoeLowerToLoopsOptions lowering;
+  lowering.laneParallel = laneParallel;
+  pm.addPass(createMoeLowerToLoops(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
-void switchyard::moe::buildHostPipeline(OpPassManager &pm) {
-  buildLoopPipeline(pm);
+void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel) {
+  buildLoopPipeline(pm, laneParallel);
   // Loops -> LLVM dialect (the standard MLIR host path).
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());
@@ -37,5 +39,5 @@ void switchyard::moe::buildHostPipeline(OpPassManager &pm) {
 void switchyard::moe::registerHostPipeline() {
   PassPipelineRegistration<>("moe-host-pipeline",
                              "lower moe routers to LLVM dialect with C entry points",
-                             buildHostPipeline);
+                             [](OpPassManager &pm) { buildHostPipeline(pm); });
 }

@@ -19,7 +19,7 @@ struct MoeLowerToLoopsPass
     SmallVector<RouterOp> routers(getOperation().getOps<RouterOp>());
     for (RouterOp router : routers) {
       OpBuilder builder(router);
-      RouterLowering lowering(router, builder);
+      RouterLowering lowering(router, builder, laneParallel);
       if (failed(lowering.run()))
         return signalPassFailure();
       if (!keepRouters)

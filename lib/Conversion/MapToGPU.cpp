@@ -1,10 +1,17 @@
 //===- MapToGPU.cpp - lowered routers -> single-CTA GPU kernels -----------===//
 //
-// The first GPU mapping of the target-neutral loop IR (see moe-lower-to-loops): the
-// whole policy becomes ONE kernel for one CTA, the decode-size contract (every token
-// of the batch in one block). In the kernel body:
-// * a token-parallel loop (scf.parallel over [0, T)) becomes a block-strided loop, one
-//   thread per token (t = tid, tid + blockDim, ...), followed by a barrier;
+// The GPU mapping of the target-neutral loop IR (see moe-lower-to-loops): the whole
+// policy becomes ONE kernel for one CTA, the decode-size contract (every token of the
+// batch in one block). In the kernel body:
+// * a token-parallel loop whose body loops over the token's experts (the lane-parallel
+//   form: nested scf.parallel loops) becomes one WARP per token (t = warp, warp +
+//   warps, ...): each nested loop is lane-strided (e = lane, lane + 32, ...), each
+//   reduction combines the lane's elements and then the 32 lanes with butterfly
+//   shuffles (every lane ends with the result), the remaining sequential row code with
+//   side effects runs on lane 0 and broadcasts what it computes with a shuffle, and a
+//   warp barrier (bar.warp.sync) follows every step that wrote memory;
+// * any other parallel loop (over tokens or experts) becomes a block-strided loop, one
+//   thread per iteration (i = tid, tid + blockDim, ...), followed by a barrier;
 // * a run of sequential code (batch reductions, set selection, counts, alignment) runs
 //   on thread 0, followed by a barrier; the values it makes for later runs come out of
 //   the guarding scf.if;
@@ -18,6 +25,7 @@
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -30,10 +38,31 @@ using namespace mlir;
 
 namespace {
 
+constexpr int32_t kWarpSize = 32;
+
 bool containsParallel(Operation *op) {
   bool found = false;
   op->walk([&](scf::ParallelOp) { found = true; });
   return found;
+}
+
+/// A parallel loop written in the lane-parallel form: its body loops over a row.
+bool hasLaneLoops(scf::ParallelOp loop) {
+  for (Operation &op : loop.getBody()->without_terminator())
+    if (containsParallel(&op))
+      return true;
+  return false;
+}
+
+/// The result of reduction region `region` applied to (a, b), built at `b`'s point.
+Value combineWith(OpBuilder &b, Region &region, Value x, Value y) {
+  Block &block = region.front();
+  IRMapping mapping;
+  mapping.map(block.getArgument(0), x);
+  mapping.map(block.getArgument(1), y);
+  for (Operation &op : block.without_terminator())
+    b.clone(op, mapping);
+  return mapping.lookup(cast<scf::ReduceReturnOp>(block.getTerminator()).getResult());
 }
 
 class KernelBuilder {
@@ -44,14 +73,27 @@ public:
 
   /// Maps one block of the kernel body in place.
   void mapBlock(Block &block);
+  /// Lane and warp of this thread; set when the kernel has lane-parallel loops.
+  Value lane, warp, warps;
   /// Bytes of workspace the kernel needs: perToken * T + fixed.
   int64_t perTokenBytes = 0, fixedBytes = 0;
+  /// A value type the warp shuffles cannot carry, if one was met.
+  Type unsupported;
 
 private:
   Value workspaceOffset;
   void barrier() { gpu::BarrierOp::create(b, loc); }
   void mapParallel(scf::ParallelOp loop);
   void guardRun(ArrayRef<Operation *> run);
+  // The warp-per-token mapping of a lane-parallel loop.
+  void mapWarpLoop(scf::ParallelOp loop);
+  void mapWarpBlock(Block &block);
+  void mapLaneLoop(scf::ParallelOp loop);
+  void guardLaneRun(ArrayRef<Operation *> run);
+  Value shuffle(Value v, Value offset, gpu::ShuffleMode mode);
+  void warpBarrier() {
+    NVVM::SyncWarpOp::create(b, loc, arith::ConstantIntOp::create(b, loc, -1, 32));
+  }
   void replaceAlloc(memref::AllocOp alloc);
 
   OpBuilder &b;
@@ -89,6 +131,8 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
 }
 
 void KernelBuilder::mapParallel(scf::ParallelOp loop) {
+  if (hasLaneLoops(loop))
+    return mapWarpLoop(loop);
   b.setInsertionPoint(loop);
   Value lower = arith::AddIOp::create(b, loc, loop.getLowerBound()[0], tid);
   auto strided = scf::ForOp::create(b, loc, lower, loop.getUpperBound()[0], threads);
@@ -102,42 +146,193 @@ void KernelBuilder::mapParallel(scf::ParallelOp loop) {
   barrier();
 }
 
-void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
+/// Moves `run` (ops of one block, in order) into `scf.if cond` built at the insertion
+/// point (after the run's last op: pure code between its ops stays in front of it);
+/// the values the run makes for later code come out of the if (zeros on the other
+/// threads). Returns the if and those values.
+scf::IfOp guardOps(OpBuilder &b, Location loc, ArrayRef<Operation *> run, Value cond,
+                   SmallVector<Value> &escaping) {
   llvm::SmallPtrSet<Operation *, 16> inRun(run.begin(), run.end());
-  SmallVector<Value> escaping;
   for (Operation *op : run)
     for (Value r : op->getResults())
       if (llvm::any_of(r.getUsers(), [&](Operation *user) {
             return !inRun.contains(run.front()->getBlock()->findAncestorOpInBlock(*user));
           }))
         escaping.push_back(r);
-  // After the last op of the run: pure code between its ops stays in front of it.
-  b.setInsertionPointAfter(run.back());
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
-  auto guard = scf::IfOp::create(b, loc, TypeRange(ValueRange(escaping)), first,
+  auto guard = scf::IfOp::create(b, loc, TypeRange(ValueRange(escaping)), cond,
                                  /*withElseRegion=*/true);
-  // Thread 0 runs the code; the other threads get zeros (they never use them: every
-  // user is another thread-0 run).
-  Operation *thenYield = guard.thenBlock()->getTerminator();
-  for (Operation *op : run)
-    op->moveBefore(thenYield);
-  if (!escaping.empty())
-    thenYield->erase();
-  if (!escaping.empty()) {
+  // (An scf.if with results is built without terminators.)
+  if (escaping.empty()) {
+    Operation *thenYield = guard.thenBlock()->getTerminator();
+    for (Operation *op : run)
+      op->moveBefore(thenYield);
+  } else {
+    for (Operation *op : run)
+      op->moveBefore(guard.thenBlock(), guard.thenBlock()->end());
     b.setInsertionPointToEnd(guard.thenBlock());
     scf::YieldOp::create(b, loc, escaping);
-    b.setInsertionPointToStart(guard.elseBlock());
-    guard.elseBlock()->getTerminator()->erase();
+    b.setInsertionPointToEnd(guard.elseBlock());
     SmallVector<Value> zeros;
     for (Value v : escaping)
       zeros.push_back(arith::ConstantOp::create(b, loc, b.getZeroAttr(v.getType())));
     scf::YieldOp::create(b, loc, zeros);
   }
+  b.setInsertionPointAfter(guard);
+  return guard;
+}
+
+void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
+  b.setInsertionPointAfter(run.back());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
+  // Thread 0 runs the code; the other threads never use its values (every user is
+  // another thread-0 run), so they get zeros.
+  SmallVector<Value> escaping;
+  scf::IfOp guard = guardOps(b, loc, run, first, escaping);
   for (auto [v, r] : llvm::zip(escaping, guard.getResults()))
     v.replaceUsesWithIf(r, [&](OpOperand &use) { return !guard->isAncestor(use.getOwner()); });
-  b.setInsertionPointAfter(guard);
   barrier();
+}
+
+//===----------------------------------------------------------------------===//
+// One warp per token
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::shuffle(Value v, Value offset, gpu::ShuffleMode mode) {
+  Type type = v.getType();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value width = arith::ConstantIntOp::create(b, loc, kWarpSize, 32);
+  auto shuffle32 = [&](Value x) {
+    return gpu::ShuffleOp::create(b, loc, x, offset, width, mode).getShuffleResult();
+  };
+  if (type.isF32() || type.isInteger(32))
+    return shuffle32(v);
+  if (type.isIndex()) {
+    Value wide = shuffle(arith::IndexCastOp::create(b, loc, i64, v), offset, mode);
+    return arith::IndexCastOp::create(b, loc, type, wide);
+  }
+  if (type.isInteger(64)) { // two 32-bit halves
+    Value c32 = arith::ConstantIntOp::create(b, loc, 32, 64);
+    Value lo = shuffle32(arith::TruncIOp::create(b, loc, i32, v));
+    Value hi = shuffle32(
+        arith::TruncIOp::create(b, loc, i32, arith::ShRUIOp::create(b, loc, v, c32)));
+    return arith::OrIOp::create(
+        b, loc, arith::ExtUIOp::create(b, loc, i64, lo),
+        arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, hi), c32));
+  }
+  if (type.isInteger() && type.getIntOrFloatBitWidth() < 32) {
+    Value wide = shuffle32(arith::ExtUIOp::create(b, loc, i32, v));
+    return arith::TruncIOp::create(b, loc, type, wide);
+  }
+  unsupported = type;
+  return v;
+}
+
+void KernelBuilder::mapWarpLoop(scf::ParallelOp loop) {
+  b.setInsertionPoint(loop);
+  Value lower = arith::AddIOp::create(b, loc, loop.getLowerBound()[0], warp);
+  auto strided = scf::ForOp::create(b, loc, lower, loop.getUpperBound()[0], warps);
+  Block *body = strided.getBody();
+  Block &old = loop.getRegion().front();
+  old.getArgument(0).replaceAllUsesWith(strided.getInductionVar());
+  old.getTerminator()->erase(); // scf.reduce
+  body->getOperations().splice(body->begin(), old.getOperations());
+  loop.erase();
+  mapWarpBlock(*body);
+  b.setInsertionPointAfter(strided);
+  barrier();
+}
+
+void KernelBuilder::mapLaneLoop(scf::ParallelOp loop) {
+  b.setInsertionPoint(loop);
+  Value step = loop.getStep()[0];
+  Value start = arith::AddIOp::create(b, loc, loop.getLowerBound()[0],
+                                      arith::MulIOp::create(b, loc, lane, step));
+  Value stride =
+      arith::MulIOp::create(b, loc, step, arith::ConstantIndexOp::create(b, loc, kWarpSize));
+  Block &old = loop.getRegion().front();
+  auto reduce = cast<scf::ReduceOp>(old.getTerminator());
+  // Each lane folds its elements into its own accumulators...
+  auto strided = scf::ForOp::create(
+      b, loc, start, loop.getUpperBound()[0], stride, loop.getInitVals(),
+      [&](OpBuilder &nested, Location, Value iv, ValueRange acc) {
+        IRMapping mapping;
+        mapping.map(old.getArgument(0), iv);
+        for (Operation &op : old.without_terminator())
+          nested.clone(op, mapping);
+        SmallVector<Value> next;
+        for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
+          next.push_back(combineWith(nested, region, acc[i],
+                                     mapping.lookupOrDefault(reduce.getOperands()[i])));
+        scf::YieldOp::create(nested, loc, next);
+      });
+  // ... then the lanes combine theirs: after the butterfly every lane holds the result.
+  b.setInsertionPointAfter(strided);
+  SmallVector<Value> acc(strided.getResults());
+  for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+    Value off = arith::ConstantIntOp::create(b, loc, offset, 32);
+    for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
+      acc[i] = combineWith(b, region, acc[i], shuffle(acc[i], off, gpu::ShuffleMode::XOR));
+  }
+  warpBarrier();
+  loop.replaceAllUsesWith(acc);
+  b.setInsertionPointAfter(loop);
+  loop.erase(); // (the insertion point was in front of it)
+}
+
+void KernelBuilder::guardLaneRun(ArrayRef<Operation *> run) {
+  b.setInsertionPointAfter(run.back());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  SmallVector<Value> escaping;
+  scf::IfOp guard = guardOps(b, loc, run, first, escaping);
+  // Lane 0 ran the code; the whole warp reads its values.
+  Value source = arith::ConstantIntOp::create(b, loc, 0, 32);
+  for (auto [v, r] : llvm::zip(escaping, guard.getResults())) {
+    Value all = shuffle(r, source, gpu::ShuffleMode::IDX);
+    v.replaceUsesWithIf(all, [&](OpOperand &use) {
+      return !guard->isAncestor(use.getOwner()) && use.getOwner() != all.getDefiningOp();
+    });
+  }
+  warpBarrier();
+}
+
+void KernelBuilder::mapWarpBlock(Block &block) {
+  SmallVector<Operation *> run;
+  llvm::SmallPtrSet<Operation *, 16> inRun;
+  auto flush = [&] {
+    if (!run.empty())
+      guardLaneRun(run);
+    run.clear();
+    inRun.clear();
+  };
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      break;
+    if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
+      flush();
+      mapLaneLoop(inner);
+      continue;
+    }
+    // Control flow around lane loops (top-k rounds, masked-row branches) is uniform
+    // across the warp: every lane runs it and the mapping goes inside.
+    if (op.getNumRegions() && containsParallel(&op)) {
+      flush();
+      for (Region &region : op.getRegions())
+        for (Block &nested : region)
+          mapWarpBlock(nested);
+      continue;
+    }
+    bool usesRun = llvm::any_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && inRun.contains(def);
+    });
+    if (isMemoryEffectFree(&op) && op.getNumRegions() == 0 && !usesRun)
+      continue;
+    run.push_back(&op);
+    inRun.insert(&op);
+  }
+  flush();
 }
 
 void KernelBuilder::mapBlock(Block &block) {
@@ -206,6 +401,11 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     });
     if (routers.empty())
       return;
+    if (blockSize < kWarpSize || blockSize % kWarpSize != 0 || blockSize > 1024) {
+      module.emitError() << "moe-map-to-gpu: block-size must be a multiple of "
+                         << kWarpSize << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
@@ -233,6 +433,10 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       Value threads = gpu::BlockDimOp::create(inner, loc, gpu::Dimension::x);
       KernelBuilder builder(inner, loc, tid, threads, entry.getArguments().back(),
                             entry.getArgument(0));
+      Value warpSize = arith::ConstantIndexOp::create(inner, loc, kWarpSize);
+      builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
+      builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
+      builder.warps = arith::DivUIOp::create(inner, loc, threads, warpSize);
       bool ok = true;
       kernel.walk([&](memref::AllocOp alloc) {
         if (alloc.getType().getNumDynamicDims() > 1)
@@ -244,6 +448,11 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
         return signalPassFailure();
       }
       builder.mapBlock(entry);
+      if (builder.unsupported) {
+        f.emitError() << "a warp shuffle cannot carry a value of type "
+                      << builder.unsupported;
+        return signalPassFailure();
+      }
       kernel->setAttr("moe.workspace",
                       kb.getDenseI64ArrayAttr({builder.perTokenBytes, builder.fixedBytes}));
     }

@@ -30,7 +30,7 @@ int64_t expertsOf(Value v) {
 Value clearedFlags(RouterLowering &L, int64_t n) {
   LoopEmitter &em = L.em();
   Value flags = L.scratch(n, em.builder().getI8Type());
-  em.fill(flags, em.idx(n), em.i8(0));
+  L.forEachLane(em.idx(n), [&](Value i) { em.store(em.i8(0), flags, i); });
   return flags;
 }
 
@@ -44,6 +44,19 @@ void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
              function_ref<void(Value, Value, Value)> onPick) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
+  if (L.laneParallelHere()) {
+    // The GPU form: k rounds of a parallel arg-max over the ids not taken yet (the same
+    // order: best first, ties to the lower id, -1 once nothing eligible is left).
+    em.loop(em.idx(0), k, [&](Value j) {
+      auto [id, v] = L.argBest(
+          n, [&](Value e) { return em.andI(em.notI(em.isSet(taken, e)), eligible(e)); },
+          score);
+      Value found = em.cmpI(P::sge, id, em.i32(0));
+      em.ifThen(found, [&] { em.store(em.i8(1), taken, em.toIndex(id)); });
+      onPick(j, id, v);
+    });
+    return;
+  }
   Value vals = L.scratch(capacity, b.getF32Type());
   Value ids = L.scratch(capacity, b.getIndexType());
   Value one = em.idx(1), zero = em.idx(0);
@@ -102,10 +115,8 @@ int64_t capacityFor(Value count, int64_t n) {
 
 Value maxOfRow(RouterLowering &L, RowRef x, int64_t n) {
   LoopEmitter &em = L.em();
-  return em.loopCarried(em.idx(0), em.idx(n), {em.negInf()}, [&](Value e, ValueRange it) {
-    return SmallVector<Value>{arith::MaximumFOp::create(em.builder(), em.location(), it[0],
-                                                        L.at(x, e))};
-  })[0];
+  return L.reduceLanes(em.idx(n), em.negInf(), RouterLowering::Combine::MaximumF,
+                       [&](Value e) { return L.at(x, e); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -118,13 +129,15 @@ LogicalResult softmaxRow(RouterLowering &L, SoftmaxOp op, Value t) {
   RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
   Value mx = maxOfRow(L, x, n);
   Value allMasked = em.cmpF(F::OEQ, mx, em.negInf());
-  Value sum = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+  Value sum = L.reduceLanes(em.idx(n), em.f32(0), RouterLowering::Combine::AddF, [&](Value e) {
     Value p = em.exp(em.subF(L.at(x, e), mx));
     L.put(p, y, e);
-    return SmallVector<Value>{em.addF(it[0], p)};
-  })[0];
-  em.loop(n, [&](Value e) { L.put(em.divF(L.at(y, e), sum), y, e); });
-  em.ifThen(allMasked, [&] { em.loop(n, [&](Value e) { L.put(em.f32(0), y, e); }); });
+    return p;
+  });
+  // An all-masked row (max -inf) is all zeros, not NaN.
+  L.forEachLane(em.idx(n), [&](Value e) {
+    L.put(em.select(allMasked, em.f32(0), em.divF(L.at(y, e), sum)), y, e);
+  });
   return success();
 }
 
@@ -155,7 +168,7 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
     Value base = em.mulI(g, em.idx(size));
     Value sum = em.loopCarried(em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0)},
                                [&](Value, ValueRange it) {
-      auto [best, v] = em.argBest(
+      auto [best, v] = L.argBest(
           em.idx(size),
           [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); },
           [&](Value i) { return L.at(x, em.addI(base, i)); });
@@ -168,7 +181,7 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
   topKRow(L, em.idx(groups), em.idx(op.getTopkGroups()), op.getTopkGroups(), kept,
           [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
           [](Value, Value, Value) {});
-  em.loop(n, [&](Value e) {
+  L.forEachLane(em.idx(n), [&](Value e) {
     Value inKept = em.isSet(kept, em.divUI(e, em.idx(size)));
     L.put(em.select(inKept, L.at(x, e), em.negInf()), y, e);
   });
@@ -185,7 +198,7 @@ LogicalResult binsRow(RouterLowering &L, BinsOp op, Value t) {
   Value beta = em.toF32(em.select(em.cmpI(P::sgt, L.scalar(op.getBeta()), em.i64(1 << 30)),
                                   em.i64(1 << 30), L.scalar(op.getBeta())));
   Value mx = maxOfRow(L, x, n);
-  em.loop(n, [&](Value e) {
+  L.forEachLane(em.idx(n), [&](Value e) {
     Value z = L.at(x, e);
     Value gap = math::FloorOp::create(b, em.location(), em.mulF(alpha, em.subF(mx, z)));
     Value q = arith::MinNumFOp::create(b, em.location(), gap, beta);
@@ -259,7 +272,7 @@ LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
 template <typename Fn>
 LogicalResult elementwiseRow(RouterLowering &L, Value in, Value out, Value t, Fn fn) {
   RowRef x = L.rowIn(in, t), y = L.rowOut(out, t);
-  L.em().loop(expertsOf(in), [&](Value e) { L.put(fn(L.at(x, e), e), y, e); });
+  L.forEachLane(L.em().idx(expertsOf(in)), [&](Value e) { L.put(fn(L.at(x, e), e), y, e); });
   return success();
 }
 

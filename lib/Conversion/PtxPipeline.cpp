@@ -14,7 +14,7 @@ using namespace mlir;
 static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
 
 void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip) {
-  buildLoopPipeline(pm);
+  buildLoopPipeline(pm, /*laneParallel=*/true);
   pm.addPass(createMoeMapToGPU());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

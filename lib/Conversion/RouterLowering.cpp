@@ -36,8 +36,9 @@ MemRefType storageType(Type type) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
-RouterLowering::RouterLowering(RouterOp router, OpBuilder &builder)
-    : router(router), b(builder), emitter(builder, router.getLoc()) {}
+RouterLowering::RouterLowering(RouterOp router, OpBuilder &builder, bool laneParallel)
+    : router(router), b(builder), emitter(builder, router.getLoc()),
+      laneParallel(laneParallel) {}
 
 Value RouterLowering::resolve(Value v) {
   for (auto it = aliases.find(v); it != aliases.end(); it = aliases.find(v))

@@ -37,7 +37,7 @@ struct RowRef {
 
 class RouterLowering {
 public:
-  RouterLowering(RouterOp router, mlir::OpBuilder &builder);
+  RouterLowering(RouterOp router, mlir::OpBuilder &builder, bool laneParallel = false);
 
   /// Builds `func.func @<router name>` with the lowered body next to the router.
   mlir::FailureOr<mlir::func::FuncOp> run();
@@ -63,6 +63,24 @@ public:
   /// A parallel loop over [0, extent) (tokens or experts) whose iterations are
   /// independent; scratch buffers requested inside are private to each iteration.
   void parallelLoop(mlir::Value extent, llvm::function_ref<void(mlir::Value)> body);
+
+  // Loops over one token's experts. Inside a token-parallel loop with the lane-parallel
+  // option they are nested scf.parallel loops (moe-map-to-gpu spreads them over the
+  // lanes of the token's warp); elsewhere plain sequential loops.
+  /// True when loops over a row are written lane-parallel here.
+  bool laneParallelHere() const;
+  /// `body(e)` for every e in [0, n); the iterations are independent.
+  void forEachLane(mlir::Value n, llvm::function_ref<void(mlir::Value)> body);
+  enum class Combine { AddF, MaximumF, MaxUI };
+  /// `init` combined with `value(e)` for every e in [0, n); `init` must be the identity
+  /// of `combine` (0, -inf, 0): the lanes each start from it.
+  mlir::Value reduceLanes(mlir::Value n, mlir::Value init, Combine combine,
+                          llvm::function_ref<mlir::Value(mlir::Value)> value);
+  /// LoopEmitter::argBest with the same ranking, as one reduction when lane-parallel.
+  std::pair<mlir::Value, mlir::Value>
+  argBest(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
+          llvm::function_ref<mlir::Value(mlir::Value)> score);
+
   /// A temporary buffer freed at the end of the current scope.
   mlir::Value temporary(mlir::MemRefType type, mlir::ValueRange dynamicSizes);
   /// Row `i` of a 2-D buffer as a 1-D view of its n elements.
@@ -101,6 +119,7 @@ private:
   mlir::OpBuilder::InsertPoint prologue; // where scratch buffers are allocated
   mlir::Value parallelToken;             // the iteration of the enclosing parallel loop
   mlir::Value parallelExtent;            // its trip count
+  bool laneParallel;                     // the lane-parallel (GPU) form of row code
 };
 
 /// Row emitters (one token's row) and whole-op emitters, in OpEmitters.cpp.

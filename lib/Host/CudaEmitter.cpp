@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -28,11 +29,16 @@ namespace {
 const char *kPrelude = R"cpp(#include <stdint.h>
 #include <math.h>
 #ifdef SWITCHYARD_CUDA_ON_HOST
-// The block on a CPU: SWITCHYARD_HOST_THREADS (default 4) threads run the kernel body
-// with their own threadIdx, __syncthreads is a barrier, atomics are atomic.
+// The block on a CPU: SWITCHYARD_HOST_THREADS (default 64, a multiple of the warp
+// size 32) threads run the kernel body with their own threadIdx; __syncthreads is a
+// barrier of the block, __syncwarp one of the thread's 32-thread warp, a shuffle an
+// exchange through the warp's slots between two warp barriers; atomics are atomic.
 #include <atomic>
 #include <barrier>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 #define __global__
@@ -42,15 +48,47 @@ static thread_local SyDim threadIdx = {0};
 static thread_local SyDim blockDim = {1};
 static std::barrier<> *syBarrier = nullptr;
 static inline void __syncthreads() { syBarrier->arrive_and_wait(); }
+struct SyWarp {
+  std::barrier<> bar{32};
+  uint64_t slot[32];
+};
+static std::vector<std::unique_ptr<SyWarp>> syWarps;
+static inline SyWarp &syMyWarp() { return *syWarps[threadIdx.x / 32]; }
+static inline void __syncwarp(unsigned = 0xffffffffu) { syMyWarp().bar.arrive_and_wait(); }
+template <typename T> static T syShuffle(T v, unsigned srcLane) {
+  SyWarp &w = syMyWarp();
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  w.slot[threadIdx.x % 32] = bits;
+  w.bar.arrive_and_wait();
+  bits = w.slot[srcLane % 32];
+  w.bar.arrive_and_wait();
+  T r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int laneMask, int = 32) {
+  return syShuffle(v, (threadIdx.x % 32) ^ (unsigned)laneMask);
+}
+template <typename T> static T __shfl_sync(unsigned, T v, int srcLane, int = 32) {
+  return syShuffle(v, (unsigned)srcLane);
+}
 static inline int32_t atomicAdd(int32_t *p, int32_t v) {
   return std::atomic_ref<int32_t>(*p).fetch_add(v);
 }
 static inline float __int_as_float(int32_t i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
 template <typename F> static void syRunBlock(F body) {
   const char *env = std::getenv("SWITCHYARD_HOST_THREADS");
-  unsigned n = env ? (unsigned)std::atoi(env) : 4u;
+  unsigned n = env ? (unsigned)std::atoi(env) : 64u;
+  if (n == 0 || n % 32 != 0 || n > 1024) {
+    std::fprintf(stderr, "SWITCHYARD_HOST_THREADS must be a multiple of 32 in [32, 1024]\n");
+    std::abort();
+  }
   std::barrier<> bar(n);
   syBarrier = &bar;
+  syWarps.clear();
+  for (unsigned w = 0; w < n / 32; ++w)
+    syWarps.push_back(std::make_unique<SyWarp>());
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < n; ++i)
     threads.emplace_back([&, i] { threadIdx.x = i; blockDim.x = n; body(); });
@@ -70,6 +108,11 @@ template <typename T> __device__ inline T &syAt(const SyMemRef<T, 1> &m, int64_t
 }
 template <typename T> __device__ inline T &syAt(const SyMemRef<T, 2> &m, int64_t i, int64_t j) {
   return m.base[m.offset + i * m.strides[0] + j * m.strides[1]];
+}
+template <typename To, typename From> __device__ inline To syBitcast(From f) {
+  To t;
+  __builtin_memcpy(&t, &f, sizeof t);
+  return t;
 }
 __device__ inline float syMaximum(float a, float b) {
   return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
@@ -213,6 +256,43 @@ LogicalResult Emitter::emitOp(Operation &op) {
         std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
         os << " = ((" << u << ")" << a << " < (" << u << ")" << c << ") ? " << a << " : " << c
            << ";\n";
+        return success();
+      })
+      .Case([&](arith::MaxUIOp) {
+        declare(op.getResult(0));
+        std::string a = name(op.getOperand(0)), c = name(op.getOperand(1));
+        std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
+        os << " = ((" << u << ")" << a << " > (" << u << ")" << c << ") ? " << a << " : " << c
+           << ";\n";
+        return success();
+      })
+      .Case<arith::ShLIOp, arith::ShRUIOp>([&](auto) {
+        declare(op.getResult(0));
+        std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
+        os << " = (" << type(op.getResult(0).getType()) << ")((" << u << ")"
+           << name(op.getOperand(0)) << (isa<arith::ShLIOp>(op) ? " << " : " >> ")
+           << name(op.getOperand(1)) << ");\n";
+        return success();
+      })
+      .Case([&](arith::BitcastOp c) {
+        declare(c.getResult());
+        os << " = syBitcast<" << type(c.getType()) << ">(" << name(c.getIn()) << ");\n";
+        return success();
+      })
+      .Case([&](gpu::ShuffleOp s) -> LogicalResult {
+        if (s.getMode() != gpu::ShuffleMode::XOR && s.getMode() != gpu::ShuffleMode::IDX)
+          return s.emitOpError() << "has no CUDA C++ form for this mode";
+        declare(s.getShuffleResult());
+        os << " = " << (s.getMode() == gpu::ShuffleMode::XOR ? "__shfl_xor_sync" : "__shfl_sync")
+           << "(0xffffffffu, " << name(s.getValue()) << ", " << name(s.getOffset()) << ", "
+           << name(s.getWidth()) << ");\n";
+        declare(s.getValid());
+        os << " = true;\n";
+        return success();
+      })
+      .Case([&](NVVM::SyncWarpOp w) {
+        indent();
+        os << "__syncwarp((unsigned)" << name(w.getMask()) << ");\n";
         return success();
       })
       .Case([&](arith::MaximumFOp) { return call("syMaximum"); })

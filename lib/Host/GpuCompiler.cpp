@@ -140,7 +140,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch, GpuArtifacts 
                   std::string &error) {
   // Metadata comes from the kernel before it is compiled to PTX.
   PassManager mapping(module.getContext());
-  moe::buildLoopPipeline(mapping);
+  moe::buildLoopPipeline(mapping, /*laneParallel=*/true);
   mapping.addPass(moe::createMoeMapToGPU());
   OwningOpRef<ModuleOp> inspect(module.clone());
   if (failed(mapping.run(*inspect))) {

@@ -258,9 +258,9 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
   return params;
 }
 
-LogicalResult lowerToLLVM(ModuleOp module) {
+LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel) {
   PassManager pm(module.getContext());
-  moe::buildHostPipeline(pm);
+  moe::buildHostPipeline(pm, laneParallel);
   return pm.run(module);
 }
 

@@ -2,6 +2,26 @@
 // memrefs; a token stage is one scf.parallel over the tokens whose scratch rows are
 // private to each token; batch and set ops are loop nests; results are written in place.
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops --canonicalize | FileCheck %s
+// The lane-parallel (GPU) form: a token's expert loops are nested scf.parallel loops,
+// maxima and sums scf.reduce, a top-k is k rounds of an arg-max over packed i64 keys.
+// RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize | FileCheck %s --check-prefix=LANES
+
+// LANES-LABEL: func.func @r(
+// LANES: scf.parallel (%[[TOK:.*]]) = (%c0) to (%{{.*}}) step (%c1) {
+// LANES:   scf.parallel (%{{.*}}) = (%c0) to (%c16) step (%c1) init (%{{.*}}) -> f32 {
+// LANES:     scf.reduce(%{{.*}} : f32) {
+// LANES:       arith.maximumf
+// LANES:   scf.parallel (%{{.*}}) = (%c0) to (%c16) step (%c1) init (%{{.*}}) -> f32 {
+// LANES:     math.exp
+// LANES:     scf.reduce(%{{.*}} : f32) {
+// LANES:       arith.addf
+// The route's rounds: score bits in IEEE total order, +1, above the complemented id.
+// LANES:   scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// LANES:     scf.parallel (%{{.*}}) = (%c0) to (%c16) step (%c1) init (%c0_i64) -> i64 {
+// LANES:       arith.bitcast %{{.*}} : f32 to i32
+// LANES:       arith.shli %{{.*}}, %c32_i64 : i64
+// LANES:       scf.reduce(%{{.*}} : i64) {
+// LANES:         arith.maxui
 
 // CHECK-LABEL: func.func @r(
 // CHECK-SAME: %[[T:[a-z0-9]+]]: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xf32>,

@@ -2,6 +2,54 @@
 // block-strided (one thread per token), sequential code runs on thread 0, barriers
 // separate the phases, temporaries are views into the workspace parameter.
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops --canonicalize --moe-map-to-gpu="block-size=128" | FileCheck %s
+// With the lane-parallel form (what moe-compile --target=ptx|cuda uses), a token loop
+// becomes one warp per token: lane-strided expert loops, butterfly shuffles, lane-0
+// sequential code broadcast by shuffle, warp barriers.
+// RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="block-size=128" | FileCheck %s --check-prefix=WARP
+// RUN: not moe-opt %s --moe-form-stages --moe-lower-to-loops --moe-map-to-gpu="block-size=100" 2>&1 | FileCheck %s --check-prefix=BLOCK
+// BLOCK: error: moe-map-to-gpu: block-size must be a multiple of 32 in [32, 1024], got 100
+
+// WARP: gpu.func @r(
+// WARP: %[[TID:.*]] = gpu.thread_id x
+// WARP: %[[NT:.*]] = gpu.block_dim x
+// WARP: %[[LANE:.*]] = arith.remui %[[TID]], %c32
+// WARP: %[[WARP:.*]] = arith.divui %[[TID]], %c32
+// WARP: %[[WARPS:.*]] = arith.divui %[[NT]], %c32
+// The softmax stage: warp w takes tokens w, w + warps, ...
+// WARP: %[[TOK0:.*]] = arith.addi %{{.*}}, %[[WARP]] : index
+// WARP: scf.for %{{.*}} = %[[TOK0]] to %{{.*}} step %[[WARPS]] {
+// Row max: lane-strided partial maxima, then 5 butterfly rounds.
+// WARP: scf.for {{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// WARP:   arith.maximumf
+// WARP: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// WARP: arith.maximumf
+// WARP: gpu.shuffle xor
+// WARP: gpu.shuffle xor
+// WARP: gpu.shuffle xor
+// WARP: gpu.shuffle xor %{{.*}}, %c1_i32
+// WARP: nvvm.bar.warp.sync
+// Row sum of the exponentials, the same way.
+// WARP: math.exp
+// WARP: gpu.shuffle xor
+// WARP: arith.addf
+// WARP: nvvm.bar.warp.sync
+// WARP: gpu.barrier
+// Batch and set phases keep one thread per expert / thread 0.
+// WARP: scf.for %{{.*}} = %{{.*}} to %c16 step %[[NT]] {
+// WARP: arith.cmpi eq, %[[TID]]
+// The route stage: k rounds of a warp arg-max over packed i64 keys (two 32-bit
+// shuffles per round), lane 0 marks the winner and writes the outputs.
+// WARP: scf.for %{{.*}} = %{{.*}} to %c2 step %c1 {
+// WARP:   scf.for {{.*}} iter_args(%{{.*}} = %c0_i64) -> (i64) {
+// WARP:     arith.maxui
+// WARP:   gpu.shuffle xor %{{.*}} : i32
+// WARP:   gpu.shuffle xor %{{.*}} : i32
+// WARP:   arith.maxui
+// WARP:   %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]], %{{.*}} : index
+// WARP:   scf.if %[[FIRST]]
+// WARP:   nvvm.bar.warp.sync
+// WARP: gpu.barrier
+// WARP: gpu.return
 
 // CHECK: module attributes {gpu.container_module}
 // The host function stays.

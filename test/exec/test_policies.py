@@ -117,6 +117,7 @@ class Tools:
                 sys.exit("test_policies: %s is missing (build first)" % tool)
         self.workdir = workdir
         self.variants = {}
+        self.lane_parallel = False
 
     def policy_file(self, policy, experts, top_k, devices=None, slots=None):
         """The retargeted policy (cached); fails loudly unless moe-opt verifies it and
@@ -548,6 +549,8 @@ def run_case(tools, case, index):
             cmd += ["--arg", "%s=%s" % (name, path)]
     for knob, value in case.knobs.items():
         cmd += ["--set", "%s=%s" % (knob, value)]
+    if tools.lane_parallel:
+        cmd.append("--lane-parallel")
     out = os.path.join(d, "out")
     cmd += ["--out", out]
     try:
@@ -651,6 +654,8 @@ def main(argv=None):
                     choices=POLICIES + ["all"], help="policy to test (repeatable)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel moe-run calls")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--lane-parallel", action="store_true",
+                    help="run the GPU (lane-parallel) form of the per-token code")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command")
     a = ap.parse_args(argv)
     policies = POLICIES if "all" in a.policy else a.policy
@@ -658,6 +663,7 @@ def main(argv=None):
     passed = failed = 0
     try:
         tools = Tools(os.path.abspath(a.build), workdir)
+        tools.lane_parallel = a.lane_parallel
         for policy in policies:
             start = time.time()
             p, f = run_policy(tools, policy, a.jobs, a.verbose)

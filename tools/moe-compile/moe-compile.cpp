@@ -45,6 +45,9 @@ static cl::opt<std::string> entry("entry", cl::desc("compile only this router"),
                                   cl::value_desc("name"));
 static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
                                    cl::value_desc("knob=value"));
+static cl::opt<bool> laneParallel(
+    "lane-parallel",
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"));
 static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"));
 static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
                                                "kernels, launch shape, registers and "
@@ -161,7 +164,7 @@ int main(int argc, char **argv) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
-    if (failed(host::lowerToLLVM(*copy)))
+    if (failed(host::lowerToLLVM(*copy, laneParallel)))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
 

@@ -38,6 +38,9 @@ static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
                                    cl::value_desc("knob=value"));
 static cl::opt<std::string> outDir("out", cl::desc("directory for the <result>.npy files"),
                                    cl::value_desc("dir"));
+static cl::opt<bool> laneParallel(
+    "lane-parallel",
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"));
 static cl::opt<bool> list("list", cl::desc("print every router's inputs, outputs and knobs "
                                            "as JSON and exit"));
 
@@ -285,7 +288,7 @@ int main(int argc, char **argv) {
       return fail("missing required argument '" + p.name + "' (" + p.dtype + " " +
                   p.shapeText + "): pass --arg " + p.name + "=path.npy");
 
-  if (failed(host::lowerToLLVM(*module)))
+  if (failed(host::lowerToLLVM(*module, laneParallel)))
     return 1;
   std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
 

@@ -84,8 +84,9 @@ std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
 /// an invalid value is reported by the op that uses it; false after printing errors.
 bool applyKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> overrides);
 
-/// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries.
-mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module);
+/// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries;
+/// `laneParallel` compiles the GPU form of the per-token code (moe-lower-to-loops).
+mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false);
 
 /// Keeps only the router `name`; false (and a message) when there is none.
 bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);

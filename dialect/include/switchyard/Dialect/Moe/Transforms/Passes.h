@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -26,12 +27,13 @@ namespace switchyard::moe {
 mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> values);
 
 /// From moe ops to target-neutral loops: freeze knobs, canonicalize, form stages,
-/// lower to loops, canonicalize, CSE. The first half of every target's pipeline.
-void buildLoopPipeline(mlir::OpPassManager &pm);
+/// lower to loops, canonicalize, CSE. The first half of every target's pipeline;
+/// `laneParallel` selects the GPU form of the per-token code (see moe-lower-to-loops).
+void buildLoopPipeline(mlir::OpPassManager &pm, bool laneParallel = false);
 
 /// The host pipeline after knob selection: freeze knobs, canonicalize, form stages,
 /// lower to loops, lower to the LLVM dialect, add the C entry points.
-void buildHostPipeline(mlir::OpPassManager &pm);
+void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false);
 
 /// Registers the pipeline above as `moe-host-pipeline`.
 void registerHostPipeline();

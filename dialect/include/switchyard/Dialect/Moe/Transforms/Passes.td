@@ -56,10 +56,20 @@ def MoeLowerToLoops : Pass<"moe-lower-to-loops", "mlir::ModuleOp"> {
     fuse; without stages every per-token op gets its own token loop.
 
     The function's `moe.abi` attribute lists its parameters for the C entry point.
+
+    With `lane-parallel`, the per-token code is written in the GPU form that
+    `moe-map-to-gpu` maps one warp per token onto: loops over a token's experts become
+    nested `scf.parallel` loops, row maxima and sums `scf.reduce` reductions, and a
+    top-k is k rounds of a parallel arg-max (score and id packed into one ordered i64
+    key, so the reduction is a plain unsigned max with the same ties as the host form:
+    higher score first, then the lower id, NaN below every number). The host pipeline
+    runs this form too (sequentially), which is how the tests check it.
   }];
   let options = [
     Option<"keepRouters", "keep-routers", "bool", /*default=*/"false",
-           "keep the moe.router ops next to the generated functions">
+           "keep the moe.router ops next to the generated functions">,
+    Option<"laneParallel", "lane-parallel", "bool", /*default=*/"false",
+           "write per-token expert loops as nested parallel loops and reductions">
   ];
   let dependentDialects = ["mlir::func::FuncDialect", "mlir::scf::SCFDialect",
                            "mlir::arith::ArithDialect", "mlir::math::MathDialect",
@@ -83,9 +93,14 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
   let description = [{
     For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
     holding `gpu.func @<name>` (a kernel with the same parameters plus an i8 workspace):
-    the whole policy in ONE launch of ONE block (decode-size batches). Token loops
-    become block-strided loops, one thread per token; sequential code (reductions, set
-    selection, counts, alignment) runs on thread 0; barriers separate the phases;
+    the whole policy in ONE launch of ONE block (decode-size batches). A token loop in
+    the lane-parallel form (`moe-lower-to-loops{lane-parallel}`) becomes one warp per
+    token: its loops over the experts are lane-strided, its reductions end in butterfly
+    `gpu.shuffle xor`s, its remaining sequential row code runs on lane 0 and is
+    broadcast with `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that
+    wrote memory. Other parallel loops (over tokens or experts) become block-strided
+    loops, one thread per iteration; sequential code (set selection, alignment) runs
+    on thread 0; barriers separate the phases;
     temporaries live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
     The host function is left in place.
   }];
@@ -93,7 +108,8 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "threads per block (fixed at compile time)">
   ];
-  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
