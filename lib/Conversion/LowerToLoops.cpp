@@ -16,14 +16,13 @@ struct MoeLowerToLoopsPass
     : switchyard::moe::impl::MoeLowerToLoopsBase<MoeLowerToLoopsPass> {
   using MoeLowerToLoopsBase::MoeLowerToLoopsBase;
   void runOnOperation() override {
-    SmallVector<RouterOp> routers(getOperation().getOps<RouterOp>());
-    for (RouterOp router : routers) {
-      OpBuilder builder(router);
-      RouterLowering lowering(router, builder, laneParallel);
+    for (PolicyFunction policy : getPolicyFunctions(getOperation())) {
+      OpBuilder builder(policy.getOperation());
+      RouterLowering lowering(policy, builder, laneParallel);
       if (failed(lowering.run()))
         return signalPassFailure();
       if (!keepRouters)
-        router.erase();
+        policy.getOperation()->erase();
     }
   }
 };

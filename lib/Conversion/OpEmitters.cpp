@@ -17,7 +17,7 @@ using P = arith::CmpIPredicate;
 using F = arith::CmpFPredicate;
 
 namespace switchyard::moe {
-namespace {
+namespace emit {
 
 int64_t expertsOf(Value v) {
   if (auto set = dyn_cast<ExpertSetType>(v.getType()))
@@ -718,7 +718,8 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
   return success();
 }
 
-} // namespace
+} // namespace emit
+using namespace emit;
 
 LogicalResult emitRowOp(RouterLowering &L, Operation *op, Value t) {
   LoopEmitter &em = L.em();
@@ -805,9 +806,7 @@ LogicalResult emitWholeOp(RouterLowering &L, Operation *op) {
       .Case([&](ExpertCountsOp o) { return expertCounts(L, o); })
       .Case([&](CompactActiveOp o) { return compactActive(L, o); })
       .Case([&](AlignBlocksOp o) { return alignBlocks(L, o); })
-      .Default([](Operation *op) {
-        return op->emitOpError() << "has no loop lowering";
-      });
+      .Default([&](Operation *op) { return emitRuleOp(L, op); });
 }
 
 } // namespace switchyard::moe

@@ -36,7 +36,7 @@ MemRefType storageType(Type type) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
-RouterLowering::RouterLowering(RouterOp router, OpBuilder &builder, bool laneParallel)
+RouterLowering::RouterLowering(PolicyFunction router, OpBuilder &builder, bool laneParallel)
     : router(router), b(builder), emitter(builder, router.getLoc()),
       laneParallel(laneParallel) {}
 
@@ -300,7 +300,7 @@ LogicalResult RouterLowering::lowerBlock(Block &block) {
 }
 
 FailureOr<func::FuncOp> RouterLowering::run() {
-  MLIRContext *ctx = router.getContext();
+  MLIRContext *ctx = router.getOperation()->getContext();
   Location loc = router.getLoc();
   Builder attrs(ctx);
   SmallVector<Type> params{b.getIndexType()};
@@ -340,14 +340,14 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     } else if (type.isIntOrFloat()) {
       describe(name, "in", "scalar", type, std::nullopt);
     } else {
-      return router.emitOpError() << "argument '" << name << "' of type " << type
+      return router.getOperation()->emitOpError() << "argument '" << name << "' of type " << type
                                   << " cannot be passed to compiled code";
     }
   }
   for (auto [j, type] : llvm::enumerate(router.getResultTypes())) {
     StringRef name = cast<StringAttr>(router.getResultNames()[j]).getValue();
     if (!isa<ExpertSetType, RankedTensorType>(type))
-      return router.emitOpError() << "result '" << name << "' of type " << type
+      return router.getOperation()->emitOpError() << "result '" << name << "' of type " << type
                                   << " cannot be returned by compiled code";
     std::optional<std::array<int64_t, 3>> rule;
     if (auto tensor = dyn_cast<RankedTensorType>(type);
@@ -357,10 +357,11 @@ FailureOr<func::FuncOp> RouterLowering::run() {
              rule);
   }
 
-  b.setInsertionPointAfter(router);
+  b.setInsertionPointAfter(router.getOperation());
   auto func = func::FuncOp::create(b, loc, router.getSymName(),
                                    b.getFunctionType(params, TypeRange{}));
   func->setAttr("moe.abi", attrs.getArrayAttr(abi));
+  func->setAttr("moe.kind", b.getStringAttr(router.getKind()));
   func->setAttr("moe.top_k", b.getI64IntegerAttr(router.getTopK()));
   func->setAttr("moe.experts", b.getI64IntegerAttr(router.getExperts()));
   Block *entry = func.addEntryBlock();

@@ -37,7 +37,7 @@ struct RowRef {
 
 class RouterLowering {
 public:
-  RouterLowering(RouterOp router, mlir::OpBuilder &builder, bool laneParallel = false);
+  RouterLowering(PolicyFunction router, mlir::OpBuilder &builder, bool laneParallel = false);
 
   /// Builds `func.func @<router name>` with the lowered body next to the router.
   mlir::FailureOr<mlir::func::FuncOp> run();
@@ -81,6 +81,8 @@ public:
   argBest(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
           llvm::function_ref<mlir::Value(mlir::Value)> score);
 
+  /// Binds a scalar result (an i64/f32 computed by an op).
+  void setScalar(mlir::Value v, mlir::Value scalar) { stored[v].scalar = scalar; }
   /// A temporary buffer freed at the end of the current scope.
   mlir::Value temporary(mlir::MemRefType type, mlir::ValueRange dynamicSizes);
   /// Row `i` of a 2-D buffer as a 1-D view of its n elements.
@@ -107,7 +109,7 @@ private:
   void copyInto(mlir::Value dst, mlir::Value src, mlir::Value like);
   mlir::Value resolve(mlir::Value v);
 
-  RouterOp router;
+  PolicyFunction router; // the router or rule being lowered
   mlir::OpBuilder &b;
   LoopEmitter emitter;
   mlir::Value numTokens;
@@ -125,6 +127,27 @@ private:
 /// Row emitters (one token's row) and whole-op emitters, in OpEmitters.cpp.
 mlir::LogicalResult emitRowOp(RouterLowering &L, mlir::Operation *op, mlir::Value t);
 mlir::LogicalResult emitWholeOp(RouterLowering &L, mlir::Operation *op);
+/// Rule ops (RuleEmitters.cpp); the fallback of emitWholeOp.
+mlir::LogicalResult emitRuleOp(RouterLowering &L, mlir::Operation *op);
+
+/// Shared pieces of the emitters (OpEmitters.cpp).
+namespace emit {
+/// Picks the k best of a row among the eligible ids not yet marked in `taken`, marks
+/// them, and calls `onPick(j, id, score)` for each slot j (id -1 when none is left).
+void topKRow(RouterLowering &L, mlir::Value n, mlir::Value k, int64_t capacity,
+             mlir::Value taken, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
+             llvm::function_ref<mlir::Value(mlir::Value)> score,
+             llvm::function_ref<void(mlir::Value, mlir::Value, mlir::Value)> onPick);
+/// min(max(v, 0), hi) for an i64 parameter, as an index.
+mlir::Value clampedCount(LoopEmitter &em, mlir::Value v, int64_t hi);
+void copySet(LoopEmitter &em, mlir::Value dst, mlir::Value src, int64_t n);
+/// The number of members of a set of n flags, as i64.
+mlir::Value popcount(LoopEmitter &em, mlir::Value set, int64_t n);
+/// Adds up to `count` best experts outside `set`, by `scores`.
+void addBest(RouterLowering &L, mlir::Value set, mlir::Value scores, mlir::Value count,
+             int64_t n);
+} // namespace emit
+
 /// Ops that lower to per-token row code inside a fused token loop.
 bool isRowOp(mlir::Operation *op);
 

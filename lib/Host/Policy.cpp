@@ -146,9 +146,10 @@ static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
 
 std::vector<RouterInfo> describeRouters(ModuleOp module) {
   std::vector<RouterInfo> routers;
-  module.walk([&](moe::RouterOp router) {
+  for (moe::PolicyFunction router : moe::getPolicyFunctions(module)) {
     RouterInfo info;
     info.name = router.getSymName().str();
+    info.kind = router.getKind().str();
     info.experts = router.getExperts();
     info.topK = router.getTopK();
     info.sharedExperts = router.getSharedExperts();
@@ -159,7 +160,7 @@ std::vector<RouterInfo> describeRouters(ModuleOp module) {
          llvm::zip(router.getResultNames(), router.getResultTypes(), yield.getOperands()))
       info.outputs.push_back(
           portFor(cast<StringAttr>(name).getValue(), type, moe::getDynamicSizeRule(value)));
-    router.walk([&](moe::KnobOp knob) {
+    router.getOperation()->walk([&](moe::KnobOp knob) {
       std::string value;
       llvm::raw_string_ostream os(value);
       if (auto i = dyn_cast<IntegerAttr>(knob.getValue()))
@@ -169,7 +170,7 @@ std::vector<RouterInfo> describeRouters(ModuleOp module) {
       info.knobs.push_back({knob.getName().str(), dtypeOf(knob.getType()), value});
     });
     routers.push_back(std::move(info));
-  });
+  }
   return routers;
 }
 
@@ -203,6 +204,7 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
           llvm::json::Object{{"name", k.name}, {"type", k.type}, {"default", value}});
     }
     entries.push_back(llvm::json::Object{{"name", r.name},
+                                         {"kind", r.kind},
                                          {"experts", r.experts},
                                          {"top_k", r.topK},
                                          {"shared_experts", r.sharedExperts},
@@ -265,26 +267,26 @@ LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel) {
 }
 
 bool selectRouter(ModuleOp module, StringRef name, std::string &error) {
-  SmallVector<moe::RouterOp> routers(module.getOps<moe::RouterOp>());
+  SmallVector<moe::PolicyFunction> routers = moe::getPolicyFunctions(module);
   std::string known;
-  for (moe::RouterOp r : routers)
+  for (moe::PolicyFunction r : routers)
     known += (known.empty() ? "" : ", ") + r.getSymName().str();
   if (name.empty()) {
     if (routers.size() == 1)
       return true;
     error = "the policy has " + std::to_string(routers.size()) +
-            " routers; choose one with --entry (" + known + ")";
+            " entries (routers and rules); choose one with --entry (" + known + ")";
     return false;
   }
   bool found = false;
-  for (moe::RouterOp r : routers) {
+  for (moe::PolicyFunction r : routers) {
     if (r.getSymName() == name)
       found = true;
     else
-      r.erase();
+      r.getOperation()->erase();
   }
   if (!found)
-    error = "no router @" + name.str() + " in the policy (routers: " +
+    error = "no router or rule @" + name.str() + " in the policy (entries: " +
             (known.empty() ? "none" : known) + ")";
   return found;
 }

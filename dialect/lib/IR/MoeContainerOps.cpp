@@ -21,7 +21,11 @@ static bool isIdentifier(StringRef name) {
 // RouterOp
 //===----------------------------------------------------------------------===//
 
-ParseResult RouterOp::parse(OpAsmParser &parser, OperationState &result) {
+/// `@name(%arg: type, ...) -> (name: type, ...) attributes {...} { body }`, the form
+/// of routers and rules.
+static ParseResult parseFunctionLike(OpAsmParser &parser, OperationState &result,
+                                     StringAttr argNamesName, StringAttr resultNamesName,
+                                     StringAttr functionTypeName) {
   StringAttr symName;
   if (parser.parseSymbolName(symName, SymbolTable::getSymbolAttrName(),
                              result.attributes))
@@ -56,43 +60,59 @@ ParseResult RouterOp::parse(OpAsmParser &parser, OperationState &result) {
     argNames.push_back(b.getStringAttr(arg.ssaName.name.drop_front()));
     argTypes.push_back(arg.type);
   }
-  result.addAttribute(getArgNamesAttrName(result.name), b.getArrayAttr(argNames));
-  result.addAttribute(getResultNamesAttrName(result.name), b.getArrayAttr(resultNames));
-  result.addAttribute(getFunctionTypeAttrName(result.name),
+  result.addAttribute(argNamesName, b.getArrayAttr(argNames));
+  result.addAttribute(resultNamesName, b.getArrayAttr(resultNames));
+  result.addAttribute(functionTypeName,
                       TypeAttr::get(b.getFunctionType(argTypes, resultTypes)));
 
   Region *body = result.addRegion();
   return parser.parseRegion(*body, args);
 }
 
-void RouterOp::print(OpAsmPrinter &p) {
+static void printFunctionLike(OpAsmPrinter &p, Operation *op, StringRef symName,
+                              ArrayAttr resultNames, ArrayRef<Type> resultTypes,
+                              Region &body, ArrayRef<StringRef> elided) {
   p << ' ';
-  p.printSymbolName(getSymName());
+  p.printSymbolName(symName);
   p << '(';
-  llvm::interleaveComma(getBodyBlock().getArguments(), p,
+  llvm::interleaveComma(body.front().getArguments(), p,
                         [&](BlockArgument arg) { p.printRegionArgument(arg); });
   p << ") -> (";
-  llvm::interleaveComma(llvm::zip(getResultNames(), getResultTypes()), p,
-                        [&](auto nameAndType) {
-                          p.printKeywordOrString(
-                              cast<StringAttr>(std::get<0>(nameAndType)).getValue());
-                          p << ": " << std::get<1>(nameAndType);
-                        });
+  llvm::interleaveComma(llvm::zip(resultNames, resultTypes), p, [&](auto nameAndType) {
+    p.printKeywordOrString(cast<StringAttr>(std::get<0>(nameAndType)).getValue());
+    p << ": " << std::get<1>(nameAndType);
+  });
   p << ')';
+  p.printOptionalAttrDictWithKeyword(op->getAttrs(), elided);
+  p << ' ';
+  p.printRegion(body, /*printEntryBlockArgs=*/false);
+}
+
+static void nameBlockArguments(Region &region, Region &body, ArrayAttr names,
+                               OpAsmSetValueNameFn setNameFn) {
+  if (&region != &body || names.size() != region.getNumArguments())
+    return;
+  for (auto [arg, name] : llvm::zip(region.getArguments(), names))
+    setNameFn(arg, cast<StringAttr>(name).getValue());
+}
+
+ParseResult RouterOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parseFunctionLike(parser, result, getArgNamesAttrName(result.name),
+                           getResultNamesAttrName(result.name),
+                           getFunctionTypeAttrName(result.name));
+}
+
+void RouterOp::print(OpAsmPrinter &p) {
   SmallVector<StringRef> elided = {getSymNameAttrName(), getFunctionTypeAttrName(),
                                    getArgNamesAttrName(), getResultNamesAttrName()};
   if (getSharedExperts() == 0)
     elided.push_back(getSharedExpertsAttrName());
-  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(), elided);
-  p << ' ';
-  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+  printFunctionLike(p, *this, getSymName(), getResultNames(), getResultTypes(), getBody(),
+                    elided);
 }
 
 void RouterOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
-  if (&region != &getBody() || getArgNames().size() != region.getNumArguments())
-    return;
-  for (auto [arg, name] : llvm::zip(region.getArguments(), getArgNames()))
-    setNameFn(arg, cast<StringAttr>(name).getValue());
+  nameBlockArguments(region, getBody(), getArgNames(), setNameFn);
 }
 
 BlockArgument RouterOp::getArgumentByName(StringRef name) {
@@ -123,6 +143,39 @@ static LogicalResult verifyNames(Operation *op, ArrayAttr names, StringRef what)
   return success();
 }
 
+/// The signature rules routers and rules share: names, one namespace, at least one
+/// result, only dimension 0 dynamic.
+static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAttr resultNames,
+                                     ArrayRef<Type> argTypes, ArrayRef<Type> resultTypes) {
+  if (argNames.size() != argTypes.size())
+    return op->emitOpError() << "has " << argTypes.size() << " arguments but "
+                             << argNames.size() << " argument names";
+  if (resultNames.size() != resultTypes.size())
+    return op->emitOpError() << "has " << resultTypes.size() << " results but "
+                             << resultNames.size() << " result names";
+  if (failed(verifyNames(op, argNames, "argument")) ||
+      failed(verifyNames(op, resultNames, "result")))
+    return failure();
+  // Inputs and outputs share one namespace: they become parameters of one C function
+  // and keys of one JSON description.
+  for (Attribute a : resultNames)
+    if (llvm::is_contained(argNames, a))
+      return op->emitOpError() << "result name '" << cast<StringAttr>(a).getValue()
+                               << "' is also an argument name";
+  if (resultTypes.empty())
+    return op->emitOpError() << "must have at least one result";
+  // The row count (tokens) is the only runtime size: it may appear as dimension 0 only.
+  for (auto [i, type] : llvm::enumerate(argTypes))
+    if (auto shaped = dyn_cast<ShapedType>(type))
+      for (int64_t d = 1; d < shaped.getRank(); ++d)
+        if (shaped.isDynamicDim(d))
+          return op->emitOpError() << "argument '"
+                                   << cast<StringAttr>(argNames[i]).getValue()
+                                   << "' has a dynamic dimension " << d
+                                   << "; only dimension 0 (the tokens) may be dynamic";
+  return success();
+}
+
 LogicalResult RouterOp::verify() {
   if (getExperts() < 1)
     return emitOpError() << "experts must be >= 1, got " << getExperts();
@@ -131,33 +184,8 @@ LogicalResult RouterOp::verify() {
                          << "], got " << getTopK();
   if (getSharedExperts() < 0)
     return emitOpError() << "shared_experts must be >= 0, got " << getSharedExperts();
-  if (getArgNames().size() != getArgumentTypes().size())
-    return emitOpError() << "has " << getArgumentTypes().size() << " arguments but "
-                         << getArgNames().size() << " argument names";
-  if (getResultNames().size() != getResultTypes().size())
-    return emitOpError() << "has " << getResultTypes().size() << " results but "
-                         << getResultNames().size() << " result names";
-  if (failed(verifyNames(*this, getArgNames(), "argument")) ||
-      failed(verifyNames(*this, getResultNames(), "result")))
-    return failure();
-  // Inputs and outputs share one namespace: they become parameters of one C function
-  // and keys of one JSON description.
-  for (Attribute a : getResultNames())
-    if (llvm::is_contained(getArgNames(), a))
-      return emitOpError() << "result name '" << cast<StringAttr>(a).getValue()
-                           << "' is also an argument name";
-  if (getResultTypes().empty())
-    return emitOpError() << "must have at least one result";
-  // The token count T is the only runtime size: it may appear as dimension 0 only.
-  for (auto [i, type] : llvm::enumerate(getArgumentTypes()))
-    if (auto shaped = dyn_cast<ShapedType>(type))
-      for (int64_t d = 1; d < shaped.getRank(); ++d)
-        if (shaped.isDynamicDim(d))
-          return emitOpError() << "argument '"
-                               << cast<StringAttr>(getArgNames()[i]).getValue()
-                               << "' has a dynamic dimension " << d
-                               << "; only dimension 0 (the tokens) may be dynamic";
-  return success();
+  return verifySignature(*this, getArgNames(), getResultNames(), getArgumentTypes(),
+                         getResultTypes());
 }
 
 /// Expert sets and placements anywhere in a router must be over the router's experts.
@@ -174,29 +202,110 @@ static LogicalResult verifyExpertTypes(Operation *op, Type type, int64_t experts
   return success();
 }
 
-LogicalResult RouterOp::verifyRegions() {
-  Block &block = getBodyBlock();
-  if (block.getArgumentTypes() != getArgumentTypes())
-    return emitOpError() << "entry block arguments do not match the signature";
-  for (auto [i, type] : llvm::enumerate(getArgumentTypes()))
-    if (failed(verifyExpertTypes(*this, type, getExperts(),
-                                 block.getArgument(i).getLoc())))
+/// Types over the container's experts, unique knob names.
+static LogicalResult verifyBody(Operation *container, StringRef symName, Block &block,
+                               ArrayRef<Type> argTypes, int64_t experts) {
+  if (block.getArgumentTypes() != argTypes)
+    return container->emitOpError() << "entry block arguments do not match the signature";
+  for (auto [i, type] : llvm::enumerate(argTypes))
+    if (failed(verifyExpertTypes(container, type, experts, block.getArgument(i).getLoc())))
       return failure();
 
   llvm::StringSet<> knobs;
-  WalkResult walk = getBody().walk([&](Operation *op) {
+  WalkResult walk = block.walk([&](Operation *op) {
     for (Value v : op->getResults())
-      if (failed(verifyExpertTypes(op, v.getType(), getExperts(), op->getLoc())))
+      if (failed(verifyExpertTypes(op, v.getType(), experts, op->getLoc())))
         return WalkResult::interrupt();
     if (auto knob = dyn_cast<KnobOp>(op))
       if (!knobs.insert(knob.getName()).second) {
-        knob.emitOpError() << "duplicate knob name '" << knob.getName()
-                           << "' in router @" << getSymName();
+        knob.emitOpError() << "duplicate knob name '" << knob.getName() << "' in "
+                           << container->getName().stripDialect() << " @" << symName;
         return WalkResult::interrupt();
       }
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
+}
+
+LogicalResult RouterOp::verifyRegions() {
+  return verifyBody(*this, getSymName(), getBodyBlock(), getArgumentTypes(), getExperts());
+}
+
+//===----------------------------------------------------------------------===//
+// Rules: ResidencyOp, BalanceOp, PrefetchOp
+//===----------------------------------------------------------------------===//
+
+#define MOE_RULE_CONTAINER(OP)                                                           \
+  ParseResult OP::parse(OpAsmParser &parser, OperationState &result) {                   \
+    return parseFunctionLike(parser, result, getArgNamesAttrName(result.name),           \
+                             getResultNamesAttrName(result.name),                        \
+                             getFunctionTypeAttrName(result.name));                      \
+  }                                                                                      \
+  void OP::print(OpAsmPrinter &p) {                                                      \
+    printFunctionLike(p, *this, getSymName(), getResultNames(), getResultTypes(),        \
+                      getBody(),                                                         \
+                      {getSymNameAttrName(), getFunctionTypeAttrName(),                  \
+                       getArgNamesAttrName(), getResultNamesAttrName()});                \
+  }                                                                                      \
+  void OP::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {     \
+    nameBlockArguments(region, getBody(), getArgNames(), setNameFn);                     \
+  }                                                                                      \
+  LogicalResult OP::verify() {                                                           \
+    if (getExperts() < 1)                                                                \
+      return emitOpError() << "experts must be >= 1, got " << getExperts();             \
+    return verifySignature(*this, getArgNames(), getResultNames(), getArgumentTypes(),   \
+                           getResultTypes());                                            \
+  }                                                                                      \
+  LogicalResult OP::verifyRegions() {                                                    \
+    return verifyBody(*this, getSymName(), getBodyBlock(), getArgumentTypes(),           \
+                      getExperts());                                                     \
+  }
+
+MOE_RULE_CONTAINER(ResidencyOp)
+MOE_RULE_CONTAINER(BalanceOp)
+MOE_RULE_CONTAINER(PrefetchOp)
+#undef MOE_RULE_CONTAINER
+
+//===----------------------------------------------------------------------===//
+// PolicyFunction
+//===----------------------------------------------------------------------===//
+
+std::optional<PolicyFunction> PolicyFunction::get(Operation *op) {
+  if (isa<RouterOp, ResidencyOp, BalanceOp, PrefetchOp>(op))
+    return PolicyFunction(op);
+  return std::nullopt;
+}
+
+StringRef PolicyFunction::getSymName() const {
+  return op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()).getValue();
+}
+FunctionType PolicyFunction::getFunctionType() const {
+  return cast<FunctionType>(op->getAttrOfType<TypeAttr>("function_type").getValue());
+}
+ArrayAttr PolicyFunction::getArgNames() const {
+  return op->getAttrOfType<ArrayAttr>("arg_names");
+}
+ArrayAttr PolicyFunction::getResultNames() const {
+  return op->getAttrOfType<ArrayAttr>("result_names");
+}
+int64_t PolicyFunction::getExperts() const {
+  return op->getAttrOfType<IntegerAttr>("experts").getInt();
+}
+int64_t PolicyFunction::getTopK() const {
+  auto router = dyn_cast<RouterOp>(op);
+  return router ? router.getTopK() : 0;
+}
+int64_t PolicyFunction::getSharedExperts() const {
+  auto router = dyn_cast<RouterOp>(op);
+  return router ? router.getSharedExperts() : 0;
+}
+
+SmallVector<PolicyFunction> switchyard::moe::getPolicyFunctions(ModuleOp module) {
+  SmallVector<PolicyFunction> all;
+  for (Operation &op : *module.getBody())
+    if (std::optional<PolicyFunction> f = PolicyFunction::get(&op))
+      all.push_back(*f);
+  return all;
 }
 
 //===----------------------------------------------------------------------===//
@@ -206,8 +315,8 @@ LogicalResult RouterOp::verifyRegions() {
 LogicalResult YieldOp::verify() {
   Operation *parent = (*this)->getParentOp();
   TypeRange expected = parent->getResultTypes();
-  if (auto router = dyn_cast<RouterOp>(parent))
-    expected = router.getResultTypes();
+  if (std::optional<PolicyFunction> f = PolicyFunction::get(parent))
+    expected = f->getResultTypes();
   if (getOperands().getTypes() != expected) {
     auto diag = emitOpError() << "returns (" << getOperands().getTypes()
                               << ") but the enclosing '" << parent->getName()

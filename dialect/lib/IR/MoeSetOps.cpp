@@ -184,3 +184,14 @@ OpFoldResult IntersectOp::fold(FoldAdaptor) {
     return b;
   return {};
 }
+
+//===----------------------------------------------------------------------===//
+// DifferenceOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult DifferenceOp::fold(FoldAdaptor) {
+  Value a = getLhs(), b = getRhs();
+  if (isEmptySet(b) || isEmptySet(a))
+    return a;
+  return {};
+}

@@ -41,8 +41,9 @@ std::optional<double> getConstantFloat(Value v) { return floatOf(knownAttr(v, fa
 namespace detail {
 
 std::optional<int64_t> enclosingExperts(Operation *op) {
-  if (auto router = op->getParentOfType<RouterOp>())
-    return router.getExperts();
+  for (Operation *parent = op->getParentOp(); parent; parent = parent->getParentOp())
+    if (std::optional<PolicyFunction> f = PolicyFunction::get(parent))
+      return f->getExperts();
   return std::nullopt;
 }
 

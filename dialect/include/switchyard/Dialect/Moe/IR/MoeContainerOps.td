@@ -78,12 +78,92 @@ def Moe_RouterOp : Moe_Op<"router", [
   }];
 }
 
+// Rules: host scheduling decisions (where expert weights live, at which precision, on
+// which GPU, when they move). Function-like like a router, over the same E experts,
+// without a token count contract: a rule's inputs are statistics (counters, loads,
+// hotness) and its outputs plans (sets, placements, queues).
+class Moe_RuleContainerOp<string mnemonic, string what, string example>
+    : Moe_Op<mnemonic, [Symbol, IsolatedFromAbove,
+                        DeclareOpInterfaceMethods<OpAsmOpInterface,
+                                                  ["getAsmBlockArgumentNames"]>]> {
+  let summary = "a " # what # " rule: named runtime inputs to a named plan";
+  let description = !strconcat([{
+    A rule compiled to host scheduling code with a C ABI, like a router: its
+    arguments are runtime inputs bound by name (`arg_names`), its results are named in
+    the signature and returned by the body's `moe.yield`. `experts` is the number of
+    logical experts E every set, score vector and placement in the body is over. Only
+    dimension 0 of an argument may be dynamic (rows: tokens or layers); knobs
+    (`moe.knob`) are overridable by name as in routers.
+
+    Example:
+    ```mlir
+}], example, [{
+    ```
+  }]);
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<FunctionType>:$function_type,
+    StrArrayAttr:$arg_names,
+    StrArrayAttr:$result_names,
+    Moe_I64Attr:$experts
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+  }];
+}
+
+def Moe_ResidencyOp : Moe_RuleContainerOp<"residency", "residency (precision / placement in memory)", [{
+    moe.residency @dynaexq(%hotness: tensor<64xf32>, %counts: tensor<64xi32>,
+                           %current: !moe.set<64>)
+        -> (hi_set: !moe.set<64>) attributes {experts = 64 : i64} {
+      %alpha = moe.knob "alpha" = 0.8 : f32
+      %n = moe.knob "capacity" = 16 : i64
+      %margin = moe.knob "margin" = 0.5 : f32
+      %s = moe.ema %hotness, %counts alpha(%alpha : f32) : tensor<64xf32>, tensor<64xi32>
+      %hi = moe.hot_set %s, %current capacity(%n : i64) margin(%margin : f32)
+          : tensor<64xf32> -> !moe.set<64>
+      moe.yield %hi : !moe.set<64>
+    }
+}]>;
+
+def Moe_BalanceOp : Moe_RuleContainerOp<"balance", "load-balancing (replication / placement)", [{
+    moe.balance @eplb(%loads: tensor<64xf32>)
+        -> (phy2log: tensor<72xi32>, log2phy: tensor<64x9xi32>, replica_count: tensor<64xi32>)
+        attributes {experts = 64 : i64} {
+      %p2l, %l2p, %cnt = moe.eplb %loads {groups = 8, nodes = 2, gpus = 8}
+          : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+      moe.yield %p2l, %l2p, %cnt : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+    }
+}]>;
+
+def Moe_PrefetchOp : Moe_RuleContainerOp<"prefetch", "prefetch (when weights move)", [{
+    moe.prefetch @ahead(%hotness: tensor<64xf32>, %current: !moe.set<64>)
+        -> (hi_set: !moe.set<64>) attributes {experts = 64 : i64} {
+      %n = moe.knob "capacity" = 8 : i64
+      %zero = moe.knob "margin" = 0.0 : f32
+      %hi = moe.hot_set %hotness, %current capacity(%n : i64) margin(%zero : f32)
+          : tensor<64xf32> -> !moe.set<64>
+      moe.yield %hi : !moe.set<64>
+    }
+}]>;
+
 def Moe_YieldOp : Moe_Op<"yield", [
-    Pure, Terminator, ReturnLike, ParentOneOf<["RouterOp", "WhenOp", "StageOp"]>
+    Pure, Terminator, ReturnLike,
+    ParentOneOf<["RouterOp", "ResidencyOp", "BalanceOp", "PrefetchOp", "WhenOp", "StageOp"]>
   ]> {
-  let summary = "returns the outputs of a router, a phase-gate region or a stage";
+  let summary = "returns the outputs of a router, a rule, a phase-gate region or a stage";
   let description = [{
-    Terminates a `moe.router` body (the operands are the router's named results, in
+    Terminates a `moe.router` or rule body (the operands are its named results, in
     signature order, with the signature's types), one region of a `moe.when` or a
     `moe.stage` (the operands become the op's results).
 

@@ -3,6 +3,7 @@
 #define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
@@ -31,6 +32,40 @@ std::optional<double> getKnownFloat(mlir::Value value);
 /// a knob: a knob may still be overridden). Folders use only these.
 std::optional<int64_t> getConstantInt(mlir::Value value);
 std::optional<double> getConstantFloat(mlir::Value value);
+
+/// A view of a function-like policy op: a `moe.router` or a rule (`moe.residency`,
+/// `moe.balance`, `moe.prefetch`). Everything that compiles, describes or runs a
+/// policy (lowering, C ABI, moe-run) goes through it.
+class PolicyFunction {
+public:
+  /// The view of `op`, or nothing when it is not a policy function.
+  static std::optional<PolicyFunction> get(mlir::Operation *op);
+
+  mlir::Operation *getOperation() const { return op; }
+  /// "router", "residency", "balance" or "prefetch".
+  llvm::StringRef getKind() const { return op->getName().stripDialect(); }
+  bool isRouter() const { return mlir::isa<RouterOp>(op); }
+  llvm::StringRef getSymName() const;
+  mlir::FunctionType getFunctionType() const;
+  llvm::ArrayRef<mlir::Type> getArgumentTypes() const { return getFunctionType().getInputs(); }
+  llvm::ArrayRef<mlir::Type> getResultTypes() const { return getFunctionType().getResults(); }
+  mlir::ArrayAttr getArgNames() const;
+  mlir::ArrayAttr getResultNames() const;
+  int64_t getExperts() const;
+  /// The router's k; 0 for rules.
+  int64_t getTopK() const;
+  /// The router's shared experts; 0 for rules.
+  int64_t getSharedExperts() const;
+  mlir::Block &getBodyBlock() const { return op->getRegion(0).front(); }
+  mlir::Location getLoc() const { return op->getLoc(); }
+
+private:
+  explicit PolicyFunction(mlir::Operation *op) : op(op) {}
+  mlir::Operation *op;
+};
+
+/// Every policy function of `module`, in order.
+llvm::SmallVector<PolicyFunction> getPolicyFunctions(mlir::ModuleOp module);
 
 } // namespace switchyard::moe
 

@@ -15,5 +15,6 @@ include "switchyard/Dialect/Moe/IR/MoeTokenOps.td"
 include "switchyard/Dialect/Moe/IR/MoeBatchOps.td"
 include "switchyard/Dialect/Moe/IR/MoeSetOps.td"
 include "switchyard/Dialect/Moe/IR/MoeRouteOps.td"
+include "switchyard/Dialect/Moe/IR/MoeRuleOps.td"
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -188,6 +188,19 @@ def Moe_IntersectOp : Moe_SetOp<"intersect", [Commutative, SameOperandsAndResult
   let hasFolder = 1;
 }
 
+def Moe_DifferenceOp : Moe_SetOp<"difference", [SameOperandsAndResultType]> {
+  let summary = "set difference";
+  let description = [{
+    `a \ b`: the members of `a` not in `b` (promotions = new \ current, demotions =
+    current \ new). Folds `a \ a = {}`, `a \ {} = a`.
+
+    Example: `%promote = moe.difference %hi, %current : !moe.set<64>`
+  }];
+  let arguments = (ins Moe_ExpertSetType:$lhs, Moe_ExpertSetType:$rhs);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($result))";
+  let hasFolder = 1;
+}
+
 def Moe_ConfidentTop1Op : Moe_SetOp<"confident_top1"> {
   let summary = "LYNX: the top-1 experts of the batch's high-confidence tokens";
   let description = [{

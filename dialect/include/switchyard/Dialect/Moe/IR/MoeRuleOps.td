@@ -1,0 +1,232 @@
+//===- MoeRuleOps.td - residency and balancing decisions ---*- tablegen -*-===//
+//
+// The ops of rules (moe.residency / moe.balance / moe.prefetch bodies): hotness
+// estimation, budget-feasible resident sets with hysteresis (DynaExq §3.3, §3.5),
+// ranked set differences (promotion / demotion queues), DeepSeek's EPLB replication
+// and packing, per-GPU loads and the imbalance ratio. They run on the host, once per
+// scheduling interval, not per token.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD
+#define SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD
+
+include "switchyard/Dialect/Moe/IR/MoeSetOps.td"
+
+def Moe_EmaOp : Moe_Op<"ema", [Pure, AllTypesMatch<["hotness", "result"]>]> {
+  let summary = "hotness update: an exponential moving average of interval counters";
+  let description = [{
+    DynaExq §3.5, hotness estimation: at the end of an update interval,
+    `S[e] <- alpha * S[e] + (1 - alpha) * c[e]` with `alpha` in [0, 1), where `c[e]` is
+    the number of times expert e was selected during the interval. The rule runs once
+    per interval (the engine calls it when its timer fires and then resets the
+    counters); a time-based interval does not depend on batch composition.
+    Counts must be >= 0 (a negative count is treated as 0).
+
+    Example:
+    ```mlir
+    %s = moe.ema %hotness, %counts alpha(%a : f32) : tensor<64xf32>, tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertVector:$hotness, TensorRankOf<[I32], [1]>:$counts,
+                       F32:$alpha);
+  let results = (outs Moe_ExpertVector:$result);
+  let assemblyFormat = [{
+    $hotness `,` $counts `alpha` `(` $alpha `:` type($alpha) `)` attr-dict
+    `:` type($hotness) `,` type($counts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_HiCapacityOp : Moe_Op<"hi_capacity", [Pure]> {
+  let summary = "DynaExq: high-precision experts per layer that a byte budget holds";
+  let description = [{
+    DynaExq §3.3 budget model: of the usable GPU memory `budget`, `fixed` bytes are
+    reserved for non-expert state (KV cache, dense weights, activations, runtime);
+    every expert of every layer keeps its low-precision version resident (`lo_bytes`
+    each: the fallback the forward pass can always run); what remains holds
+    high-precision copies (`hi_bytes` each), split evenly over `layers` layers:
+
+      n_hi = min(experts, floor((budget - fixed - layers*experts*lo_bytes)
+                                / (layers*hi_bytes)))
+
+    The result is n_hi (i64). A budget that cannot hold the low-precision experts plus
+    one high-precision expert per layer is an error (reported by the verifier for
+    known values). All sizes are bytes; `hi_bytes > 0`, `lo_bytes >= 0`, `layers >= 1`.
+
+    Example:
+    ```mlir
+    %n = moe.hi_capacity budget(%b : i64) fixed(%f : i64) hi_bytes(%hi : i64)
+        lo_bytes(%lo : i64) layers(%l : i64) experts = 128 -> i64
+    ```
+  }];
+  let arguments = (ins I64:$budget, I64:$fixed, I64:$hi_bytes, I64:$lo_bytes, I64:$layers,
+                       Moe_I64Attr:$experts);
+  let results = (outs I64:$result);
+  let assemblyFormat = [{
+    `budget` `(` $budget `:` type($budget) `)` `fixed` `(` $fixed `:` type($fixed) `)`
+    `hi_bytes` `(` $hi_bytes `:` type($hi_bytes) `)`
+    `lo_bytes` `(` $lo_bytes `:` type($lo_bytes) `)`
+    `layers` `(` $layers `:` type($layers) `)` `experts` `=` $experts attr-dict
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_HotSetOp : Moe_SetOp<"hot_set", [AllTypesMatch<["current", "result"]>,
+                                           AttrSizedOperandSegments]> {
+  let summary = "budget-feasible top-n set with hysteresis (DynaExq §3.5)";
+  let description = [{
+    The next high-precision (or resident) set: the top `capacity` experts by `scores`,
+    changed from `current` only where the scores justify it. Exactly, with n =
+    clamp(capacity, 0, E) and ranking by descending score, ties to the lower id:
+
+    1. Budget first: while |H| > n, drop the lowest-ranked member of H (H = current).
+    2. Free capacity is filled without a margin: while |H| < n, add the best-ranked
+       expert outside H.
+    3. Hysteresis, additive margin: while the best expert b outside H and the worst
+       member w of H satisfy `s[b] > s[w] + margin`, swap them. An expert is thus
+       promoted only if it beats the lowest-ranked member by the margin and evicted
+       only if the best outsider beats it by the margin (DynaExq §3.5); at most n
+       swaps happen.
+    4. With `rank_slack(r)` (r >= 1) instead: a member stays while its rank among all
+       experts is below n + r; only then are the freed places filled with the best
+       outsiders (an expert must enter the wider top-(n+r) before it is kept).
+
+    With margin 0 (and no slack) the result is TopN except at exact ties, which keep
+    the current member. The result always holds min(n, E) experts (the budget holds).
+
+    Example:
+    ```mlir
+    %hi = moe.hot_set %s, %cur capacity(%n : i64) margin(%m : f32)
+        : tensor<128xf32> -> !moe.set<128>
+    %hi2 = moe.hot_set %s, %cur capacity(%n : i64) rank_slack(%r : i64)
+        : tensor<128xf32> -> !moe.set<128>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertVector:$scores, Moe_ExpertSetType:$current,
+                       I64:$capacity, Optional<F32>:$margin, Optional<I64>:$rank_slack);
+  let assemblyFormat = [{
+    $scores `,` $current `capacity` `(` $capacity `:` type($capacity) `)`
+    (`margin` `(` $margin^ `:` type($margin) `)`)?
+    (`rank_slack` `(` $rank_slack^ `:` type($rank_slack) `)`)? attr-dict
+    `:` type($scores) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_RankedOp : Moe_Op<"ranked", [Pure]> {
+  let summary = "the members of a set as a list ordered by score";
+  let description = [{
+    `ids` lists the members of `set` ordered by `scores` (descending by default,
+    `ascending` for the coldest first; ties to the lower id either way), padded with
+    -1 to E entries; `count[0]` is the number of members. Promotion and demotion
+    queues are ranked differences: promotions = new \ current hottest first,
+    demotions = current \ new coldest first (DynaExq §3.5: the candidates passed to
+    the transition pipeline, in priority order).
+
+    Example:
+    ```mlir
+    %ids, %n = moe.ranked %promote by %s : !moe.set<64>, tensor<64xf32>
+        -> tensor<64xi32>, tensor<1xi32>
+    %ids2, %n2 = moe.ranked %demote by %s ascending : !moe.set<64>, tensor<64xf32>
+        -> tensor<64xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertSetType:$set, Moe_ExpertVector:$scores,
+                       UnitAttr:$ascending);
+  let results = (outs TensorRankOf<[I32], [1]>:$ids, TensorRankOf<[I32], [1]>:$count);
+  let assemblyFormat = [{
+    $set `by` $scores (`ascending` $ascending^)? attr-dict `:` qualified(type($set)) `,`
+    type($scores) `->` type($ids) `,` type($count)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_EplbOp : Moe_Op<"eplb", [Pure]> {
+  let summary = "DeepSeek EPLB: replicate hot experts and pack replicas onto GPUs";
+  let description = [{
+    DeepSeek's expert-parallel load balancer (eplb.py, `rebalance_experts`) for one
+    layer: E logical experts with `loads`, P physical slots (P >= E, from the result
+    type) on `gpus` GPUs in `nodes` nodes, experts in `groups` groups.
+
+    * Hierarchical mode (when `groups % nodes == 0` and not `global`): (1) pack the
+      groups onto nodes by balanced packing of group loads; (2) inside each node,
+      replicate: P/nodes slots for its E/nodes experts, repeatedly giving one more
+      replica to the expert with the highest load / replica count; (3) pack each
+      node's replicas (load / count each) onto its gpus/nodes GPUs by balanced packing.
+    * Global mode (`global`, or groups not divisible by nodes): the same with one
+      group and one node.
+
+    Balanced packing, exactly: items sorted by load descending (ties: lower index
+    first) go one by one to the pack with the least load among packs not yet full
+    (ties: lower pack), each pack holding items/packs items. Replication ties go to
+    the lower expert id. Float arithmetic is f32, accumulated in that order.
+
+    Results: `phy2log[P]` (the logical expert of each slot; slots of GPU d are
+    `d*P/gpus .. (d+1)*P/gpus - 1`), `log2phy[E][R]` (R = P - E + 1: expert e's slots,
+    by replica rank, -1 padded) and `replica_count[E]`. Requirements (verified):
+    `E % groups == 0` in hierarchical mode, `gpus % nodes == 0`, `P % gpus == 0`,
+    `E <= P`, and per node at least as many slots as experts. Loads must be finite
+    (moe-run rejects NaN loads).
+
+    Example (DeepSeek-V3 shape):
+    ```mlir
+    %p2l, %l2p, %cnt = moe.eplb %loads {groups = 8, nodes = 2, gpus = 8}
+        : tensor<256xf32> -> tensor<288xi32>, tensor<256x33xi32>, tensor<256xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertVector:$loads, Moe_I64Attr:$groups, Moe_I64Attr:$nodes,
+                       Moe_I64Attr:$gpus, UnitAttr:$global);
+  let results = (outs TensorRankOf<[I32], [1]>:$phy2log, TensorRankOf<[I32], [2]>:$log2phy,
+                      TensorRankOf<[I32], [1]>:$replica_count);
+  let assemblyFormat = [{
+    $loads attr-dict `:` type($loads) `->` type($phy2log) `,` type($log2phy) `,`
+    type($replica_count)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// True when the plan is hierarchical (groups packed onto nodes first).
+    bool isHierarchical() { return !getGlobal() && getGroups() % getNodes() == 0; }
+  }];
+}
+
+def Moe_DeviceLoadsOp : Moe_Op<"device_loads", [Pure, AttrSizedOperandSegments]> {
+  let summary = "per-GPU load of a placement";
+  let description = [{
+    The load each of the `gpus` GPUs receives when expert e's load is split evenly over
+    its replicas: GPU d sums `loads[phy2log[p]] / replica_count[phy2log[p]]` over its
+    slots p (slots of GPU d: `d*P/gpus .. (d+1)*P/gpus - 1`, in slot order). Without a
+    placement, the default one: expert e alone on GPU `e / (E/gpus)` (E % gpus == 0).
+
+    Example:
+    ```mlir
+    %before = moe.device_loads %loads {gpus = 8} : tensor<256xf32> -> tensor<8xf32>
+    %after = moe.device_loads %loads placed(%p2l, %cnt : tensor<288xi32>, tensor<256xi32>)
+        {gpus = 8} : tensor<256xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertVector:$loads, Optional<TensorRankOf<[I32], [1]>>:$phy2log,
+                       Optional<TensorRankOf<[I32], [1]>>:$replica_count, Moe_I64Attr:$gpus);
+  let results = (outs TensorRankOf<[F32], [1]>:$result);
+  let assemblyFormat = [{
+    $loads (`placed` `(` $phy2log^ `,` $replica_count `:` type($phy2log) `,`
+    type($replica_count) `)`)? attr-dict `:` type($loads) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ImbalanceOp : Moe_Op<"imbalance", [Pure]> {
+  let summary = "imbalance ratio of per-GPU loads: max / mean";
+  let description = [{
+    `max(loads) / mean(loads)` (Libra §3's imbalance ratio; 1.0 is perfect balance),
+    as a one-element tensor; 1.0 when every load is 0.
+
+    Example: `%r = moe.imbalance %gpu_loads : tensor<8xf32> -> tensor<1xf32>`
+  }];
+  let arguments = (ins TensorRankOf<[F32], [1]>:$loads);
+  let results = (outs TensorRankOf<[F32], [1]>:$result);
+  let assemblyFormat = "$loads attr-dict `:` type($loads) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD
