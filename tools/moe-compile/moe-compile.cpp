@@ -113,7 +113,12 @@ int main(int argc, char **argv) {
       llvm::sys::path::append(p, file);
       return std::string(p);
     };
-    if (wantPtx) {
+    // Rules are host scheduling code: they get the host artifacts whatever the target.
+    bool isRule = info.kind != "router";
+    if (wantPtx && isRule && !wantHost)
+      llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
+                   << " rule: host code only\n";
+    if (wantPtx && !isRule) {
       mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());
       if (!host::selectRouter(*gpu, info.name, error))
         return fail(error);

@@ -9,6 +9,7 @@
 // naming the argument, and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
+#include <cmath>
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Host/Compiler.h"
 #include "switchyard/Host/Policy.h"
@@ -197,8 +198,21 @@ static bool bindPlacement(const std::vector<host::AbiParam> &abi, size_t index,
   return true;
 }
 
+/// A rule's statistics (loads, hotness) must be numbers: a NaN would silently decide a
+/// plan. (Routers take NaN logits: they rank below every number.)
+static bool rejectNaN(const std::vector<float> &v, const std::string &what,
+                      std::string &error) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::isnan(v[i])) {
+      error = what + ": holds NaN at flat index " + std::to_string(i) +
+              "; a rule's inputs must be numbers";
+      return false;
+    }
+  return true;
+}
+
 static bool bindBuffer(const host::AbiParam &p, const std::string &source, Call &call,
-                       size_t index, std::string &error) {
+                       size_t index, bool isRule, std::string &error) {
   std::string what = "argument '" + p.name + "' (" + source + ")";
   npy::Array a;
   if (!npy::load(source, what, a, error) || !checkShape(a, p, what, call, error))
@@ -211,7 +225,7 @@ static bool bindBuffer(const host::AbiParam &p, const std::string &source, Call 
     bytes = std::move(flags);
   } else if (p.dtype == "float32") {
     std::vector<float> v;
-    if (!npy::toFloat32(a, what, v, error))
+    if (!npy::toFloat32(a, what, v, error) || (isRule && !rejectNaN(v, what, error)))
       return false;
     bytes.resize(v.size() * 4);
     std::memcpy(bytes.data(), v.data(), bytes.size());
@@ -306,7 +320,8 @@ int main(int argc, char **argv) {
       continue;
     }
     bool ok = p.kind == "scalar" ? bindScalar(p, sources[p.name], call, i, error)
-                                 : bindBuffer(p, sources[p.name], call, i, error);
+                                 : bindBuffer(p, sources[p.name], call, i,
+                                              info.kind != "router", error);
     if (!ok)
       return fail(error);
   }
@@ -335,8 +350,12 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < abi.size(); ++i)
     if (abi[i].isOutput && !writeOutput(abi[i], call.storage[i], call.tokens, error))
       return fail(error);
-  llvm::outs() << "moe-run: @" << info.name << " on " << call.tokens << " tokens -> "
-               << outDir << "/{";
+  llvm::outs() << "moe-run: @" << info.name;
+  if (info.kind == "router")
+    llvm::outs() << " on " << call.tokens << " tokens";
+  else
+    llvm::outs() << " (" << info.kind << " rule)";
+  llvm::outs() << " -> " << outDir << "/{";
   bool first = true;
   for (const host::AbiParam &p : abi)
     if (p.isOutput) {

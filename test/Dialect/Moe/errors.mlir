@@ -218,7 +218,7 @@ moe.router @yield_when_types(%x: tensor<?x8xf32>, %ids: tensor<?x2xi32>)
 // -----
 
 func.func @yield_outside_router() {
-  // expected-error @+1 {{'moe.yield' op expects parent op to be one of 'moe.router, moe.when, moe.stage'}}
+  // expected-error @+1 {{'moe.yield' op expects parent op to be one of 'moe.router, moe.residency, moe.balance, moe.prefetch, moe.when, moe.stage'}}
   moe.yield
 }
 
@@ -1490,4 +1490,124 @@ moe.router @name_clash(%logits: tensor<?x8xf32>) -> (logits: tensor<?x8xf32>)
 moe.router @dynamic_experts(%logits: tensor<?x?xf32>) -> (out: tensor<?x?xf32>)
     attributes {experts = 8, top_k = 2} {
   moe.yield %logits : tensor<?x?xf32>
+}
+
+// -----
+
+moe.residency @ema_alpha(%s: tensor<8xf32>, %c: tensor<8xi32>) -> (out: tensor<8xf32>)
+    attributes {experts = 8} {
+  %a = moe.knob "alpha" = 1.0 : f32
+  // expected-error @+1 {{'moe.ema' op alpha must be in [0, 1), got 1}}
+  %r = moe.ema %s, %c alpha(%a : f32) : tensor<8xf32>, tensor<8xi32>
+  moe.yield %r : tensor<8xf32>
+}
+
+// -----
+
+moe.residency @ema_counts(%s: tensor<8xf32>, %c: tensor<4xi32>) -> (out: tensor<8xf32>)
+    attributes {experts = 8} {
+  %a = arith.constant 0.5 : f32
+  // expected-error @+1 {{'moe.ema' op counts must have 8 entries, like hotness}}
+  %r = moe.ema %s, %c alpha(%a : f32) : tensor<8xf32>, tensor<4xi32>
+  moe.yield %r : tensor<8xf32>
+}
+
+// -----
+
+// A budget that cannot hold one expert.
+moe.residency @budget(%s: tensor<8xf32>, %cur: !moe.set<8>) -> (hi: !moe.set<8>)
+    attributes {experts = 8} {
+  %budget = moe.knob "budget" = 1000 : i64
+  %fixed = arith.constant 900 : i64
+  %hi_b = arith.constant 100 : i64
+  %lo_b = arith.constant 10 : i64
+  %layers = arith.constant 1 : i64
+  // expected-error @+1 {{'moe.hi_capacity' op a budget of 1000 bytes cannot hold the fixed 900 bytes, the low-precision experts (1 layers x 8 x 10 bytes) and one high-precision expert per layer (1 x 100 bytes)}}
+  %n = moe.hi_capacity budget(%budget : i64) fixed(%fixed : i64) hi_bytes(%hi_b : i64)
+      lo_bytes(%lo_b : i64) layers(%layers : i64) experts = 8 -> i64
+  %m = arith.constant 0.0 : f32
+  %hi = moe.hot_set %s, %cur capacity(%n : i64) margin(%m : f32) : tensor<8xf32> -> !moe.set<8>
+  moe.yield %hi : !moe.set<8>
+}
+
+// -----
+
+moe.residency @hot_set_both(%s: tensor<8xf32>, %cur: !moe.set<8>) -> (hi: !moe.set<8>)
+    attributes {experts = 8} {
+  %n = arith.constant 2 : i64
+  %m = arith.constant 0.5 : f32
+  // expected-error @+1 {{'moe.hot_set' op takes exactly one of margin(...) and rank_slack(...)}}
+  %hi = moe.hot_set %s, %cur capacity(%n : i64) margin(%m : f32) rank_slack(%n : i64)
+      : tensor<8xf32> -> !moe.set<8>
+  moe.yield %hi : !moe.set<8>
+}
+
+// -----
+
+moe.residency @hot_set_margin(%s: tensor<8xf32>, %cur: !moe.set<8>) -> (hi: !moe.set<8>)
+    attributes {experts = 8} {
+  %n = arith.constant 2 : i64
+  %m = arith.constant -0.5 : f32
+  // expected-error @+1 {{'moe.hot_set' op margin must be >= 0, got -5.000000e-01}}
+  %hi = moe.hot_set %s, %cur capacity(%n : i64) margin(%m : f32) : tensor<8xf32> -> !moe.set<8>
+  moe.yield %hi : !moe.set<8>
+}
+
+// -----
+
+moe.balance @eplb_groups(%loads: tensor<64xf32>)
+    -> (p: tensor<72xi32>, l: tensor<64x9xi32>, c: tensor<64xi32>) attributes {experts = 64} {
+  // expected-error @+1 {{'moe.eplb' op groups (5) must divide the 64 experts in hierarchical mode}}
+  %p, %l, %c = moe.eplb %loads {groups = 5, nodes = 1, gpus = 8}
+      : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+  moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+}
+
+// -----
+
+// More replicas than slots can hold: fewer physical slots than logical experts.
+moe.balance @eplb_slots(%loads: tensor<64xf32>)
+    -> (p: tensor<32xi32>, l: tensor<64x1xi32>, c: tensor<64xi32>) attributes {experts = 64} {
+  // expected-error @+1 {{'moe.eplb' op phy2log must have a static number of slots >= experts (64)}}
+  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 1, gpus = 8}
+      : tensor<64xf32> -> tensor<32xi32>, tensor<64x1xi32>, tensor<64xi32>
+  moe.yield %p, %l, %c : tensor<32xi32>, tensor<64x1xi32>, tensor<64xi32>
+}
+
+// -----
+
+moe.balance @eplb_gpus(%loads: tensor<64xf32>)
+    -> (p: tensor<72xi32>, l: tensor<64x9xi32>, c: tensor<64xi32>) attributes {experts = 64} {
+  // expected-error @+1 {{'moe.eplb' op gpus (6) must be a multiple of nodes (4)}}
+  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 4, gpus = 6}
+      : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+  moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
+}
+
+// -----
+
+moe.balance @eplb_log2phy(%loads: tensor<64xf32>)
+    -> (p: tensor<72xi32>, l: tensor<64x8xi32>, c: tensor<64xi32>) attributes {experts = 64} {
+  // expected-error @+1 {{'moe.eplb' op log2phy must be 64x9 (experts x (slots - experts + 1))}}
+  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 1, gpus = 8}
+      : tensor<64xf32> -> tensor<72xi32>, tensor<64x8xi32>, tensor<64xi32>
+  moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x8xi32>, tensor<64xi32>
+}
+
+// -----
+
+moe.balance @default_placement(%loads: tensor<60xf32>) -> (d: tensor<8xf32>)
+    attributes {experts = 60} {
+  // expected-error @+1 {{'moe.device_loads' op the default placement needs experts (60) divisible by gpus (8)}}
+  %d = moe.device_loads %loads {gpus = 8} : tensor<60xf32> -> tensor<8xf32>
+  moe.yield %d : tensor<8xf32>
+}
+
+// -----
+
+// Rule bodies are over the rule's experts too.
+moe.residency @rule_experts(%s: tensor<8xf32>, %cur: !moe.set<16>) -> (hi: !moe.set<16>)
+    attributes {experts = 8} {
+  // expected-error @-2 {{'!moe.set<16>' is over 16 experts but the enclosing router has 8}}
+  moe.yield %cur : !moe.set<16>
 }

@@ -144,3 +144,75 @@ moe.router @phase_gate(%logits: tensor<?x16xf32>, %phase: i32)
   }
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// Rules: residency (DynaExq), balance (EPLB), prefetch containers and their ops.
+// CHECK-LABEL: moe.residency @residency
+// CHECK-SAME: (%hotness: tensor<8xf32>, %counts: tensor<8xi32>, %current: !moe.set<8>)
+// CHECK-SAME: -> (hot: tensor<8xf32>, hi: !moe.set<8>, up: tensor<8xi32>, n_up: tensor<1xi32>, down: tensor<8xi32>, n_down: tensor<1xi32>, slack: !moe.set<8>)
+// CHECK-SAME: attributes {experts = 8 : i64}
+// CHECK: %[[S:.*]] = moe.ema %hotness, %counts alpha(%{{.*}} : f32) : tensor<8xf32>, tensor<8xi32>
+// CHECK: %[[N:.*]] = moe.hi_capacity budget(%{{.*}} : i64) fixed(%{{.*}} : i64) hi_bytes(%{{.*}} : i64) lo_bytes(%{{.*}} : i64) layers(%{{.*}} : i64) experts = 8 -> i64
+// CHECK: %[[H:.*]] = moe.hot_set %[[S]], %current capacity(%[[N]] : i64) margin(%{{.*}} : f32) : tensor<8xf32> -> !moe.set<8>
+// CHECK: moe.hot_set %[[S]], %current capacity(%[[N]] : i64) rank_slack(%{{.*}} : i64) : tensor<8xf32> -> !moe.set<8>
+// CHECK: %[[UP:.*]] = moe.difference %[[H]], %current : !moe.set<8>
+// CHECK: moe.ranked %[[UP]] by %[[S]] : !moe.set<8>, tensor<8xf32> -> tensor<8xi32>, tensor<1xi32>
+// CHECK: moe.ranked %{{.*}} by %[[S]] ascending : !moe.set<8>, tensor<8xf32> -> tensor<8xi32>, tensor<1xi32>
+moe.residency @residency(%hotness: tensor<8xf32>, %counts: tensor<8xi32>, %current: !moe.set<8>)
+    -> (hot: tensor<8xf32>, hi: !moe.set<8>, up: tensor<8xi32>, n_up: tensor<1xi32>,
+        down: tensor<8xi32>, n_down: tensor<1xi32>, slack: !moe.set<8>)
+    attributes {experts = 8} {
+  %alpha = moe.knob "alpha" = 0.8 : f32
+  %margin = moe.knob "margin" = 1.0 : f32
+  %r = moe.knob "rank_slack" = 2 : i64
+  %budget = moe.knob "budget" = 1000000 : i64
+  %fixed = arith.constant 1000 : i64
+  %hi_b = arith.constant 100 : i64
+  %lo_b = arith.constant 25 : i64
+  %layers = arith.constant 4 : i64
+  %s = moe.ema %hotness, %counts alpha(%alpha : f32) : tensor<8xf32>, tensor<8xi32>
+  %n = moe.hi_capacity budget(%budget : i64) fixed(%fixed : i64) hi_bytes(%hi_b : i64)
+      lo_bytes(%lo_b : i64) layers(%layers : i64) experts = 8 -> i64
+  %hi = moe.hot_set %s, %current capacity(%n : i64) margin(%margin : f32)
+      : tensor<8xf32> -> !moe.set<8>
+  %hi2 = moe.hot_set %s, %current capacity(%n : i64) rank_slack(%r : i64)
+      : tensor<8xf32> -> !moe.set<8>
+  %up = moe.difference %hi, %current : !moe.set<8>
+  %down = moe.difference %current, %hi : !moe.set<8>
+  %ids, %nu = moe.ranked %up by %s : !moe.set<8>, tensor<8xf32> -> tensor<8xi32>, tensor<1xi32>
+  %ids2, %nd = moe.ranked %down by %s ascending : !moe.set<8>, tensor<8xf32>
+      -> tensor<8xi32>, tensor<1xi32>
+  moe.yield %s, %hi, %ids, %nu, %ids2, %nd, %hi2 : tensor<8xf32>, !moe.set<8>, tensor<8xi32>,
+      tensor<1xi32>, tensor<8xi32>, tensor<1xi32>, !moe.set<8>
+}
+
+// CHECK-LABEL: moe.balance @balance
+// CHECK: moe.eplb %loads {gpus = 4 : i64, groups = 4 : i64, nodes = 2 : i64} : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
+// CHECK: moe.eplb %loads {global, gpus = 4 : i64, groups = 4 : i64, nodes = 2 : i64}
+// CHECK: moe.device_loads %loads {gpus = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
+// CHECK: moe.device_loads %loads placed(%{{.*}}, %{{.*}} : tensor<24xi32>, tensor<16xi32>) {gpus = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
+// CHECK: moe.imbalance %{{.*}} : tensor<4xf32> -> tensor<1xf32>
+moe.balance @balance(%loads: tensor<16xf32>)
+    -> (phy2log: tensor<24xi32>, log2phy: tensor<16x9xi32>, count: tensor<16xi32>,
+        before: tensor<4xf32>, ratio: tensor<1xf32>, global_p2l: tensor<24xi32>)
+    attributes {experts = 16} {
+  %p, %l, %c = moe.eplb %loads {groups = 4, nodes = 2, gpus = 4}
+      : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
+  %gp, %gl, %gc = moe.eplb %loads {groups = 4, nodes = 2, gpus = 4, global}
+      : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
+  %b = moe.device_loads %loads {gpus = 4} : tensor<16xf32> -> tensor<4xf32>
+  %a = moe.device_loads %loads placed(%p, %c : tensor<24xi32>, tensor<16xi32>) {gpus = 4}
+      : tensor<16xf32> -> tensor<4xf32>
+  %r = moe.imbalance %a : tensor<4xf32> -> tensor<1xf32>
+  moe.yield %p, %l, %c, %b, %r, %gp : tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>,
+      tensor<4xf32>, tensor<1xf32>, tensor<24xi32>
+}
+
+// CHECK-LABEL: moe.prefetch @prefetch
+moe.prefetch @prefetch(%hotness: tensor<8xf32>, %current: !moe.set<8>) -> (next: !moe.set<8>)
+    attributes {experts = 8} {
+  %n = arith.constant 3 : i64
+  %m = arith.constant 0.0 : f32
+  %next = moe.hot_set %hotness, %current capacity(%n : i64) margin(%m : f32)
+      : tensor<8xf32> -> !moe.set<8>
+  moe.yield %next : !moe.set<8>
+}

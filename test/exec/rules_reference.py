@@ -1,0 +1,209 @@
+"""Independent numpy references for the rule ops, written from the papers and from
+DeepSeek's published EPLB (eplb.py: balanced_packing, replicate_experts,
+rebalance_experts_hierarchical, rebalance_experts), in plain Python loops over float32
+scalars so that every sum and division happens in the order the ops document.
+
+Orders are made exact where the originals leave them to the sort implementation:
+descending sorts are stable (ties keep the lower index first), arg-max ties go to the
+lower index, the lightest-pack choice ties to the lower pack.
+"""
+import numpy as np
+
+f32 = np.float32
+
+
+# --------------------------------------------------------------------------- EPLB
+
+def balanced_packing(weight, num_packs):
+    """Items (weights) onto packs of len/num_packs items each -> (pack, rank)."""
+    n = len(weight)
+    per_pack = n // num_packs
+    if per_pack == 1:  # DeepSeek keeps the identity
+        return list(range(n)), [0] * n
+    order = sorted(range(n), key=lambda i: (-float(weight[i]), i))
+    pack_weight = [f32(0)] * num_packs
+    pack_items = [0] * num_packs
+    pack, rank = [0] * n, [0] * n
+    for item in order:
+        p = min((i for i in range(num_packs) if pack_items[i] < per_pack),
+                key=lambda i: (float(pack_weight[i]), i))
+        pack[item] = p
+        rank[item] = pack_items[p]
+        pack_weight[p] = f32(pack_weight[p] + f32(weight[item]))
+        pack_items[p] += 1
+    return pack, rank
+
+
+def replicate_experts(weight, num_phy):
+    """One more replica at a time to the expert with the highest load per replica."""
+    n = len(weight)
+    phy2log, rank, count = list(range(n)), [0] * n, [1] * n
+    for _ in range(n, num_phy):
+        ratio = [f32(f32(weight[e]) / f32(count[e])) for e in range(n)]
+        hot = max(range(n), key=lambda e: (float(ratio[e]), -e))
+        phy2log.append(hot)
+        rank.append(count[hot])
+        count[hot] += 1
+    return phy2log, rank, count
+
+
+def inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def eplb(loads, slots, groups, nodes, gpus, force_global=False):
+    """DeepSeek's rebalance_experts for one layer -> (phy2log, log2phy, replica_count)."""
+    loads = [f32(x) for x in loads]
+    experts = len(loads)
+    if force_global or groups % nodes != 0:
+        groups, nodes = 1, 1
+    group_size = experts // groups
+    groups_per_node = groups // nodes
+    phy_per_gpu = slots // gpus
+
+    # Step 1: groups onto nodes.
+    group_load = []
+    for g in range(groups):
+        s = f32(0)
+        for j in range(group_size):
+            s = f32(s + loads[g * group_size + j])
+        group_load.append(s)
+    gpack, grank = balanced_packing(group_load, nodes)
+    log2mlog = [(gpack[e // group_size] * groups_per_node + grank[e // group_size]) * group_size
+                + e % group_size for e in range(experts)]
+    mlog2log = inverse(log2mlog)
+    mlog_load = [loads[mlog2log[x]] for x in range(experts)]
+
+    # Steps 2 and 3 per node.
+    per_node, slots_per_node = experts // nodes, slots // nodes
+    pphy2log, pphy_rank, mlog_count = [], [], [0] * experts
+    for node in range(nodes):
+        w = mlog_load[node * per_node:(node + 1) * per_node]
+        phy2mlog, phyrank, count = replicate_experts(w, slots_per_node)
+        for i, c in enumerate(count):
+            mlog_count[node * per_node + i] = c
+        phy_load = [f32(w[phy2mlog[i]] / f32(count[phy2mlog[i]])) for i in range(slots_per_node)]
+        pack, rank = balanced_packing(phy_load, gpus // nodes)
+        phy2pphy = [pack[i] * phy_per_gpu + rank[i] for i in range(slots_per_node)]
+        pphy2phy = inverse(phy2pphy)
+        for j in range(slots_per_node):
+            phy = pphy2phy[j]
+            pphy2log.append(mlog2log[node * per_node + phy2mlog[phy]])
+            pphy_rank.append(phyrank[phy])
+    replica_count = [mlog_count[log2mlog[e]] for e in range(experts)]
+    max_replicas = slots - experts + 1
+    log2phy = np.full((experts, max_replicas), -1, np.int32)
+    for p in range(slots):
+        log2phy[pphy2log[p], pphy_rank[p]] = p
+    return (np.array(pphy2log, np.int32), log2phy, np.array(replica_count, np.int32))
+
+
+def device_loads(loads, gpus, phy2log=None, replica_count=None):
+    loads = [f32(x) for x in loads]
+    out = []
+    if phy2log is None:
+        per = len(loads) // gpus
+        for d in range(gpus):
+            s = f32(0)
+            for j in range(per):
+                s = f32(s + loads[d * per + j])
+            out.append(s)
+    else:
+        per = len(phy2log) // gpus
+        for d in range(gpus):
+            s = f32(0)
+            for j in range(per):
+                e = int(phy2log[d * per + j])
+                s = f32(s + f32(loads[e] / f32(replica_count[e])))
+            out.append(s)
+    return np.array(out, np.float32)
+
+
+def imbalance(gpu_loads):
+    s, m = f32(0), f32(-np.inf)
+    for x in gpu_loads:
+        s = f32(s + f32(x))
+        m = max(m, f32(x))
+    if s == 0:
+        return np.array([1.0], np.float32)
+    mean = f32(s / f32(len(gpu_loads)))
+    return np.array([f32(m / mean)], np.float32)
+
+
+# --------------------------------------------------------------------------- DynaExq
+
+def ema(hotness, counts, alpha):
+    """DynaExq §3.5: S <- alpha*S + (1-alpha)*c (f32, negative counts as 0)."""
+    a = f32(alpha)
+    c = np.maximum(np.asarray(counts), 0).astype(np.float32)
+    return (a * np.asarray(hotness, np.float32) + (f32(1) - a) * c).astype(np.float32)
+
+
+def hi_capacity(budget, fixed, hi_bytes, lo_bytes, layers, experts):
+    free = max(budget - fixed - layers * experts * lo_bytes, 0)
+    return min(free // (layers * hi_bytes), experts)
+
+
+def _best(scores, candidates):
+    """Highest score, ties to the lower id (None if no candidate)."""
+    return min(candidates, key=lambda e: (-float(scores[e]), e), default=None)
+
+
+def _worst(scores, candidates):
+    """Lowest-ranked: lowest score, ties to the higher id."""
+    return max(candidates, key=lambda e: (-float(scores[e]), e), default=None)
+
+
+def hot_set(scores, current, capacity, margin=None, rank_slack=None):
+    """moe.hot_set: budget first, fill, then margin swaps (or rank slack)."""
+    scores = np.asarray(scores, np.float32)
+    E = len(scores)
+    n = max(0, min(capacity, E))
+    H = set(int(e) for e in np.flatnonzero(current))
+
+    def to_capacity():
+        while len(H) > n:
+            H.remove(_worst(scores, H))
+        while len(H) < n:
+            H.add(_best(scores, [e for e in range(E) if e not in H]))
+
+    if margin is not None:
+        to_capacity()
+        for _ in range(n):
+            b = _best(scores, [e for e in range(E) if e not in H])
+            w = _worst(scores, H)
+            if b is None or w is None:
+                break
+            if float(scores[b]) > float(f32(scores[w] + f32(margin))):
+                H.remove(w)
+                H.add(b)
+        return H
+    order = sorted(range(E), key=lambda e: (-float(scores[e]), e))
+    rank = {e: r for r, e in enumerate(order)}
+    H = {e for e in H if rank[e] < n + rank_slack}
+    to_capacity()
+    return H
+
+
+def ranked(members, scores, ascending=False):
+    sign = 1 if ascending else -1
+    order = sorted(members, key=lambda e: (sign * float(scores[e]), e))
+    ids = np.full(len(scores), -1, np.int32)
+    ids[:len(order)] = order
+    return ids, np.array([len(order)], np.int32)
+
+
+def dynaexq(hotness, counts, current, alpha, margin, capacity):
+    """The dynaexq.mlir rule: new hotness, hi set, ranked promotions / demotions."""
+    s = ema(hotness, counts, alpha)
+    cur = set(int(e) for e in np.flatnonzero(current))
+    hi = hot_set(s, current, capacity, margin=margin)
+    flags = np.zeros(len(s), bool)
+    flags[sorted(hi)] = True
+    up, n_up = ranked(hi - cur, s)
+    down, n_down = ranked(cur - hi, s, ascending=True)
+    return {"hotness_out": s, "hi_set": flags, "promotions": up, "num_promotions": n_up,
+            "demotions": down, "num_demotions": n_down}

@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""Execution tests of the rules: the shipped rule policies (and variants of their
+shapes) compiled and run by `moe-run`, against the numpy references of
+test/exec/rules_reference.py. Plans must be identical (phy2log, log2phy, replica
+counts, per-GPU loads, imbalance; hi sets, promotion/demotion queues, hotness bit for
+bit), and bad inputs must fail with a clear message.
+
+    test_rules.py --build BUILD_DIR
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import rules_reference as ref  # noqa: E402
+
+
+def eplb_policy(E, P, G, N, D, force_global=False):
+    R = max(P - E + 1, 1)  # (a well-formed type even for the P < E error case)
+    flag = ", global" if force_global else ""
+    return f"""
+moe.balance @eplb(%loads: tensor<{E}xf32>)
+    -> (phy2log: tensor<{P}xi32>, log2phy: tensor<{E}x{R}xi32>,
+        replica_count: tensor<{E}xi32>, gpu_loads_after: tensor<{D}xf32>,
+        imbalance_after: tensor<1xf32>)
+    attributes {{experts = {E}}} {{
+  %p2l, %l2p, %cnt = moe.eplb %loads {{groups = {G}, nodes = {N}, gpus = {D}{flag}}}
+      : tensor<{E}xf32> -> tensor<{P}xi32>, tensor<{E}x{R}xi32>, tensor<{E}xi32>
+  %after = moe.device_loads %loads placed(%p2l, %cnt : tensor<{P}xi32>, tensor<{E}xi32>)
+      {{gpus = {D}}} : tensor<{E}xf32> -> tensor<{D}xf32>
+  %ia = moe.imbalance %after : tensor<{D}xf32> -> tensor<1xf32>
+  moe.yield %p2l, %l2p, %cnt, %after, %ia : tensor<{P}xi32>, tensor<{E}x{R}xi32>,
+      tensor<{E}xi32>, tensor<{D}xf32>, tensor<1xf32>
+}}
+"""
+
+
+def residency_policy(E, slack=None):
+    """dynaexq.mlir's shape for E experts; rank slack instead of a margin if given."""
+    text = open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read()
+    text = text.replace("128", str(E))
+    if slack is not None:
+        text = text.replace('%margin = moe.knob "margin" = 1.0 : f32',
+                            f'%slack = moe.knob "rank_slack" = {slack} : i64')
+        text = text.replace("margin(%margin : f32)", "rank_slack(%slack : i64)")
+    return text
+
+
+class Runner:
+    def __init__(self, build, workdir):
+        self.moe_run = os.path.join(build, "bin", "moe-run")
+        self.workdir = workdir
+        self.count = 0
+        self.passed = self.failed = 0
+
+    def run(self, policy_text, inputs, knobs=None):
+        """Runs the policy; returns (returncode, output text, {result: array})."""
+        self.count += 1
+        d = os.path.join(self.workdir, "case%03d" % self.count)
+        os.makedirs(d)
+        path = os.path.join(d, "policy.mlir")
+        with open(path, "w") as f:
+            f.write(policy_text)
+        cmd = [self.moe_run, path, "--out", os.path.join(d, "out")]
+        for name, value in inputs.items():
+            np.save(os.path.join(d, name + ".npy"), value)
+            cmd += ["--arg", f"{name}={os.path.join(d, name + '.npy')}"]
+        for k, v in (knobs or {}).items():
+            cmd += ["--set", f"{k}={v}"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        outs = {}
+        if p.returncode == 0:
+            for f in os.listdir(os.path.join(d, "out")):
+                outs[f[:-4]] = np.load(os.path.join(d, "out", f))
+        return p.returncode, (p.stdout + p.stderr).strip(), outs
+
+    def check(self, label, problems):
+        if problems:
+            self.failed += 1
+            print("FAIL " + label)
+            for line in problems[:6]:
+                print("     " + line)
+        else:
+            self.passed += 1
+            print("ok   " + label)
+
+
+def compare(expected, got):
+    problems = []
+    for name, want in expected.items():
+        have = got.get(name)
+        if have is None:
+            problems.append(f"{name}: missing")
+        elif have.shape != np.asarray(want).shape or not np.array_equal(have, want):
+            bad = np.flatnonzero(np.asarray(have).ravel() != np.asarray(want).ravel())[:5]
+            problems.append(f"{name}: differs at {list(bad)}: got "
+                            f"{np.asarray(have).ravel()[bad]}, want {np.asarray(want).ravel()[bad]}")
+    return problems
+
+
+def loads_for(kind, E, rng):
+    if kind == "uniform":
+        return rng.uniform(0, 1000, E).astype(np.float32)
+    if kind == "skewed":  # a few very hot experts (Zipf), as in real routing traces
+        return (rng.zipf(1.3, E).clip(max=10**5) * 7).astype(np.float32)
+    if kind == "equal":
+        return np.full(E, 64.0, np.float32)
+    if kind == "zeros":
+        return np.zeros(E, np.float32)
+    if kind == "sparse":
+        x = np.zeros(E, np.float32)
+        x[rng.choice(E, max(1, E // 10), replace=False)] = rng.uniform(1, 100, max(1, E // 10))
+        return x.astype(np.float32)
+    raise ValueError(kind)
+
+
+def test_eplb(r, rng):
+    shapes = [  # E, P, G, N, D, global
+        (256, 288, 8, 2, 8, False),   # DeepSeek-V3 on 2 nodes
+        (256, 320, 8, 4, 32, False),  # 4 nodes x 8 GPUs
+        (256, 288, 8, 1, 8, False),   # one node
+        (256, 288, 8, 3, 6, False),   # groups not divisible by nodes: global mode
+        (64, 72, 8, 2, 8, True),      # forced global
+        (16, 24, 4, 2, 4, False),
+        (64, 64, 4, 2, 8, False),     # no redundant slot
+    ]
+    for E, P, G, N, D, glob in shapes:
+        text = eplb_policy(E, P, G, N, D, glob)
+        for kind in ("uniform", "skewed", "equal", "zeros", "sparse"):
+            loads = loads_for(kind, E, rng)
+            rc, out, got = r.run(text, {"loads": loads})
+            label = f"eplb E={E} P={P} G={G} N={N} D={D}{' global' if glob else ''} {kind}"
+            if rc != 0:
+                r.check(label, [f"moe-run exited {rc}: {out}"])
+                continue
+            p2l, l2p, cnt = ref.eplb(loads, P, G, N, D, glob)
+            after = ref.device_loads(loads, D, p2l, cnt)
+            want = {"phy2log": p2l, "log2phy": l2p, "replica_count": cnt,
+                    "gpu_loads_after": after, "imbalance_after": ref.imbalance(after)}
+            problems = compare(want, got)
+            # The contract the issue states: the same max per-GPU load as the reference.
+            if not problems and got["gpu_loads_after"].max() != after.max():
+                problems.append("max per-GPU load differs")
+            # Sanity of any plan: every expert placed, counts add up to the slots.
+            if not problems and (got["replica_count"].sum() != P or
+                                 sorted(set(got["phy2log"].tolist())) != list(range(E))):
+                problems.append("plan does not cover every expert exactly")
+            r.check(label, problems)
+    # The shipped policy, with the before/after numbers.
+    loads = loads_for("skewed", 256, rng)
+    rc, out, got = r.run(open(os.path.join(ROOT, "policies", "eplb.mlir")).read(),
+                         {"loads": loads})
+    before = ref.device_loads(loads, 8)
+    p2l, l2p, cnt = ref.eplb(loads, 288, 8, 2, 8)
+    after = ref.device_loads(loads, 8, p2l, cnt)
+    want = {"phy2log": p2l, "log2phy": l2p, "replica_count": cnt, "gpu_loads_before": before,
+            "gpu_loads_after": after, "imbalance_before": ref.imbalance(before),
+            "imbalance_after": ref.imbalance(after)}
+    r.check("policies/eplb.mlir skewed (imbalance %.3f -> %.3f)"
+            % (ref.imbalance(before)[0], ref.imbalance(after)[0]),
+            [f"moe-run exited {rc}: {out}"] if rc else compare(want, got))
+
+
+def dynaexq_inputs(E, rng, current_size):
+    hot = rng.gamma(1.0, 10.0, E).astype(np.float32)
+    counts = rng.poisson(8, E).astype(np.int32)
+    cur = np.zeros(E, bool)
+    cur[rng.choice(E, current_size, replace=False)] = True
+    return hot, counts, cur
+
+
+def test_dynaexq(r, rng):
+    text = open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read()
+    capacity = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, 128)
+    for alpha, margin, size in [(0.8, 1.0, 34), (0.5, 0.0, 34), (0.9, 5.0, 20),
+                                (0.0, 2.0, 50), (0.8, 1.0, 0)]:
+        hot, counts, cur = dynaexq_inputs(128, rng, size)
+        rc, out, got = r.run(text, {"hotness": hot, "counts": counts, "current": cur},
+                             {"alpha": alpha, "margin": margin})
+        want = ref.dynaexq(hot, counts, cur, alpha, margin, capacity)
+        r.check(f"dynaexq alpha={alpha} margin={margin} |current|={size}",
+                [f"moe-run exited {rc}: {out}"] if rc else compare(want, got))
+    # A smaller budget: fewer high-precision experts (n from the byte model).
+    hot, counts, cur = dynaexq_inputs(128, rng, 34)
+    budget = 21474836480 + 48 * 128 * 2359296 + 48 * 9437184 * 5 + 17
+    rc, out, got = r.run(text, {"hotness": hot, "counts": counts, "current": cur},
+                         {"budget_bytes": budget})
+    n = ref.hi_capacity(budget, 21474836480, 9437184, 2359296, 48, 128)
+    want = ref.dynaexq(hot, counts, cur, 0.8, 1.0, n)
+    problems = [f"moe-run exited {rc}: {out}"] if rc else compare(want, got)
+    if not problems and got["hi_set"].sum() != 5:
+        problems.append(f"hi set has {got['hi_set'].sum()} experts, want 5")
+    r.check("dynaexq budget for 5 hi experts per layer", problems)
+
+    # No churn when scores move within the margin: start from the reference's steady
+    # set, then perturb the counts so that S moves by less than margin / 2.
+    margin = 4.0
+    hot = (rng.permutation(128) * 3.0).astype(np.float32)  # distinct, gaps of 3
+    zero = np.zeros(128, np.int32)
+    steady = ref.dynaexq(hot, zero, np.zeros(128, bool), 0.5, margin, capacity)
+    s = steady["hotness_out"]
+    cur = steady["hi_set"]
+    jitter = rng.integers(0, 4, 128).astype(np.int32)  # (1-alpha)*c moves S by < 2
+    rc, out, got = r.run(text, {"hotness": s * 2, "counts": jitter, "current": cur},
+                         {"alpha": 0.5, "margin": margin})
+    problems = [f"moe-run exited {rc}: {out}"] if rc else []
+    if not problems:
+        want = ref.dynaexq(s * 2, jitter, cur, 0.5, margin, capacity)
+        problems = compare(want, got)
+        if not problems and (got["num_promotions"][0] or not np.array_equal(got["hi_set"], cur)):
+            problems.append("churn within the margin")
+    r.check("dynaexq no churn within the margin", problems)
+    # The same jitter without a margin does churn (the test can fail).
+    rc, out, got = r.run(text, {"hotness": s * 2, "counts": jitter * 40, "current": cur},
+                         {"alpha": 0.5, "margin": 0.0})
+    want = ref.dynaexq(s * 2, jitter * 40, cur, 0.5, 0.0, capacity)
+    problems = [f"moe-run exited {rc}: {out}"] if rc else compare(want, got)
+    if not problems and got["num_promotions"][0] == 0:
+        problems.append("expected churn without a margin")
+    r.check("dynaexq churns without a margin (%d promotions)"
+            % (got.get("num_promotions", [0])[0]), problems)
+
+    # Rank slack instead of a margin, other expert counts.
+    for E, slack, size in [(64, 2, 20), (128, 0, 34), (128, 8, 34), (256, 4, 34)]:
+        hot, counts, cur = dynaexq_inputs(E, rng, size)
+        capacity_e = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, E)
+        rc, out, got = r.run(residency_policy(E, slack),
+                             {"hotness": hot, "counts": counts, "current": cur})
+        s = ref.ema(hot, counts, 0.8)
+        hi = ref.hot_set(s, cur, capacity_e, rank_slack=slack)
+        flags = np.zeros(E, bool)
+        flags[sorted(hi)] = True
+        r.check(f"dynaexq E={E} rank_slack={slack}",
+                [f"moe-run exited {rc}: {out}"] if rc else compare({"hi_set": flags}, got))
+
+
+def test_errors(r):
+    cases = [
+        ("EPLB: groups not dividing experts", eplb_policy(64, 72, 5, 1, 8), {}, {},
+         "groups (5) must divide the 64 experts in hierarchical mode"),
+        ("EPLB: fewer slots than experts", eplb_policy(64, 56, 8, 1, 8), {}, {},
+         "phy2log must have a static number of slots >= experts (64)"),
+        ("EPLB: NaN loads", eplb_policy(16, 24, 4, 2, 4),
+         {"loads": np.array([1.0] * 7 + [np.nan] + [1.0] * 8, np.float32)}, {},
+         "holds NaN at flat index 7"),
+        ("DynaExq: budget below one expert", open(os.path.join(ROOT, "policies",
+                                                                "dynaexq.mlir")).read(),
+         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
+          "current": np.zeros(128, bool)}, {"budget_bytes": 1000},
+         "a budget of 1000 bytes cannot hold"),
+        ("DynaExq: alpha out of range", open(os.path.join(ROOT, "policies",
+                                                          "dynaexq.mlir")).read(),
+         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
+          "current": np.zeros(128, bool)}, {"alpha": 1.0}, "alpha must be in [0, 1)"),
+        ("DynaExq: unknown knob", open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read(),
+         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
+          "current": np.zeros(128, bool)}, {"alpah": 0.5}, "alpah"),
+    ]
+    for label, text, inputs, knobs, message in cases:
+        if not inputs:
+            E = int(text.split("tensor<")[1].split("x")[0])
+            inputs = {"loads": np.ones(E, np.float32)}
+        rc, out, _ = r.run(text, inputs, knobs)
+        problems = []
+        if rc == 0:
+            problems.append("expected a non-zero exit")
+        if message not in out:
+            problems.append(f"expected {message!r} in: {out}")
+        if "Stack dump" in out or "PLEASE submit" in out:
+            problems.append("crashed")
+        r.check("error: " + label, problems)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    workdir = tempfile.mkdtemp(prefix="switchyard-rules-")
+    r = Runner(os.path.abspath(a.build), workdir)
+    rng = np.random.default_rng(7)
+    try:
+        test_eplb(r, rng)
+        test_dynaexq(r, rng)
+        test_errors(r)
+    finally:
+        if not a.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print("%d passed, %d failed" % (r.passed, r.failed))
+    return 1 if r.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
