@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Planning-time benchmark of the compiled rules (not a test): each rule compiled by
+moe-compile and called through ctypes, side by side in the same run with the
+straightforward Python/numpy reference of test/exec/rules_reference.py on the same
+inputs (and checked equal to it). Median of repeated calls, microseconds.
+
+    bench_rules.py [--build build] [--repeat 200]
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
+
+
+def median_us(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e6 * statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--repeat", type=int, default=200)
+    a = ap.parse_args()
+    os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(a.build)
+    from switchyard import CompiledRouter
+    import rules_reference as ref
+    from test_rules import eplb_policy, residency_policy
+
+    workdir = tempfile.mkdtemp(prefix="switchyard-bench-rules-")
+    rng = np.random.default_rng(0)
+    rows = []
+
+    def policy_file(name, text):
+        path = os.path.join(workdir, name + ".mlir")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    # EPLB: 256 experts on 8 GPUs (2 nodes, 288 slots) and on 64 GPUs (8 nodes, 320
+    # slots); loads are per-expert token counts of a 4096-token batch with top-8
+    # routing, skewed (Zipf) as in real traces.
+    for gpus, nodes, slots in [(8, 2, 288), (64, 8, 320)]:
+        E = 256
+        path = policy_file(f"eplb{gpus}", eplb_policy(E, slots, 8, nodes, gpus))
+        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"eplb{gpus}"))
+        hot = rng.zipf(1.3, E).astype(np.float64)
+        loads = np.floor(4096 * 8 * hot / hot.sum()).astype(np.float32)
+        prepared, outputs = rule.prepare(loads=loads)
+        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        p2l, _, cnt = ref.eplb(loads, slots, 8, nodes, gpus)
+        assert np.array_equal(outputs["phy2log"], p2l), "compiled EPLB differs from the reference"
+        reference = median_us(lambda: ref.eplb(loads, slots, 8, nodes, gpus),
+                              max(3, a.repeat // 20))
+        before = ref.imbalance(ref.device_loads(loads, gpus))[0]
+        after = outputs["imbalance_after"][0]
+        rows.append((f"EPLB 256 experts, {gpus} GPUs, {slots} slots",
+                     compiled, reference, f"imbalance {before:.2f} -> {after:.3f}"))
+
+    # DynaExq residency: 128 and 256 experts per layer.
+    for E in (128, 256):
+        path = policy_file(f"dynaexq{E}", residency_policy(E))
+        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"dynaexq{E}"))
+        hot = rng.gamma(1.0, 10.0, E).astype(np.float32)
+        counts = rng.poisson(8, E).astype(np.int32)
+        cur = np.zeros(E, bool)
+        cur[rng.choice(E, 34, replace=False)] = True
+        prepared, outputs = rule.prepare(hotness=hot, counts=counts, current=cur)
+        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        n = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, E)
+        want = ref.dynaexq(hot, counts, cur, 0.8, 1.0, n)
+        assert np.array_equal(outputs["hi_set"].astype(bool), want["hi_set"])
+        reference = median_us(lambda: ref.dynaexq(hot, counts, cur, 0.8, 1.0, n),
+                              max(3, a.repeat // 20))
+        rows.append((f"DynaExq residency, {E} experts (n_hi = {n})", compiled, reference,
+                     f"{want['num_promotions'][0]} promotions"))
+
+    print("%-44s %12s %14s %8s  %s" % ("rule", "compiled us", "reference us", "speedup", ""))
+    for name, c, r, note in rows:
+        print("%-44s %12.1f %14.1f %7.0fx  %s" % (name, c, r, r / c, note))
+
+
+if __name__ == "__main__":
+    main()
