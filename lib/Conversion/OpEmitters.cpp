@@ -759,6 +759,20 @@ LogicalResult emitRowOp(RouterLowering &L, Operation *op, Value t) {
       .Case([&](BinsOp o) { return binsRow(L, o, t); })
       .Case([&](RouteOp o) { return routeRow(L, o, t); })
       .Case([&](RemapPhysicalOp o) { return remapRow(L, o, t); })
+      .Case([&](GateOp o) {
+        // logits[t, e] = sum_h hidden[t, h] * weight[h, e], h in order.
+        Value w = L.mem(o.getWeight());
+        RowRef x = L.rowIn(o.getHidden(), t), y = L.rowOut(o.getResult(), t);
+        int64_t hidden = cast<ShapedType>(o.getHidden().getType()).getDimSize(1);
+        L.forEachLane(em.idx(expertsOf(o.getResult())), [&](Value e) {
+          Value dot = em.loopCarried(em.idx(0), em.idx(hidden), {em.f32(0)},
+                                     [&](Value h, ValueRange it) {
+            return SmallVector<Value>{em.addF(it[0], em.mulF(L.at(x, h), em.load(w, {h, e})))};
+          })[0];
+          L.put(dot, y, e);
+        });
+        return success();
+      })
       .Default([](Operation *op) {
         return op->emitOpError() << "has no per-token lowering";
       });

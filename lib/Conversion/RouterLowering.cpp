@@ -167,7 +167,7 @@ void RouterLowering::copyInto(Value dst, Value src, Value like) {
 
 bool isRowOp(Operation *op) {
   return isa<SoftmaxOp, SigmoidOp, AddBiasOp, ScaleOp, TopKOp, GroupLimitOp, BinsOp, MaskOp,
-             BiasResidentOp, RouteOp, RemapPhysicalOp>(op);
+             BiasResidentOp, RouteOp, RemapPhysicalOp, GateOp>(op);
 }
 
 LogicalResult RouterLowering::lowerRowLoop(ArrayRef<Operation *> ops) {

@@ -207,3 +207,112 @@ def dynaexq(hotness, counts, current, alpha, margin, capacity):
     down, n_down = ranked(cur - hi, s, ascending=True)
     return {"hotness_out": s, "hi_set": flags, "promotions": up, "num_promotions": n_up,
             "demotions": down, "num_demotions": n_down}
+
+
+# --------------------------------------------------------------------------- Libra
+
+def gpu_requests(ids, token_gpu, gpus, experts):
+    req = np.zeros((gpus, experts), np.int64)
+    for t in range(len(ids)):
+        g = int(token_gpu[t])
+        if not 0 <= g < gpus:
+            continue
+        for e in ids[t]:
+            if 0 <= e < experts:
+                req[g, e] += 1
+    return req
+
+
+def _home(e, gpus, experts):
+    return e // (experts // gpus)
+
+
+def served_loads(req, M=None):
+    G, E = req.shape
+    loads = [0] * G
+    for g in range(G):
+        for e in range(E):
+            here = M[e, g] if M is not None else _home(e, G, E) == g
+            loads[g if here else _home(e, G, E)] += int(req[g, e])
+    return loads
+
+
+def libra_replicate(req, N, alpha):
+    """Libra Appendix B Alg. 1 as moe.libra_replicate documents it."""
+    G, E = req.shape
+    M = np.zeros((E, G), np.int32)
+    for e in range(E):
+        M[e, _home(e, G, E)] = 1
+    extra = [0] * G
+    L = min(N, int(np.floor(f32(f32(N) * f32(alpha)))))
+    for g in range(G):  # phase 1: locality
+        remote = [e for e in range(E) if _home(e, G, E) != g and req[g, e] > 0]
+        for e in sorted(remote, key=lambda e: (-int(req[g, e]), e))[:L]:
+            M[e, g] = 1
+            extra[g] += 1
+    load = served_loads(req, M)
+    B = f32(f32(int(req.sum())) / f32(G))
+    for _ in range((N - L) * G):  # phase 2: balance
+        over = [g for g in range(G) if f32(load[g]) > B]
+        if not over:
+            break
+        src = min(over, key=lambda g: (-load[g], g))
+        remote = {e: sum(int(req[g, e]) for g in range(G) if g != src and not M[e, g])
+                  for e in range(E) if _home(e, G, E) == src}
+        hot = [e for e in remote if remote[e] > 0]
+        if not hot:
+            break
+        e = min(hot, key=lambda e: (-remote[e], e))
+        dsts = [g for g in range(G) if g != src and not M[e, g] and extra[g] < N]
+        if not dsts:
+            break
+        dst = min(dsts, key=lambda g: (load[g], g))
+        moved = int(req[dst, e])
+        if not f32(load[dst] + moved) <= B:
+            break
+        M[e, dst] = 1
+        extra[dst] += 1
+        load[dst] += moved
+        load[src] -= moved
+    return M
+
+
+def libra_shard(req, M, epsilon):
+    """Libra Appendix C Alg. 2 as moe.libra_shard documents it -> (R, loads)."""
+    G, E = req.shape
+    R = np.zeros((G, E), np.int64)
+    load = [0] * G
+    for g in range(G):
+        for e in range(E):
+            if M[e, g]:
+                load[g] += int(req[g, e])
+            else:
+                h = _home(e, G, E)
+                load[h] += int(req[g, e])
+                R[h, e] += int(req[g, e])
+    B = f32(f32(int(req.sum())) / f32(G))
+    limit = f32(f32(f32(1) + f32(epsilon)) * B)
+    for _ in range(4 * G * E):
+        if not f32(max(load)) > limit:
+            break
+        moved = False
+        for gs in sorted([g for g in range(G) if f32(load[g]) > B], key=lambda g: (-load[g], g)):
+            for e in sorted([e for e in range(E) if R[gs, e] > 0], key=lambda e: (-R[gs, e], e)):
+                cands = [g for g in range(G) if g != gs and M[e, g]]
+                if not cands:
+                    continue
+                gd = min(cands, key=lambda g: (load[g], g))
+                cap = int(np.floor(f32(B - f32(load[gd]))))
+                if cap >= 1:
+                    moved_tokens = min(int(R[gs, e]), cap)
+                    R[gs, e] -= moved_tokens
+                    R[gd, e] += moved_tokens
+                    load[gs] -= moved_tokens
+                    load[gd] += moved_tokens
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            break
+    return R.astype(np.int32), np.array(load, np.float32)

@@ -241,6 +241,84 @@ def test_dynaexq(r, rng):
                 [f"moe-run exited {rc}: {out}"] if rc else compare({"hi_set": flags}, got))
 
 
+def libra_policy(E, G, k, T_hint=None):
+    """The @libra rule of policies/libra.mlir for E experts, G GPUs, top-k ids."""
+    text = open(os.path.join(ROOT, "policies", "libra.mlir")).read()
+    text = text[text.index("moe.balance @libra"):]
+    return (text.replace("128x8xi32", f"{E}x{G}xi32").replace("8x128xi32", f"{G}x{E}xi32")
+                .replace("tensor<8xf32>", f"tensor<{G}xf32>").replace("?x8xi32", f"?x{k}xi32")
+                .replace("{gpus = 8}", f"{{gpus = {G}}}").replace("experts = 128", f"experts = {E}"))
+
+
+def predicted_ids(T, E, k, rng, skew):
+    p = 1.0 / np.arange(1, E + 1) ** skew
+    p = p[rng.permutation(E)] / p.sum()
+    return np.stack([rng.choice(E, k, replace=False, p=p) for _ in range(T)]).astype(np.int32)
+
+
+def test_libra(r, rng):
+    for E, G, k, T, skew, N, alpha, eps, layout in [
+            (128, 8, 8, 512, 1.1, 4, 0.5, 0.05, "blocks"),
+            (128, 8, 8, 512, 1.1, 4, 0.0, 0.05, "blocks"),
+            (128, 8, 8, 512, 1.1, 4, 1.0, 0.05, "blocks"),
+            (128, 8, 8, 256, 0.0, 2, 0.5, 0.0, "random"),
+            (64, 4, 4, 300, 1.5, 8, 0.25, 0.1, "random"),
+            (256, 8, 8, 1024, 1.2, 6, 0.5, 0.02, "blocks"),
+            (16, 4, 2, 40, 2.0, 3, 0.5, 0.0, "blocks"),
+            (64, 8, 4, 1, 1.0, 2, 0.5, 0.05, "blocks"),
+            (128, 8, 8, 512, 1.1, 0, 0.5, 0.05, "blocks")]:
+        ids = predicted_ids(T, E, k, rng, skew)
+        if layout == "blocks":
+            token_gpu = (np.arange(T) * G // T).astype(np.int32)
+        else:
+            token_gpu = rng.integers(0, G, T).astype(np.int32)
+        rc, out, got = r.run(libra_policy(E, G, k),
+                             {"next_topk_ids": ids, "token_gpu": token_gpu},
+                             {"extra_experts": N, "alpha": alpha, "epsilon": eps})
+        label = f"libra E={E} G={G} k={k} T={T} skew={skew} N={N} alpha={alpha} eps={eps} {layout}"
+        if rc != 0:
+            r.check(label, [f"moe-run exited {rc}: {out}"])
+            continue
+        req = ref.gpu_requests(ids, token_gpu, G, E)
+        M = ref.libra_replicate(req, N, alpha)
+        plan, after = ref.libra_shard(req, M, eps)
+        before = np.array(ref.served_loads(req), np.float32)
+        replicated = np.array(ref.served_loads(req, M), np.float32)
+        want = {"placement": M, "shard_plan": plan, "loads_before": before,
+                "loads_replicated": replicated, "loads_after": after,
+                "imbalance_before": ref.imbalance(before),
+                "imbalance_replicated": ref.imbalance(replicated),
+                "imbalance_after": ref.imbalance(after)}
+        problems = compare(want, got)
+        if not problems and (got["placement"].sum(axis=0) > E // G + N).any():
+            problems.append("a GPU imported more than N experts")
+        if not problems and got["loads_after"].sum() != before.sum():
+            problems.append("sharding lost or created tokens")
+        r.check(label + " (imbalance %.3f -> %.3f -> %.3f)"
+                % (ref.imbalance(before)[0], ref.imbalance(replicated)[0],
+                   ref.imbalance(after)[0]), problems)
+    # The lookahead predictor: the next layer's gate on the current hidden states.
+    H, E, T = 2048, 128, 33
+    hidden = rng.standard_normal((T, H)).astype(np.float32)
+    gate = (0.02 * rng.standard_normal((H, E))).astype(np.float32)
+    text = open(os.path.join(ROOT, "policies", "libra.mlir")).read()
+    rc, out, got = r.run(text.replace("moe.balance @libra", "moe.balance @libra_unused")
+                         [:text.index("moe.balance @libra")],
+                         {"hidden": hidden, "next_gate": gate})
+    problems = [f"moe-run exited {rc}: {out}"] if rc else []
+    if not problems:
+        logits = np.zeros((T, E), np.float32)
+        for t in range(T):  # f32, h in order
+            acc = np.zeros(E, np.float32)
+            for h in range(H):
+                acc = (acc + hidden[t, h] * gate[h]).astype(np.float32)
+            logits[t] = acc
+        want = np.array([sorted(range(E), key=lambda e: (-float(logits[t, e]), e))[:8]
+                         for t in range(T)], np.int32)
+        problems = compare({"next_topk_ids": want}, got)
+    r.check("libra_predict: next layer's gate on the current hidden states", problems)
+
+
 def test_errors(r):
     cases = [
         ("EPLB: groups not dividing experts", eplb_policy(64, 72, 5, 1, 8), {}, {},
@@ -262,6 +340,20 @@ def test_errors(r):
         ("DynaExq: unknown knob", open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read(),
          {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
           "current": np.zeros(128, bool)}, {"alpah": 0.5}, "alpah"),
+    ]
+    libra = libra_policy(128, 8, 8)
+    ok_ids = {"next_topk_ids": np.zeros((4, 8), np.int32), "token_gpu": np.zeros(4, np.int32)}
+    cases += [
+        ("Libra: experts not split evenly over GPUs", libra_policy(60, 8, 8), ok_ids, {},
+         "the 60 experts must split evenly over the 8 GPUs"),
+        ("Libra: alpha above 1", libra, ok_ids, {"alpha": 1.5}, "alpha must be in [0, 1]"),
+        ("Libra: more imports than experts", libra, ok_ids, {"extra_experts": 500},
+         "extra must be in [0, 128], got 500"),
+        ("Libra: negative epsilon", libra, ok_ids, {"epsilon": -0.1},
+         "epsilon must be finite and >= 0"),
+        ("Libra: token_gpu length", libra,
+         {"next_topk_ids": np.zeros((4, 8), np.int32), "token_gpu": np.zeros(5, np.int32)}, {},
+         "token_gpu"),
     ]
     for label, text, inputs, knobs, message in cases:
         if not inputs:
@@ -289,6 +381,7 @@ def main():
     try:
         test_eplb(r, rng)
         test_dynaexq(r, rng)
+        test_libra(r, rng)
         test_errors(r)
     finally:
         if not a.keep:

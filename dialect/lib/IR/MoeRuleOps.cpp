@@ -1,6 +1,8 @@
 //===- MoeRuleOps.cpp - residency and balancing ops -----------------------===//
 #include "MoeVerifyUtils.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace switchyard::moe;
 using namespace switchyard::moe::detail;
@@ -134,5 +136,102 @@ LogicalResult ImbalanceOp::verify() {
     return emitOpError() << "loads must have a static size";
   if (cast<ShapedType>(getResult().getType()).getDimSize(0) != 1)
     return emitOpError() << "result must have exactly 1 entry";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Libra
+//===----------------------------------------------------------------------===//
+
+LogicalResult GateOp::verify() {
+  auto hidden = cast<ShapedType>(getHidden().getType());
+  auto weight = cast<ShapedType>(getWeight().getType());
+  auto result = cast<ShapedType>(getResult().getType());
+  if (!weight.hasStaticShape() || hidden.isDynamicDim(1))
+    return emitOpError() << "the hidden size and the weight must be static";
+  if (weight.getDimSize(0) != hidden.getDimSize(1))
+    return emitOpError() << "weight has " << weight.getDimSize(0) << " rows but hidden states have "
+                         << hidden.getDimSize(1) << " features";
+  if (result.getDimSize(1) != weight.getDimSize(1))
+    return emitOpError() << "result must have " << weight.getDimSize(1)
+                         << " experts (the weight's columns)";
+  if (failed(verifyExpertCount(*this, result.getDimSize(1), "result")))
+    return failure();
+  return verifySameTokens(*this, hidden, "hidden", result, "result");
+}
+
+/// [G, E] with E % G == 0 (every expert has a home GPU e / (E/G)); returns {G, E}.
+static FailureOr<std::pair<int64_t, int64_t>> verifyRequests(Operation *op, Type type) {
+  auto t = cast<ShapedType>(type);
+  if (!t.hasStaticShape())
+    return op->emitOpError() << "requests must have a static [gpus, experts] shape";
+  int64_t g = t.getDimSize(0), e = t.getDimSize(1);
+  if (g < 1 || e % g != 0)
+    return op->emitOpError() << "the " << e << " experts must split evenly over the " << g
+                             << " GPUs (home GPU of e: e / (E/G))";
+  if (failed(verifyExpertCount(op, e, "requests")))
+    return failure();
+  return std::make_pair(g, e);
+}
+
+static LogicalResult verifyPlacementMatrix(Operation *op, Type type, int64_t g, int64_t e) {
+  auto t = cast<ShapedType>(type);
+  if (t.getDimSize(0) != e || t.getDimSize(1) != g)
+    return op->emitOpError() << "placement must be " << e << "x" << g << " (experts x GPUs)";
+  return success();
+}
+
+LogicalResult GpuRequestsOp::verify() {
+  auto ids = cast<ShapedType>(getIds().getType());
+  auto result = cast<ShapedType>(getResult().getType());
+  if (result.getDimSize(0) != getGpus())
+    return emitOpError() << "result must have one row per GPU (" << getGpus() << ")";
+  if (failed(verifyRequests(*this, result)))
+    return failure();
+  if (ids.isDynamicDim(1))
+    return emitOpError() << "ids must have a static k";
+  return verifySameTokens(*this, ids, "ids", getTokenGpu().getType(), "token_gpu");
+}
+
+LogicalResult ServedLoadsOp::verify() {
+  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  if (failed(ge))
+    return failure();
+  auto [g, e] = *ge;
+  if (getPlacement() && failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
+    return failure();
+  if (cast<ShapedType>(getResult().getType()).getDimSize(0) != g)
+    return emitOpError() << "result must have one entry per GPU (" << g << ")";
+  return success();
+}
+
+LogicalResult LibraReplicateOp::verify() {
+  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  if (failed(ge))
+    return failure();
+  auto [g, e] = *ge;
+  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)) ||
+      failed(verifyIntInRange(*this, getExtra(), "extra", 0, e)))
+    return failure();
+  if (std::optional<double> a = getKnownFloat(getAlpha()); a && !(*a >= 0.0 && *a <= 1.0))
+    return emitOpError() << "alpha must be in [0, 1], got " << *a;
+  return success();
+}
+
+LogicalResult LibraShardOp::verify() {
+  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  if (failed(ge))
+    return failure();
+  auto [g, e] = *ge;
+  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
+    return failure();
+  auto plan = cast<ShapedType>(getShardPlan().getType());
+  if (plan.getDimSize(0) != g || plan.getDimSize(1) != e)
+    return emitOpError() << "shard_plan must be " << g << "x" << e << " (GPUs x experts)";
+  if (cast<ShapedType>(getLoads().getType()).getDimSize(0) != g)
+    return emitOpError() << "loads must have one entry per GPU (" << g << ")";
+  if (std::optional<double> eps = getKnownFloat(getEpsilon());
+      eps && !(*eps >= 0.0 && std::isfinite(*eps)))
+    return emitOpError() << "epsilon must be finite and >= 0, got " << *eps;
   return success();
 }

@@ -10,7 +10,7 @@ namespace switchyard::moe {
 std::optional<StageKind> getStageKind(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<StageKind>>(op)
       .Case<SoftmaxOp, SigmoidOp, AddBiasOp, ScaleOp, TopKOp, GroupLimitOp, BinsOp, MaskOp,
-            BiasResidentOp>([](auto) { return StageKind::token; })
+            BiasResidentOp, GateOp>([](auto) { return StageKind::token; })
       .Case<BatchReduceOp, SegmentReduceOp, BinScoreOp, UnionTopKOp, SegmentFillOp,
             ConfidentTop1Op>([](auto) { return StageKind::batch; })
       .Case<EmptySetOp, FullSetOp, FillOp, FillPerDeviceOp, ThresholdSetOp, DropLowestOp,

@@ -229,4 +229,148 @@ def Moe_ImbalanceOp : Moe_Op<"imbalance", [Pure]> {
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Libra: lookahead prediction, locality-aware replication, token sharding
+//===----------------------------------------------------------------------===//
+
+def Moe_GateOp : Moe_Op<"gate", [Pure]> {
+  let summary = "a gate's logits from hidden states: hidden x weight";
+  let description = [{
+    `logits[t, e] = sum_h hidden[t, h] * weight[h, e]` (f32, h in order). Libra's
+    lookahead predictor (§3.2) applies the NEXT layer's gate to the CURRENT layer's
+    hidden states (hidden states evolve slowly across layers); a router then takes
+    the top-k of the predicted logits as the predicted expert ids.
+
+    Example:
+    ```mlir
+    %next = moe.gate %hidden, %w : tensor<?x2048xf32>, tensor<2048x128xf32> -> tensor<?x128xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[F32], [2]>:$hidden, TensorRankOf<[F32], [2]>:$weight);
+  let results = (outs TensorRankOf<[F32], [2]>:$result);
+  let assemblyFormat = [{
+    $hidden `,` $weight attr-dict `:` type($hidden) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_GpuRequestsOp : Moe_Op<"gpu_requests", [Pure]> {
+  let summary = "requests per (GPU, expert) from the tokens' expert ids";
+  let description = [{
+    `requests[g, e]` = the number of tokens held by GPU g (`token_gpu[t] == g`) that
+    select expert e (`e` in `ids[t, :]`); ids -1 and tokens with a GPU outside
+    [0, gpus) are skipped. Libra Alg. 1 line 1 (ExpertLoad[g, e] from the predicted
+    ids of the upcoming tokens).
+
+    Example:
+    ```mlir
+    %req = moe.gpu_requests %ids, %token_gpu {gpus = 8}
+        : tensor<?x8xi32>, tensor<?xi32> -> tensor<8x128xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [2]>:$ids, TensorRankOf<[I32], [1]>:$token_gpu,
+                       Moe_I64Attr:$gpus);
+  let results = (outs TensorRankOf<[I32], [2]>:$result);
+  let assemblyFormat = [{
+    $ids `,` $token_gpu attr-dict `:` type($ids) `,` type($token_gpu) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ServedLoadsOp : Moe_Op<"served_loads", [Pure]> {
+  let summary = "per-GPU load when each request is served locally if possible";
+  let description = [{
+    Libra's load model: expert e's home GPU is `e / (E/G)`; GPU g's requests for e are
+    served on g when g hosts e (`placement[e, g] == 1`), otherwise on e's home GPU (a
+    remote request). `loads[h]` counts the requests served on h. Without a placement,
+    every expert is only on its home GPU. `E % G == 0`.
+
+    Example:
+    ```mlir
+    %before = moe.served_loads %req : tensor<8x128xi32> -> tensor<8xf32>
+    %after = moe.served_loads %req placed(%m : tensor<128x8xi32>) : tensor<8x128xi32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [2]>:$requests,
+                       Optional<TensorRankOf<[I32], [2]>>:$placement);
+  let results = (outs TensorRankOf<[F32], [1]>:$result);
+  let assemblyFormat = [{
+    $requests (`placed` `(` $placement^ `:` type($placement) `)`)? attr-dict
+    `:` type($requests) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_LibraReplicateOp : Moe_Op<"libra_replicate", [Pure]> {
+  let summary = "Libra Alg. 1: locality-aware hot-expert replication plan";
+  let description = [{
+    Libra Appendix B, Algorithm 1 (Hierarchical Expert Prefetcher), for G GPUs and E
+    experts (home GPU of e: `e / (E/G)`), with `requests[g, e]` (GPU g's predicted
+    requests for e), `extra` = N (the most experts a GPU may import) and `alpha`
+    (the share of N spent on locality). The result is the placement matrix
+    `M[e, g]` (1: GPU g hosts a copy of e). Exactly:
+
+    1. M holds every expert on its home GPU.
+    2. Phase 1 (locality), L = floor(N * alpha): each GPU g in turn imports its top L
+       remote experts by `requests[g, e]` (descending, ties to the lower id; experts
+       it does not request are never imported).
+    3. Loads as `moe.served_loads` with M; B = total requests / G.
+    4. Phase 2 (balance), at most (N - L) * G steps: src = the most loaded GPU with
+       load > B (ties lower id; none: stop); e = the expert homed on src with the most
+       remote requests served there (ties lower id; none: stop); dst = the least
+       loaded GPU other than src that does not host e and has imported fewer than N
+       (ties lower id; none: stop). If `load[dst] + requests[dst, e] <= B`, dst
+       imports e and its own requests for e move from src to dst; otherwise stop (the
+       same state would repeat).
+
+    Example:
+    ```mlir
+    %m = moe.libra_replicate %req extra(%n : i64) alpha(%a : f32)
+        : tensor<8x128xi32> -> tensor<128x8xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [2]>:$requests, I64:$extra, F32:$alpha);
+  let results = (outs TensorRankOf<[I32], [2]>:$placement);
+  let assemblyFormat = [{
+    $requests `extra` `(` $extra `:` type($extra) `)` `alpha` `(` $alpha `:` type($alpha) `)`
+    attr-dict `:` type($requests) `->` type($placement)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_LibraShardOp : Moe_Op<"libra_shard", [Pure]> {
+  let summary = "Libra Alg. 2: greedy remote-token sharding with tolerance epsilon";
+  let description = [{
+    Libra Appendix C, Algorithm 2 (Adaptive Token Rebalancer) on the placement
+    `M[e, g]` and the requests, with the load model of `moe.served_loads`: local loads
+    `L[g]` (requests g serves itself), remote loads `R[h, e]` (remote requests for e,
+    at e's home h), GPU loads `G[g] = L[g] + sum_e R[g, e]`, B = total / G.
+    While `max G > (1 + epsilon) * B`: for each GPU g_s with `G > B` in descending load
+    (ties lower id), for each e with `R[g_s, e] > 0` in descending R (ties lower id):
+    the destination g_d is the least loaded other GPU hosting e (ties lower id); with
+    `cap = floor(B - G[g_d]) >= 1` (whole tokens), `l = min(R[g_s, e], cap)` tokens of
+    e move from g_s to g_d, and the search restarts from the top (§3.3: "after each
+    successful transfer, the algorithm returns to the main loop"). It stops when no
+    transfer is possible, or after 4*G*E transfers.
+
+    Results: `shard_plan[g, e]` = the remote tokens of expert e that GPU g serves
+    after sharding (R), and the final GPU loads.
+
+    Example:
+    ```mlir
+    %plan, %loads = moe.libra_shard %req, %m epsilon(%eps : f32)
+        : tensor<8x128xi32>, tensor<128x8xi32> -> tensor<8x128xi32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [2]>:$requests, TensorRankOf<[I32], [2]>:$placement,
+                       F32:$epsilon);
+  let results = (outs TensorRankOf<[I32], [2]>:$shard_plan, TensorRankOf<[F32], [1]>:$loads);
+  let assemblyFormat = [{
+    $requests `,` $placement `epsilon` `(` $epsilon `:` type($epsilon) `)` attr-dict
+    `:` type($requests) `,` type($placement) `->` type($shard_plan) `,` type($loads)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD
