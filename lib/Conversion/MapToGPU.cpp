@@ -54,6 +54,34 @@ bool hasLaneLoops(scf::ParallelOp loop) {
   return false;
 }
 
+/// Splits `scf.parallel (i, j, ...)` (the canonicalizer merges perfectly nested parallel
+/// loops, e.g. a token loop around a lane loop) back into nested one-dimensional loops,
+/// the form the mapping understands: the outer dimension is the token (or expert).
+void splitMultiDimParallel(scf::ParallelOp loop) {
+  if (loop.getNumLoops() < 2 || !loop.getInitVals().empty())
+    return;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Block &old = loop.getRegion().front();
+  auto outer = scf::ParallelOp::create(
+      b, loc, ValueRange{loop.getLowerBound()[0]}, ValueRange{loop.getUpperBound()[0]},
+      ValueRange{loop.getStep()[0]}, [&](OpBuilder &ob, Location, ValueRange outerIvs) {
+        auto inner = scf::ParallelOp::create(
+            ob, loc, loop.getLowerBound().drop_front(), loop.getUpperBound().drop_front(),
+            loop.getStep().drop_front(), [&](OpBuilder &, Location, ValueRange) {});
+        Block &body = inner.getRegion().front();
+        body.getTerminator()->erase(); // the builder's empty scf.reduce
+        old.getArgument(0).replaceAllUsesWith(outerIvs[0]);
+        for (auto [from, to] : llvm::zip(old.getArguments().drop_front(), body.getArguments()))
+          from.replaceAllUsesWith(to);
+        body.getOperations().splice(body.end(), old.getOperations());
+      });
+  (void)outer;
+  loop.erase();
+  // A deeper nest is split again at the next level.
+  outer.walk([](scf::ParallelOp nested) { splitMultiDimParallel(nested); });
+}
+
 /// The result of reduction region `region` applied to (a, b), built at `b`'s point.
 Value combineWith(OpBuilder &b, Region &region, Value x, Value y) {
   Block &block = region.front();
@@ -437,6 +465,13 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
       builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
       builder.warps = arith::DivUIOp::create(inner, loc, threads, warpSize);
+      SmallVector<scf::ParallelOp> merged;
+      kernel.walk([&](scf::ParallelOp loop) {
+        if (loop.getNumLoops() > 1)
+          merged.push_back(loop);
+      });
+      for (scf::ParallelOp loop : merged)
+        splitMultiDimParallel(loop);
       bool ok = true;
       kernel.walk([&](memref::AllocOp alloc) {
         if (alloc.getType().getNumDynamicDims() > 1)
