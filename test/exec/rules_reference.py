@@ -316,3 +316,117 @@ def libra_shard(req, M, epsilon):
         if not moved:
             break
     return R.astype(np.int32), np.array(load, np.float32)
+
+
+# --------------------------------------------------------------------------- ExpertFlow
+
+def expected_experts(scores, threshold):
+    """ExpertFlow §3.2.1: the smallest best-first set reaching threshold of the mass."""
+    scores = [f32(x) for x in scores]
+    total = f32(0)
+    for x in scores:
+        total = f32(total + x)
+    target = f32(f32(threshold) * total)
+    chosen, cum = [], f32(0)
+    for e in sorted(range(len(scores)), key=lambda e: (-float(scores[e]), e)):
+        if not cum < target:
+            break
+        chosen.append(e)
+        cum = f32(cum + scores[e])
+    flags = np.zeros(len(scores), bool)
+    flags[chosen] = True
+    return flags, len(chosen)
+
+
+def step_size(num_experts, expert_bytes, bandwidth, layer_time, layers):
+    """S = ceil(Ne*Es / (Cs*Tl)) in f32, clamped to [1, layers]."""
+    q = f32(f32(f32(num_experts) * f32(expert_bytes)) / f32(f32(bandwidth) * f32(layer_time)))
+    c = np.ceil(q)
+    c = min(c, f32(layers))
+    c = max(c, f32(1))
+    return int(c)
+
+
+def step_feedback(step, initial, stalls, overfetches, events, stall_threshold,
+                  overfetch_threshold, layers):
+    """ExpertFlow §3.2.2's counters: stall count > threshold -> S+1, overfetch count
+    reaching its threshold -> S-1, S in [1, layers]."""
+    s = step if step > 0 else initial
+    s = min(max(s, 1), layers)
+    trace = []
+    for ev in events:
+        if ev == 1:
+            stalls += 1
+            if stalls > stall_threshold:
+                stalls = 0
+                s = min(s + 1, layers)
+        elif ev == 2:
+            overfetches += 1
+            if overfetches >= overfetch_threshold:
+                overfetches = 0
+                s = max(s - 1, 1)
+        trace.append(s)
+    return s, stalls, overfetches, trace
+
+
+def two_level_lru(resident, last_use, requested, predicted, now, step, capacity):
+    """ExpertFlow §3.3: one cache step as moe.two_level_lru documents it."""
+    E = len(resident)
+    res = set(np.flatnonzero(resident).tolist())
+    req = set(np.flatnonzero(requested).tolist())
+    pred = set(np.flatnonzero(predicted).tolist())
+    lu = [now if e in req else int(last_use[e]) for e in range(E)]
+    high = {e for e in range(E) if e in pred or (lu[e] >= 0 and now - lu[e] < step)}
+    loads, evictions = [], []
+
+    def lru(cands):
+        return min(cands, key=lambda e: (lu[e], e), default=None)
+
+    def insert(x, is_requested):
+        if len(res) < capacity:
+            res.add(x)
+            loads.append(x)
+            return
+        victim = lru([e for e in res if e not in high and e not in req])
+        if victim is None:
+            victim = lru([e for e in res if e not in req and e not in pred])
+        if victim is None and is_requested:
+            victim = lru([e for e in res if e not in req])
+        if victim is not None:
+            res.remove(victim)
+            evictions.append(victim)
+            res.add(x)
+            loads.append(x)
+
+    for e in range(E):
+        if e in req and e not in res:
+            insert(e, True)
+    for e in range(E):
+        if e in pred and e not in req and e not in res:
+            insert(e, False)
+
+    def flags(s):
+        out = np.zeros(E, bool)
+        out[sorted(s)] = True
+        return out
+
+    def padded(xs):
+        out = np.full(E, -1, np.int32)
+        out[:len(xs)] = xs
+        return out
+
+    return {"resident_out": flags(res), "high_tier": flags(high & res),
+            "last_use_out": np.array(lu, np.int32), "loads": padded(loads),
+            "evictions": padded(evictions)}
+
+
+def resident_first(ids, resident):
+    """ExpertFlow §3.4: tokens whose experts are all resident first, then the rest."""
+    E = len(resident)
+
+    def ready(row):
+        return all(e < 0 or (e < E and resident[e]) for e in row)
+
+    first = [t for t in range(len(ids)) if ready(ids[t])]
+    rest = [t for t in range(len(ids)) if not ready(ids[t])]
+    return np.array(first + rest, np.int32), np.array([len(first)], np.int32)

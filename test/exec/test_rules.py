@@ -319,6 +319,110 @@ def test_libra(r, rng):
     r.check("libra_predict: next layer's gate on the current hidden states", problems)
 
 
+EF_DEFAULTS = {"threshold": 0.9, "expert_bytes": 17301504, "bandwidth": 2.5e10,
+               "layer_time": 4.0e-04, "layers": 26, "stall_threshold": 4,
+               "overfetch_threshold": 8, "capacity": 32}
+
+
+def expertflow_reference(inputs, knobs):
+    k = dict(EF_DEFAULTS, **knobs)
+    expected, ne = ref.expected_experts(inputs["pregate_mass"], k["threshold"])
+    s0 = ref.step_size(ne, k["expert_bytes"], k["bandwidth"], k["layer_time"], k["layers"])
+    s, st, ov, trace = ref.step_feedback(int(inputs["step"][0]), s0, int(inputs["stalls"][0]),
+                                         int(inputs["overfetches"][0]),
+                                         inputs["events"].tolist(), k["stall_threshold"],
+                                         k["overfetch_threshold"], k["layers"])
+    out = ref.two_level_lru(inputs["resident"], inputs["last_use"], inputs["requested"],
+                            expected, int(inputs["now"][0]), s, k["capacity"])
+    out.update({"expected": expected, "num_expected": np.array([ne], np.int32),
+                "initial_step": np.array([s0], np.int32), "step_size": np.array([s], np.int32),
+                "stalls_out": np.array([st], np.int32),
+                "overfetches_out": np.array([ov], np.int32),
+                "step_trace": np.array(trace, np.int32)})
+    return out
+
+
+def test_expertflow(r, rng):
+    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
+    rule = full[full.index("moe.prefetch @expertflow"):]
+    router = full[:full.index("moe.prefetch @expertflow")]
+    E = 64
+    # A scripted run: each call's outputs are the next call's state.
+    for knobs, seed_events in [({"bandwidth": 1.0e11, "layer_time": 1.0e-3}, "stalls"),
+                               ({}, "stalls"), ({"stall_threshold": 1, "overfetch_threshold": 2,
+                                                "capacity": 12}, "mixed"),
+                               ({"threshold": 0.5, "bandwidth": 8.0e9, "capacity": 8}, "overfetch"),
+                               ({"layers": 3, "stall_threshold": 0}, "stalls")]:
+        state = {"step": np.zeros(1, np.int32), "stalls": np.zeros(1, np.int32),
+                 "overfetches": np.zeros(1, np.int32), "resident": np.zeros(E, bool),
+                 "last_use": np.full(E, -1, np.int32)}
+        problems, steps = [], []
+        for now in range(10):
+            mass = (rng.dirichlet(np.full(E, 0.3)) * 32).astype(np.float32)
+            requested = np.zeros(E, bool)
+            requested[rng.choice(E, 6, replace=False, p=mass / mass.sum())] = True
+            n_ev = int(rng.integers(0, 9))
+            if seed_events == "stalls":
+                events = np.ones(n_ev, np.int32)
+            elif seed_events == "overfetch":
+                events = np.full(n_ev, 2, np.int32)
+            else:
+                events = rng.integers(0, 3, n_ev).astype(np.int32)
+            inputs = dict(state, pregate_mass=mass, requested=requested,
+                          now=np.array([now], np.int32), events=events)
+            rc, out, got = r.run(rule, inputs, knobs)
+            if rc != 0:
+                problems = [f"moe-run exited {rc}: {out}"]
+                break
+            want = expertflow_reference(inputs, knobs)
+            problems = compare(want, got)
+            if problems:
+                problems.insert(0, f"at step {now}")
+                break
+            steps.append(int(got["step_size"][0]))
+            state = {"step": got["step_size"], "stalls": got["stalls_out"],
+                     "overfetches": got["overfetches_out"], "resident": got["resident_out"],
+                     "last_use": got["last_use_out"]}
+        r.check(f"expertflow 10 scripted steps, {seed_events} events, knobs {knobs} "
+                f"(S: {steps})", problems)
+    # The step formula alone over bandwidths (S from scratch: step 0, no events).
+    for bandwidth, layer_time in [(2.5e10, 4e-4), (6.4e10, 4e-4), (1.0e9, 1e-3), (1e12, 1e-4)]:
+        mass = (rng.dirichlet(np.full(E, 0.5)) * 10).astype(np.float32)
+        inputs = {"pregate_mass": mass, "requested": np.zeros(E, bool),
+                  "resident": np.zeros(E, bool), "last_use": np.full(E, -1, np.int32),
+                  "now": np.zeros(1, np.int32), "step": np.zeros(1, np.int32),
+                  "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
+                  "events": np.zeros(0, np.int32)}
+        knobs = {"bandwidth": bandwidth, "layer_time": layer_time}
+        rc, out, got = r.run(rule, inputs, knobs)
+        want = expertflow_reference(inputs, knobs)
+        r.check(f"expertflow step size at {bandwidth:.0e} B/s, {layer_time} s/layer "
+                f"(S = {want['step_size'][0]})",
+                [f"moe-run exited {rc}: {out}"] if rc else compare(want, got))
+    # Cache-aware routing: ready tokens first, optional resident bonus.
+    for T, bonus, n_res in [(16, 0.0, 40), (33, 0.0, 20), (7, 2.0, 32), (1, 0.0, 64)]:
+        logits = rng.standard_normal((T, E)).astype(np.float32)
+        resident = np.zeros(E, bool)
+        resident[rng.choice(E, n_res, replace=False)] = True
+        rc, out, got = r.run(router, {"logits": logits, "resident": resident},
+                             {"bonus": bonus})
+        problems = [f"moe-run exited {rc}: {out}"] if rc else []
+        if not problems:
+            biased = (logits + np.float32(bonus) * resident).astype(np.float32)
+            ids = np.array([sorted(range(E), key=lambda e: (-float(biased[t, e]), e))[:6]
+                            for t in range(T)], np.int32)
+            z = logits - logits.max(axis=1, keepdims=True)
+            p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+            w = np.take_along_axis(p, ids, axis=1)
+            w = w / w.sum(axis=1, keepdims=True)
+            order, ready = ref.resident_first(ids, resident)
+            problems = compare({"topk_ids": ids, "order": order, "num_ready": ready}, got)
+            if not problems and np.abs(got["topk_weights"] - w).max() > 1e-5:
+                problems.append("weights differ by more than 1e-5")
+        r.check(f"expertflow_route T={T} bonus={bonus} resident={n_res} "
+                f"(ready {got.get('num_ready', [0])[0]})", problems)
+
+
 def test_errors(r):
     cases = [
         ("EPLB: groups not dividing experts", eplb_policy(64, 72, 5, 1, 8), {}, {},
@@ -355,6 +459,25 @@ def test_errors(r):
          {"next_topk_ids": np.zeros((4, 8), np.int32), "token_gpu": np.zeros(5, np.int32)}, {},
          "token_gpu"),
     ]
+    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
+    ef = full[full.index("moe.prefetch @expertflow"):]
+    ef_inputs = {"pregate_mass": np.ones(64, np.float32), "requested": np.zeros(64, bool),
+                 "resident": np.zeros(64, bool), "last_use": np.full(64, -1, np.int32),
+                 "now": np.zeros(1, np.int32), "step": np.zeros(1, np.int32),
+                 "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
+                 "events": np.zeros(3, np.int32)}
+    nan_mass = dict(ef_inputs, pregate_mass=np.array([np.nan] + [1.0] * 63, np.float32))
+    cases += [
+        ("ExpertFlow: a cache that cannot hold one expert", ef, ef_inputs, {"capacity": 0},
+         "capacity must be in [1, 64], got 0"),
+        ("ExpertFlow: zero bandwidth", ef, ef_inputs, {"bandwidth": 0.0},
+         "bandwidth must be finite and > 0"),
+        ("ExpertFlow: threshold 0", ef, ef_inputs, {"threshold": 0.0},
+         "threshold must be in (0, 1]"),
+        ("ExpertFlow: NaN pre-gate mass", ef, nan_mass, {}, "holds NaN at flat index 0"),
+        ("ExpertFlow: wrong state shape", ef, dict(ef_inputs, now=np.zeros(2, np.int32)), {},
+         "now"),
+    ]
     for label, text, inputs, knobs, message in cases:
         if not inputs:
             E = int(text.split("tensor<")[1].split("x")[0])
@@ -382,6 +505,7 @@ def main():
         test_eplb(r, rng)
         test_dynaexq(r, rng)
         test_libra(r, rng)
+        test_expertflow(r, rng)
         test_errors(r)
     finally:
         if not a.keep:

@@ -235,3 +235,71 @@ LogicalResult LibraShardOp::verify() {
     return emitOpError() << "epsilon must be finite and >= 0, got " << *eps;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// ExpertFlow
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyOneEntry(Operation *op, Value v, StringRef what) {
+  if (cast<ShapedType>(v.getType()).getDimSize(0) != 1)
+    return op->emitOpError() << what << " must have exactly 1 entry";
+  return success();
+}
+
+LogicalResult ExpectedExpertsOp::verify() {
+  FailureOr<int64_t> e = verifyExpertVector(*this, getScores().getType(), "scores");
+  if (failed(e) || failed(verifySetSize(*this, getSet().getType(), *e, "result")) ||
+      failed(verifyOneEntry(*this, getCount(), "count")))
+    return failure();
+  if (std::optional<double> p = getKnownFloat(getThreshold()); p && !(*p > 0.0 && *p <= 1.0))
+    return emitOpError() << "threshold must be in (0, 1], got " << *p;
+  return success();
+}
+
+LogicalResult StepSizeOp::verify() {
+  if (failed(verifyOneEntry(*this, getCount(), "count")) ||
+      failed(verifyOneEntry(*this, getResult(), "result")) ||
+      failed(verifyIntInRange(*this, getExpertBytes(), "expert_bytes", 0)) ||
+      failed(verifyIntInRange(*this, getLayers(), "layers", 1)))
+    return failure();
+  for (auto [v, name] : {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}})
+    if (std::optional<double> x = getKnownFloat(v); x && !(*x > 0.0 && std::isfinite(*x)))
+      return emitOpError() << name << " must be finite and > 0, got " << *x;
+  return success();
+}
+
+LogicalResult StepFeedbackOp::verify() {
+  for (auto [v, name] : {std::pair{getStep(), "step"}, {getInitial(), "initial"},
+                         {getStallCount(), "stall_count"}, {getOverfetchCount(), "overfetch_count"},
+                         {getStepOut(), "step_out"}, {getStallOut(), "stall_out"},
+                         {getOverfetchOut(), "overfetch_out"}})
+    if (failed(verifyOneEntry(*this, v, name)))
+      return failure();
+  if (getTrace().getType() != getEvents().getType())
+    return emitOpError() << "trace must have one entry per event";
+  if (failed(verifyIntInRange(*this, getStallThreshold(), "stall_threshold", 0)) ||
+      failed(verifyIntInRange(*this, getOverfetchThreshold(), "overfetch_threshold", 1)) ||
+      failed(verifyIntInRange(*this, getLayers(), "layers", 1)))
+    return failure();
+  return success();
+}
+
+LogicalResult TwoLevelLruOp::verify() {
+  int64_t e = cast<ExpertSetType>(getResident().getType()).getExperts();
+  if (cast<ShapedType>(getLastUse().getType()).getDimSize(0) != e)
+    return emitOpError() << "last_use must have " << e << " entries";
+  if (failed(verifyOneEntry(*this, getNow(), "now")) ||
+      failed(verifyOneEntry(*this, getStep(), "step")))
+    return failure();
+  // A cache that cannot hold one expert is a configuration error.
+  return verifyIntInRange(*this, getCapacity(), "capacity", 1, e);
+}
+
+LogicalResult ResidentFirstOp::verify() {
+  auto ids = cast<ShapedType>(getIds().getType());
+  if (ids.isDynamicDim(1))
+    return emitOpError() << "ids must have a static k";
+  if (failed(verifyOneEntry(*this, getNumReady(), "num_ready")))
+    return failure();
+  return verifySameTokens(*this, ids, "ids", getOrder().getType(), "order");
+}

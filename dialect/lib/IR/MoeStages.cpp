@@ -15,7 +15,8 @@ std::optional<StageKind> getStageKind(Operation *op) {
             ConfidentTop1Op>([](auto) { return StageKind::batch; })
       .Case<EmptySetOp, FullSetOp, FillOp, FillPerDeviceOp, ThresholdSetOp, DropLowestOp,
             UnionOp, IntersectOp>([](auto) { return StageKind::select; })
-      .Case<RouteOp, RemapPhysicalOp, ExpertCountsOp, CompactActiveOp, AlignBlocksOp>(
+      .Case<RouteOp, RemapPhysicalOp, ExpertCountsOp, CompactActiveOp, AlignBlocksOp,
+            ResidentFirstOp>(
           [](auto) { return StageKind::route; })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -1611,3 +1611,82 @@ moe.residency @rule_experts(%s: tensor<8xf32>, %cur: !moe.set<16>) -> (hi: !moe.
   // expected-error @-2 {{'!moe.set<16>' is over 16 experts but the enclosing router has 8}}
   moe.yield %cur : !moe.set<16>
 }
+
+// -----
+
+moe.balance @libra_split(%req: tensor<8x60xi32>) -> (m: tensor<60x8xi32>) attributes {experts = 60} {
+  %n = arith.constant 2 : i64
+  %a = arith.constant 0.5 : f32
+  // expected-error @+1 {{'moe.libra_replicate' op the 60 experts must split evenly over the 8 GPUs (home GPU of e: e / (E/G))}}
+  %m = moe.libra_replicate %req extra(%n : i64) alpha(%a : f32) : tensor<8x60xi32> -> tensor<60x8xi32>
+  moe.yield %m : tensor<60x8xi32>
+}
+
+// -----
+
+moe.balance @libra_alpha(%req: tensor<4x16xi32>) -> (m: tensor<16x4xi32>) attributes {experts = 16} {
+  %n = arith.constant 2 : i64
+  %a = moe.knob "alpha" = 1.5 : f32
+  // expected-error @+1 {{'moe.libra_replicate' op alpha must be in [0, 1], got 1.5}}
+  %m = moe.libra_replicate %req extra(%n : i64) alpha(%a : f32) : tensor<4x16xi32> -> tensor<16x4xi32>
+  moe.yield %m : tensor<16x4xi32>
+}
+
+// -----
+
+moe.balance @libra_placement(%req: tensor<4x16xi32>, %m: tensor<4x16xi32>)
+    -> (plan: tensor<4x16xi32>, l: tensor<4xf32>) attributes {experts = 16} {
+  %eps = arith.constant 0.1 : f32
+  // expected-error @+1 {{'moe.libra_shard' op placement must be 16x4 (experts x GPUs)}}
+  %plan, %l = moe.libra_shard %req, %m epsilon(%eps : f32)
+      : tensor<4x16xi32>, tensor<4x16xi32> -> tensor<4x16xi32>, tensor<4xf32>
+  moe.yield %plan, %l : tensor<4x16xi32>, tensor<4xf32>
+}
+
+// -----
+
+moe.router @gate_shape(%h: tensor<?x32xf32>, %w: tensor<16x8xf32>) -> (l: tensor<?x8xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.gate' op weight has 16 rows but hidden states have 32 features}}
+  %l = moe.gate %h, %w : tensor<?x32xf32>, tensor<16x8xf32> -> tensor<?x8xf32>
+  moe.yield %l : tensor<?x8xf32>
+}
+
+// -----
+
+moe.prefetch @lru_capacity(%r: !moe.set<8>, %lu: tensor<8xi32>, %now: tensor<1xi32>)
+    -> (res: !moe.set<8>) attributes {experts = 8} {
+  %c = moe.knob "capacity" = 0 : i64
+  // expected-error @+1 {{'moe.two_level_lru' op capacity must be in [1, 8], got 0}}
+  %a, %b, %x, %y, %z = moe.two_level_lru %r, %lu, %r, %r, %now, %now capacity(%c : i64)
+      : !moe.set<8>, tensor<8xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %a : !moe.set<8>
+}
+
+// -----
+
+moe.prefetch @step_bandwidth(%ne: tensor<1xi32>) -> (s: tensor<1xi32>) attributes {experts = 8} {
+  %es = arith.constant 100 : i64
+  %cs = moe.knob "bandwidth" = 0.0 : f32
+  %tl = arith.constant 1.0 : f32
+  %l = arith.constant 4 : i64
+  // expected-error @+1 {{'moe.step_size' op bandwidth must be finite and > 0, got 0}}
+  %s = moe.step_size %ne expert_bytes(%es : i64) bandwidth(%cs : f32) layer_time(%tl : f32)
+      layers(%l : i64) : tensor<1xi32> -> tensor<1xi32>
+  moe.yield %s : tensor<1xi32>
+}
+
+// -----
+
+moe.prefetch @feedback_threshold(%s: tensor<1xi32>, %ev: tensor<?xi32>)
+    -> (o: tensor<1xi32>) attributes {experts = 8} {
+  %a = arith.constant 2 : i64
+  %b = arith.constant 0 : i64
+  %l = arith.constant 4 : i64
+  // expected-error @+1 {{'moe.step_feedback' op overfetch_threshold must be in [1, inf], got 0}}
+  %x, %y, %z, %t = moe.step_feedback %s, %s, %s, %s, %ev stall_threshold(%a : i64)
+      overfetch_threshold(%b : i64) layers(%l : i64)
+      : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+      -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+  moe.yield %x : tensor<1xi32>
+}

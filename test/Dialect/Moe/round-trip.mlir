@@ -216,3 +216,69 @@ moe.prefetch @prefetch(%hotness: tensor<8xf32>, %current: !moe.set<8>) -> (next:
       : tensor<8xf32> -> !moe.set<8>
   moe.yield %next : !moe.set<8>
 }
+
+// CHECK-LABEL: moe.router @lookahead
+// CHECK: moe.gate %hidden, %weight : tensor<?x32xf32>, tensor<32x16xf32> -> tensor<?x16xf32>
+// CHECK: moe.resident_first %{{.*}}, %resident : tensor<?x2xi32>, !moe.set<16> -> tensor<?xi32>, tensor<1xi32>
+moe.router @lookahead(%hidden: tensor<?x32xf32>, %weight: tensor<32x16xf32>, %resident: !moe.set<16>)
+    -> (ids: tensor<?x2xi32>, order: tensor<?xi32>, ready: tensor<1xi32>)
+    attributes {experts = 16, top_k = 2} {
+  %logits = moe.gate %hidden, %weight : tensor<?x32xf32>, tensor<32x16xf32> -> tensor<?x16xf32>
+  %ids, %w = moe.route %logits k = 2 : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %order, %ready = moe.resident_first %ids, %resident
+      : tensor<?x2xi32>, !moe.set<16> -> tensor<?xi32>, tensor<1xi32>
+  moe.yield %ids, %order, %ready : tensor<?x2xi32>, tensor<?xi32>, tensor<1xi32>
+}
+
+// CHECK-LABEL: moe.balance @libra
+// CHECK: moe.gpu_requests %ids, %token_gpu {gpus = 4 : i64} : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
+// CHECK: moe.libra_replicate %{{.*}} extra(%{{.*}} : i64) alpha(%{{.*}} : f32) : tensor<4x16xi32> -> tensor<16x4xi32>
+// CHECK: moe.libra_shard %{{.*}}, %{{.*}} epsilon(%{{.*}} : f32) : tensor<4x16xi32>, tensor<16x4xi32> -> tensor<4x16xi32>, tensor<4xf32>
+// CHECK: moe.served_loads %{{.*}} : tensor<4x16xi32> -> tensor<4xf32>
+// CHECK: moe.served_loads %{{.*}} placed(%{{.*}} : tensor<16x4xi32>) : tensor<4x16xi32> -> tensor<4xf32>
+moe.balance @libra(%ids: tensor<?x2xi32>, %token_gpu: tensor<?xi32>)
+    -> (m: tensor<16x4xi32>, plan: tensor<4x16xi32>, after: tensor<4xf32>, before: tensor<4xf32>,
+        replicated: tensor<4xf32>)
+    attributes {experts = 16} {
+  %n = moe.knob "extra_experts" = 2 : i64
+  %a = moe.knob "alpha" = 0.5 : f32
+  %eps = moe.knob "epsilon" = 0.05 : f32
+  %req = moe.gpu_requests %ids, %token_gpu {gpus = 4} : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
+  %m = moe.libra_replicate %req extra(%n : i64) alpha(%a : f32) : tensor<4x16xi32> -> tensor<16x4xi32>
+  %plan, %after = moe.libra_shard %req, %m epsilon(%eps : f32)
+      : tensor<4x16xi32>, tensor<16x4xi32> -> tensor<4x16xi32>, tensor<4xf32>
+  %before = moe.served_loads %req : tensor<4x16xi32> -> tensor<4xf32>
+  %rep = moe.served_loads %req placed(%m : tensor<16x4xi32>) : tensor<4x16xi32> -> tensor<4xf32>
+  moe.yield %m, %plan, %after, %before, %rep : tensor<16x4xi32>, tensor<4x16xi32>, tensor<4xf32>,
+      tensor<4xf32>, tensor<4xf32>
+}
+
+// CHECK-LABEL: moe.prefetch @expertflow
+// CHECK: moe.expected_experts %mass threshold(%{{.*}} : f32) : tensor<16xf32> -> !moe.set<16>, tensor<1xi32>
+// CHECK: moe.step_size %{{.*}} expert_bytes(%{{.*}} : i64) bandwidth(%{{.*}} : f32) layer_time(%{{.*}} : f32) layers(%{{.*}} : i64) : tensor<1xi32> -> tensor<1xi32>
+// CHECK: moe.step_feedback %step, %{{.*}}, %stalls, %overs, %events stall_threshold(%{{.*}} : i64) overfetch_threshold(%{{.*}} : i64) layers(%{{.*}} : i64)
+// CHECK: moe.two_level_lru %resident, %last_use, %requested, %{{.*}}, %now, %{{.*}} capacity(%{{.*}} : i64) : !moe.set<16>, tensor<16xi32>, tensor<1xi32>, tensor<1xi32>
+moe.prefetch @expertflow(%mass: tensor<16xf32>, %requested: !moe.set<16>, %resident: !moe.set<16>,
+                         %last_use: tensor<16xi32>, %now: tensor<1xi32>, %step: tensor<1xi32>,
+                         %stalls: tensor<1xi32>, %overs: tensor<1xi32>, %events: tensor<?xi32>)
+    -> (s: tensor<1xi32>, trace: tensor<?xi32>, res: !moe.set<16>, loads: tensor<16xi32>)
+    attributes {experts = 16} {
+  %p = arith.constant 0.9 : f32
+  %es = arith.constant 1000 : i64
+  %cs = arith.constant 1.0e6 : f32
+  %tl = arith.constant 1.0e-3 : f32
+  %layers = arith.constant 8 : i64
+  %t1 = arith.constant 2 : i64
+  %t2 = arith.constant 3 : i64
+  %cap = arith.constant 4 : i64
+  %set, %ne = moe.expected_experts %mass threshold(%p : f32) : tensor<16xf32> -> !moe.set<16>, tensor<1xi32>
+  %s0 = moe.step_size %ne expert_bytes(%es : i64) bandwidth(%cs : f32) layer_time(%tl : f32)
+      layers(%layers : i64) : tensor<1xi32> -> tensor<1xi32>
+  %s, %st, %ov, %trace = moe.step_feedback %step, %s0, %stalls, %overs, %events
+      stall_threshold(%t1 : i64) overfetch_threshold(%t2 : i64) layers(%layers : i64)
+      : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+      -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+  %r, %h, %lu, %loads, %ev = moe.two_level_lru %resident, %last_use, %requested, %set, %now, %s
+      capacity(%cap : i64) : !moe.set<16>, tensor<16xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %s, %trace, %r, %loads : tensor<1xi32>, tensor<?xi32>, !moe.set<16>, tensor<16xi32>
+}

@@ -373,4 +373,166 @@ def Moe_LibraShardOp : Moe_Op<"libra_shard", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// ExpertFlow: adaptive prefetch step, feedback counters, two-level LRU, ordering
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpectedExpertsOp : Moe_Op<"expected_experts", [Pure]> {
+  let summary = "ExpertFlow: the experts a layer is expected to activate";
+  let description = [{
+    ExpertFlow §3.2.1: from the pre-gate's probability mass per expert (`scores`, >= 0,
+    e.g. the batch sum of the next layer's gate probabilities), experts are taken in
+    descending order (ties to the lower id) until their cumulative mass reaches
+    `threshold` (in (0, 1]) of the total: the smallest such prefix (f32 sums in that
+    order). Results: the set and its size N_e. A zero total gives the empty set.
+
+    Example:
+    ```mlir
+    %expected, %ne = moe.expected_experts %mass threshold(%p : f32)
+        : tensor<64xf32> -> !moe.set<64>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertVector:$scores, F32:$threshold);
+  let results = (outs Moe_ExpertSetType:$set, TensorRankOf<[I32], [1]>:$count);
+  let assemblyFormat = [{
+    $scores `threshold` `(` $threshold `:` type($threshold) `)` attr-dict `:` type($scores)
+    `->` qualified(type($set)) `,` type($count)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_StepSizeOp : Moe_Op<"step_size", [Pure]> {
+  let summary = "ExpertFlow: the prefetch step size S = ceil(Ne*Es / (Cs*Tl))";
+  let description = [{
+    ExpertFlow §3.2.1: how many layers ahead to prefetch, from the expected experts
+    per layer `count` (N_e), the expert size `expert_bytes` (E_s), the host-to-GPU
+    bandwidth `bandwidth` (C_s, bytes per second) and the per-layer compute time
+    `layer_time` (T_l, seconds): `S = ceil(Ne*Es / (Cs*Tl))` in f32, clamped to
+    [1, layers]. `bandwidth > 0`, `layer_time > 0`, `layers >= 1`.
+
+    Example:
+    ```mlir
+    %s = moe.step_size %ne expert_bytes(%es : i64) bandwidth(%cs : f32)
+        layer_time(%tl : f32) layers(%n : i64) : tensor<1xi32> -> tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$count, I64:$expert_bytes, F32:$bandwidth,
+                       F32:$layer_time, I64:$layers);
+  let results = (outs TensorRankOf<[I32], [1]>:$result);
+  let assemblyFormat = [{
+    $count `expert_bytes` `(` $expert_bytes `:` type($expert_bytes) `)`
+    `bandwidth` `(` $bandwidth `:` type($bandwidth) `)`
+    `layer_time` `(` $layer_time `:` type($layer_time) `)`
+    `layers` `(` $layers `:` type($layers) `)` attr-dict `:` type($count) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_StepFeedbackOp : Moe_Op<"step_feedback", [Pure]> {
+  let summary = "ExpertFlow: stall / overfetch feedback counters that adjust S";
+  let description = [{
+    ExpertFlow §3.2.2's feedback loop over a sequence of `events` (1: a predicted
+    expert was not resident when needed - a stall; 2: an expert was already loaded
+    when needed - an overfetch; anything else is ignored), starting from the state
+    `step` (S; 0 means not set yet, then `initial` is used, e.g. `moe.step_size`),
+    `stall_count` and `overfetch_count`. Per event, literally: a stall increments the
+    stall counter, and when it EXCEEDS `stall_threshold` the counter resets and S
+    grows by 1; an overfetch increments the overfetch counter, and when it REACHES
+    `overfetch_threshold` the counter resets and S shrinks by 1. S stays in
+    [1, layers]. Results: the new S and counters, and S after each event (`trace`).
+
+    Example:
+    ```mlir
+    %s, %stalls, %overs, %trace = moe.step_feedback %step, %init, %sc, %oc, %events
+        stall_threshold(%a : i64) overfetch_threshold(%b : i64) layers(%n : i64)
+        : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+        -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$step, TensorRankOf<[I32], [1]>:$initial,
+                       TensorRankOf<[I32], [1]>:$stall_count,
+                       TensorRankOf<[I32], [1]>:$overfetch_count,
+                       TensorRankOf<[I32], [1]>:$events, I64:$stall_threshold,
+                       I64:$overfetch_threshold, I64:$layers);
+  let results = (outs TensorRankOf<[I32], [1]>:$step_out, TensorRankOf<[I32], [1]>:$stall_out,
+                      TensorRankOf<[I32], [1]>:$overfetch_out, TensorRankOf<[I32], [1]>:$trace);
+  let assemblyFormat = [{
+    $step `,` $initial `,` $stall_count `,` $overfetch_count `,` $events
+    `stall_threshold` `(` $stall_threshold `:` type($stall_threshold) `)`
+    `overfetch_threshold` `(` $overfetch_threshold `:` type($overfetch_threshold) `)`
+    `layers` `(` $layers `:` type($layers) `)` attr-dict
+    `:` type($step) `,` type($initial) `,` type($stall_count) `,` type($overfetch_count) `,`
+    type($events) `->` type($step_out) `,` type($stall_out) `,` type($overfetch_out) `,`
+    type($trace)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_TwoLevelLruOp : Moe_Op<"two_level_lru", [
+    Pure, AllTypesMatch<["resident", "requested", "predicted", "resident_out", "high"]>,
+    AllTypesMatch<["last_use", "last_use_out", "loads", "evictions"]>]> {
+  let summary = "ExpertFlow: two-level LRU expert cache step";
+  let description = [{
+    ExpertFlow §3.3: one step of the GPU expert cache of `capacity` experts, at time
+    `now[0]` with step size `step[0]` (S). Exactly:
+
+    1. Requested experts are used now: `last_use[e] = now`.
+    2. Tiers follow S: an expert is HIGH when predicted for the coming layers
+       (`predicted`) or used within the last S steps (`now - last_use < S`), else LOW.
+    3. Missing experts are loaded in order: requested ones (ascending id), then
+       predicted ones (prefetch, ascending id). With the cache full, the victim is the
+       least recently used LOW resident expert that is not requested (ties: lower id;
+       never used = -1 first); if none, the LRU HIGH resident that is neither
+       requested nor predicted; a requested load may finally evict a predicted one;
+       without a victim the load is skipped.
+
+    Results: the resident set, the HIGH set (of the final residents), the new
+    `last_use`, and the loads and evictions in order (-1 padded). `capacity >= 1`.
+
+    Example:
+    ```mlir
+    %res, %high, %last, %loads, %evicted = moe.two_level_lru %resident, %last_use,
+        %requested, %predicted, %now, %step capacity(%c : i64)
+        : !moe.set<64>, tensor<64xi32>, tensor<1xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ExpertSetType:$resident, TensorRankOf<[I32], [1]>:$last_use,
+                       Moe_ExpertSetType:$requested, Moe_ExpertSetType:$predicted,
+                       TensorRankOf<[I32], [1]>:$now, TensorRankOf<[I32], [1]>:$step,
+                       I64:$capacity);
+  let results = (outs Moe_ExpertSetType:$resident_out, Moe_ExpertSetType:$high,
+                      TensorRankOf<[I32], [1]>:$last_use_out, TensorRankOf<[I32], [1]>:$loads,
+                      TensorRankOf<[I32], [1]>:$evictions);
+  let assemblyFormat = [{
+    $resident `,` $last_use `,` $requested `,` $predicted `,` $now `,` $step
+    `capacity` `(` $capacity `:` type($capacity) `)` attr-dict
+    `:` qualified(type($resident)) `,` type($last_use) `,` type($now) `,` type($step)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ResidentFirstOp : Moe_Op<"resident_first", [Pure]> {
+  let summary = "ExpertFlow: cache-aware execution order, ready tokens first";
+  let description = [{
+    ExpertFlow §3.4: the order in which to run the batch's tokens: first the tokens all
+    of whose routed experts (`ids >= 0`) are resident, in token order, then the others
+    in token order (their expert swap-ins overlap the first group's compute).
+    `num_ready[0]` is the size of the first group. (The routing bonus for resident
+    experts is `moe.bias_resident`.)
+
+    Example:
+    ```mlir
+    %order, %ready = moe.resident_first %ids, %resident
+        : tensor<?x8xi32>, !moe.set<64> -> tensor<?xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [2]>:$ids, Moe_ExpertSetType:$resident);
+  let results = (outs TensorRankOf<[I32], [1]>:$order, TensorRankOf<[I32], [1]>:$num_ready);
+  let assemblyFormat = [{
+    $ids `,` $resident attr-dict `:` type($ids) `,` qualified(type($resident)) `->`
+    type($order) `,` type($num_ready)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD
