@@ -117,10 +117,15 @@ def example_inputs(info, tokens, rng):
     the identity placement (expert e on slot e)."""
     experts = info["experts"]
     values = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
+              "resident": rng.random(experts) < 0.5,
               "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
               "request_ids": (np.arange(tokens) // 4).astype(np.int32),
               "phase": 1,
               "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
+    for p in info["arguments"]:  # dense inputs of other shapes (hidden states, weights)
+        if p["name"] not in values and p["dtype"] == "float32":
+            shape = tuple(tokens if d == "?" else d for d in p["shape"])
+            values[p["name"]] = (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
     return {p["name"]: values[p["name"]] for p in info["arguments"]}
 
 

@@ -22,7 +22,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
+# (policy file, router entry): every shipped router that compiles to a kernel.
+POLICIES = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"), ("lynx", "lynx"),
+            ("xshare", "xshare"), ("xshare_spec", "xshare_spec"), ("xshare_ep", "xshare_ep"),
+            ("libra", "libra_predict"), ("expertflow", "expertflow_route")]
 
 
 def descriptor(arr):
@@ -44,18 +47,18 @@ def main():
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
     tally = CaseTally()
-    for name in POLICIES:
+    for file, name in POLICIES:
         out = os.path.join(workdir, name)
-        policy = os.path.join(ROOT, "policies", f"{name}.mlir")
+        policy = os.path.join(ROOT, "policies", f"{file}.mlir")
         subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
-                        "-o", out], check=True, capture_output=True)
+                        "--entry", name, "-o", out], check=True, capture_output=True)
         lib_path = os.path.join(out, f"lib{name}_cu.so")
         subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
                         "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
                         os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
         kernel = getattr(ctypes.CDLL(lib_path), name)
         meta = json.load(open(os.path.join(out, f"{name}.json")))["kernels"][0]
-        router = CompiledRouter(policy, workdir=os.path.join(out, "host"))
+        router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"))
         for tokens in (1, 7, 64, 130):
             inputs = example_inputs(router.info, tokens, rng)
             expected = router(**inputs)

@@ -21,7 +21,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 CUDA = "/usr/local/cuda"
-POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
+# (policy file, router entry): every shipped router that compiles to a kernel.
+POLICIES = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"), ("lynx", "lynx"),
+            ("xshare", "xshare"), ("xshare_spec", "xshare_spec"), ("xshare_ep", "xshare_ep"),
+            ("libra", "libra_predict"), ("expertflow", "expertflow_route")]
 SKIP = 77
 
 
@@ -96,23 +99,24 @@ def main():
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
     launchers = {}
-    for name in POLICIES:
+    for file, name in POLICIES:
         out = os.path.join(workdir, name)
-        subprocess.run([compile_tool, os.path.join(ROOT, "policies", f"{name}.mlir"),
-                        "--target=all", "-o", out], check=True, capture_output=True)
+        subprocess.run([compile_tool, os.path.join(ROOT, "policies", f"{file}.mlir"),
+                        "--target=all", "--entry", name, "-o", out], check=True,
+                       capture_output=True)
         launchers[name] = build_launcher(name, out)
 
-    probe = launchers[POLICIES[0]]
+    first = POLICIES[0][1]
     message = ctypes.create_string_buffer(256)
-    if getattr(probe, f"{POLICIES[0]}_gpu_available")(message, 256) == 0:
+    if getattr(launchers[first], f"{first}_gpu_available")(message, 256) == 0:
         print(f"skipped: no GPU ({message.value.decode()}); the launchers for "
               f"{len(POLICIES)} policies were built against cudart")
         return SKIP
 
     cuda, rng = Cuda(), np.random.default_rng(0)
     tally = CaseTally()
-    for name in POLICIES:
-        router = CompiledRouter(os.path.join(ROOT, "policies", f"{name}.mlir"),
+    for file, name in POLICIES:
+        router = CompiledRouter(os.path.join(ROOT, "policies", f"{file}.mlir"), entry=name,
                                 workdir=os.path.join(workdir, name + "-host"))
         for tokens in (1, 16, 64, 1024):
             inputs = example_inputs(router.info, tokens, rng)
