@@ -1,16 +1,19 @@
-// deployment.mlir - one MoE layer's deployment in one module: the router that runs on
-// the GPU every step and the rules the host runs between steps, composed through their
-// named inputs and outputs (the engine passes one's outputs to the other's inputs):
-//   * @xshare_ep (policies/xshare_ep.mlir): XShare's GPU-aware batch selection on 8
-//     GPUs, reading `placement` - the log2phy table that @eplb produces (288 slots: 256
-//     experts + 32 redundant replicas);
-//   * @eplb (policies/eplb.mlir): DeepSeek's EPLB over the per-expert loads the router's
-//     `expert_counts` accumulate, re-planned every balancing window;
-//   * @dynaexq (policies/dynaexq.mlir, at 256 experts): which experts keep their
+// deployment.mlir - one MoE layer's deployment in one module (DeepSeek-V3 shape: 256
+// experts, top-8, 8 GPUs): the routers that run on the GPU every step and the rules the
+// host runs between steps, composed through their named inputs and outputs (the engine
+// passes one entry's outputs to another's inputs):
+//   * @xshare_ep (policies/xshare_ep.mlir): XShare's GPU-aware batch selection, reading
+//     `placement` - the log2phy table @eplb produces (288 slots: 256 experts + 32
+//     redundant replicas);
+//   * @eplb (policies/eplb.mlir): DeepSeek's EPLB over the per-expert loads that the
+//     router's `expert_counts` accumulate, re-planned every balancing window;
+//   * @libra_predict + @libra (policies/libra.mlir, hidden 7168): Libra's lookahead
+//     prediction of the next layer's experts, replication plan and token sharding,
+//     every layer;
+//   * @dynaexq (policies/dynaexq.mlir at 256 experts): which experts keep their
 //     high-precision version, from the same counters.
-// `moe-compile deployment.mlir --target=all -o out/` writes the router's kernels and
+// `moe-compile deployment.mlir --target=all -o out/` writes the routers' kernels and
 // host code and each rule's host library; `moe-run deployment.mlir --entry NAME` runs one.
-// (Libra's balancing joins this module once its rule lands; see the README roadmap.)
 moe.router @xshare_ep(%logits: tensor<?x256xf32>, %bias: tensor<256xf32>,
                       %placement: !moe.placement<experts = 256, devices = 8, slots = 288>)
     -> (topk_ids: tensor<?x8xi32>, topk_weights: tensor<?x8xf32>,
@@ -61,6 +64,41 @@ moe.balance @eplb(%loads: tensor<256xf32>)
   moe.yield %phy2log, %log2phy, %count, %before, %after, %ib, %ia
       : tensor<288xi32>, tensor<256x33xi32>, tensor<256xi32>, tensor<8xf32>,
         tensor<8xf32>, tensor<1xf32>, tensor<1xf32>
+}
+
+moe.router @libra_predict(%hidden: tensor<?x7168xf32>, %next_gate: tensor<7168x256xf32>)
+    -> (next_topk_ids: tensor<?x8xi32>) attributes {experts = 256, top_k = 8} {
+  %logits = moe.gate %hidden, %next_gate
+      : tensor<?x7168xf32>, tensor<7168x256xf32> -> tensor<?x256xf32>
+  %ids, %weights = moe.route %logits k = 8
+      : tensor<?x256xf32> -> tensor<?x8xi32>, tensor<?x8xf32>
+  moe.yield %ids : tensor<?x8xi32>
+}
+
+moe.balance @libra(%next_topk_ids: tensor<?x8xi32>, %token_gpu: tensor<?xi32>)
+    -> (placement: tensor<256x8xi32>, shard_plan: tensor<8x256xi32>,
+        loads_before: tensor<8xf32>, loads_replicated: tensor<8xf32>,
+        loads_after: tensor<8xf32>, imbalance_before: tensor<1xf32>,
+        imbalance_replicated: tensor<1xf32>, imbalance_after: tensor<1xf32>)
+    attributes {experts = 256} {
+  %extra = moe.knob "extra_experts" = 4 : i64
+  %alpha = moe.knob "alpha" = 0.5 : f32
+  %epsilon = moe.knob "epsilon" = 0.05 : f32
+  %req = moe.gpu_requests %next_topk_ids, %token_gpu {gpus = 8}
+      : tensor<?x8xi32>, tensor<?xi32> -> tensor<8x256xi32>
+  %m = moe.libra_replicate %req extra(%extra : i64) alpha(%alpha : f32)
+      : tensor<8x256xi32> -> tensor<256x8xi32>
+  %plan, %after = moe.libra_shard %req, %m epsilon(%epsilon : f32)
+      : tensor<8x256xi32>, tensor<256x8xi32> -> tensor<8x256xi32>, tensor<8xf32>
+  %before = moe.served_loads %req : tensor<8x256xi32> -> tensor<8xf32>
+  %replicated = moe.served_loads %req placed(%m : tensor<256x8xi32>)
+      : tensor<8x256xi32> -> tensor<8xf32>
+  %ib = moe.imbalance %before : tensor<8xf32> -> tensor<1xf32>
+  %ir = moe.imbalance %replicated : tensor<8xf32> -> tensor<1xf32>
+  %ia = moe.imbalance %after : tensor<8xf32> -> tensor<1xf32>
+  moe.yield %m, %plan, %before, %replicated, %after, %ib, %ir, %ia
+      : tensor<256x8xi32>, tensor<8x256xi32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>,
+        tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 }
 
 moe.residency @dynaexq(%hotness: tensor<256xf32>, %counts: tensor<256xi32>,
