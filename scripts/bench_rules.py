@@ -37,7 +37,8 @@ def main():
     os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(a.build)
     from switchyard import CompiledRouter
     import rules_reference as ref
-    from test_rules import eplb_policy, residency_policy
+    from test_rules import (EF_DEFAULTS, eplb_policy, expertflow_reference, libra_policy,
+                            predicted_ids, residency_policy)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-bench-rules-")
     rng = np.random.default_rng(0)
@@ -86,6 +87,54 @@ def main():
                               max(3, a.repeat // 20))
         rows.append((f"DynaExq residency, {E} experts (n_hi = {n})", compiled, reference,
                      f"{want['num_promotions'][0]} promotions"))
+
+    # Libra: 4096 tokens with top-8 predictions over 256 experts, on 8 and 64 GPUs.
+    for gpus in (8, 64):
+        E, T, k = 256, 4096, 8
+        path = policy_file(f"libra{gpus}", libra_policy(E, gpus, k))
+        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"libra{gpus}"))
+        ids = predicted_ids(T, E, k, rng, 1.1)
+        token_gpu = (np.arange(T) * gpus // T).astype(np.int32)
+        prepared, outputs = rule.prepare(next_topk_ids=ids, token_gpu=token_gpu)
+        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        req = ref.gpu_requests(ids, token_gpu, gpus, E)
+        m = ref.libra_replicate(req, 4, 0.5)
+        plan, after = ref.libra_shard(req, m, 0.05)
+        assert np.array_equal(outputs["placement"], m), "compiled Libra plan differs"
+        assert np.array_equal(outputs["shard_plan"], plan), "compiled Libra sharding differs"
+
+        def reference():
+            r = ref.gpu_requests(ids, token_gpu, gpus, E)
+            mm = ref.libra_replicate(r, 4, 0.5)
+            return ref.libra_shard(r, mm, 0.05)
+        ref_us = median_us(reference, max(3, a.repeat // 50))
+        rows.append((f"Libra 256 experts, {gpus} GPUs, 4096 tokens", compiled, ref_us,
+                     "imbalance %.2f -> %.2f -> %.3f" % (outputs["imbalance_before"][0],
+                                                         outputs["imbalance_replicated"][0],
+                                                         outputs["imbalance_after"][0])))
+
+    # ExpertFlow prefetch step: 64 experts, a cache of 32, 16 feedback events.
+    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
+    path = policy_file("expertflow", full[full.index("moe.prefetch @expertflow"):])
+    rule = CompiledRouter(path, workdir=os.path.join(workdir, "expertflow"))
+    E = 64
+    mass = (rng.dirichlet(np.full(E, 0.3)) * 32).astype(np.float32)
+    requested = np.zeros(E, bool)
+    requested[rng.choice(E, 6, replace=False)] = True
+    resident = np.zeros(E, bool)
+    resident[rng.choice(E, 32, replace=False)] = True
+    inputs = {"pregate_mass": mass, "requested": requested, "resident": resident,
+              "last_use": rng.integers(-1, 10, E).astype(np.int32),
+              "now": np.array([10], np.int32), "step": np.array([4], np.int32),
+              "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
+              "events": rng.integers(0, 3, 16).astype(np.int32)}
+    prepared, outputs = rule.prepare(**inputs)
+    compiled = median_us(lambda: rule.call(prepared), a.repeat)
+    want = expertflow_reference(inputs, {})
+    assert np.array_equal(outputs["loads"], want["loads"]), "compiled ExpertFlow differs"
+    ref_us = median_us(lambda: expertflow_reference(inputs, {}), max(3, a.repeat // 20))
+    rows.append(("ExpertFlow prefetch step, 64 experts, cache 32", compiled, ref_us,
+                 f"S = {outputs['step_size'][0]}, {int((outputs['loads'] >= 0).sum())} loads"))
 
     print("%-44s %12s %14s %8s  %s" % ("rule", "compiled us", "reference us", "speedup", ""))
     for name, c, r, note in rows:

@@ -504,6 +504,16 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
   // Phase 2: iterative duplication towards the target load.
   Value loads = buffer(L, gpus, b.getI32Type());
   model.served(m, loads);
+  // remote[e]: requests for e served at its home by GPUs without a copy, kept up to
+  // date as copies are added (a step then costs O(G + E/G)).
+  Value remote = buffer(L, experts, b.getI32Type());
+  em.loop(experts, [&](Value e) {
+    Value sum = em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
+      return SmallVector<Value>{
+          em.select(model.hosts(m, e, g), it[0], em.addI(it[0], model.requested(g, e)))};
+    })[0];
+    em.store(sum, remote, e);
+  });
   Value target = model.target();
   Value stop = buffer(L, 1, b.getI8Type());
   em.store(em.i8(0), stop, em.idx(0));
@@ -518,22 +528,17 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
       (void)unusedLoad;
       Value srcOk = em.cmpI(P::sge, src, em.i32(0));
       Value s = em.toIndex(em.select(srcOk, src, em.i32(0)));
-      // Remote requests served on src, per expert homed there.
-      auto remoteOn = [&](Value e) {
-        return em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
-          Value remote = em.andI(em.cmpI(P::ne, g, s), em.notI(model.hosts(m, e, g)));
-          return SmallVector<Value>{
-              em.select(remote, em.addI(it[0], model.requested(g, e)), it[0])};
-        })[0];
-      };
-      auto [hot, hotLoad] = em.argBest(
-          em.idx(experts),
-          [&](Value e) {
-            return em.andI(em.cmpI(P::eq, model.home(e), s),
-                           em.cmpF(F::OGT, em.toF32(remoteOn(e)), em.f32(0)));
+      // The expert homed on src with the most remote requests (only src's E/G experts).
+      Value base = em.mulI(s, em.idx(experts / gpus));
+      auto [local, hotLoad] = em.argBest(
+          em.idx(experts / gpus),
+          [&](Value i) {
+            return em.cmpI(P::sgt, em.load(remote, em.addI(base, i)), em.i32(0));
           },
-          [&](Value e) { return em.toF32(remoteOn(e)); });
+          [&](Value i) { return em.toF32(em.load(remote, em.addI(base, i))); });
       (void)hotLoad;
+      Value hot = em.select(em.cmpI(P::sge, local, em.i32(0)),
+                            em.addI(local, em.toI32(base)), em.i32(-1));
       Value hotOk = em.andI(srcOk, em.cmpI(P::sge, hot, em.i32(0)));
       Value e = em.toIndex(em.select(hotOk, hot, em.i32(0)));
       auto [dst, negLoad] = em.argBest(
@@ -559,11 +564,23 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
             em.store(em.addI(em.load(extra, d), em.i32(1)), extra, d);
             em.store(after, loads, d);
             em.store(em.subI(em.load(loads, s), moved), loads, s);
+            em.store(em.subI(em.load(remote, e), moved), remote, e);
           },
           [&] { em.store(em.i8(1), stop, em.idx(0)); });
     });
   });
   return success();
+}
+
+/// `for (i = 0; i < n && !stop(); ++i) body()`.
+void loopUntil(LoopEmitter &em, int64_t n, function_ref<Value()> stop, function_ref<void()> body) {
+  em.whileLoop(
+      {em.idx(0)},
+      [&](ValueRange it) { return em.andI(em.cmpI(P::ult, it[0], em.idx(n)), em.notI(stop())); },
+      [&](ValueRange it) {
+        body();
+        return SmallVector<Value>{em.addI(it[0], em.idx(1))};
+      });
 }
 
 LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
@@ -591,14 +608,28 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
   Value target = model.target();
   Value limit = em.mulF(em.addF(em.f32(1), L.scalar(op.getEpsilon())), target);
   auto loadOf = [&](Value g) { return em.toF32(em.load(loads, g)); };
-  // state: [done, moved, exhausted]
-  Value state = buffer(L, 3, b.getI8Type());
-  Value visitedG = buffer(L, gpus, b.getI8Type()), visitedE = buffer(L, experts, b.getI8Type());
+  // state: [done, moved]
+  Value state = buffer(L, 2, b.getI8Type());
+  Value visitedG = buffer(L, gpus, b.getI8Type());
+  // Copies of each expert (the placement does not change while sharding).
+  Value hostCount = buffer(L, experts, b.getI32Type());
+  em.loop(experts, [&](Value e) {
+    Value n = em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
+      return SmallVector<Value>{em.select(model.hosts(m, e, g), em.addI(it[0], em.i32(1)), it[0])};
+    })[0];
+    em.store(n, hostCount, e);
+  });
   auto flag = [&](int i) { return em.isSet(state, em.idx(i)); };
   auto setFlag = [&](int i, int64_t v) { em.store(em.i8(v), state, em.idx(i)); };
   setFlag(0, 0);
-  em.loop(4 * gpus * experts, [&](Value) {
-    em.ifThen(em.notI(flag(0)), [&] {
+  // Until balanced or stuck (at most 4*G*E transfers).
+  em.whileLoop(
+      {em.idx(0)},
+      [&](ValueRange it) {
+        return em.andI(em.cmpI(P::ult, it[0], em.idx(4 * gpus * experts)), em.notI(flag(0)));
+      },
+      [&](ValueRange it) {
+    {
       Value maxLoad = em.loopCarried(em.idx(0), em.idx(gpus), {em.negInf()}, [&](Value g, ValueRange it) {
         return SmallVector<Value>{arith::MaximumFOp::create(b, em.location(), it[0], loadOf(g))};
       })[0];
@@ -609,8 +640,8 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
             em.fill(visitedG, em.idx(gpus), em.i8(0));
             // Sources in descending load, experts in descending remote load, first
             // feasible transfer wins.
-            em.loop(gpus, [&](Value) {
-              em.ifThen(em.notI(flag(1)), [&] {
+            loopUntil(em, gpus, [&] { return flag(1); }, [&] {
+              {
                 auto [src, unused] = em.argBest(
                     em.idx(gpus),
                     [&](Value g) {
@@ -622,58 +653,71 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
                 em.ifThen(em.cmpI(P::sge, src, em.i32(0)), [&] {
                   Value s = em.toIndex(src);
                   em.store(em.i8(1), visitedG, s);
-                  em.fill(visitedE, em.idx(experts), em.i8(0));
-                  setFlag(2, 0);
-                  em.loop(experts, [&](Value) {
-                    em.ifThen(em.notI(em.orI(flag(1), flag(2))), [&] {
-                      auto [hot, unusedR] = em.argBest(
-                          em.idx(experts),
-                          [&](Value e) {
-                            return em.andI(em.notI(em.isSet(visitedE, e)),
-                                           em.cmpI(P::sgt, em.load(r, {s, e}), em.i32(0)));
-                          },
-                          [&](Value e) { return em.toF32(em.load(r, {s, e})); });
-                      (void)unusedR;
-                      em.ifThenElse(
-                          em.cmpI(P::slt, hot, em.i32(0)), [&] { setFlag(2, 1); },
-                          [&] {
-                            Value e = em.toIndex(hot);
-                            em.store(em.i8(1), visitedE, e);
-                            auto [dst, unusedD] = em.argBest(
-                                em.idx(gpus),
-                                [&](Value g) {
-                                  return em.andI(em.cmpI(P::ne, g, s), model.hosts(m, e, g));
-                                },
-                                [&](Value g) {
-                                  return arith::NegFOp::create(b, em.location(), loadOf(g))
-                                      .getResult();
-                                });
-                            (void)unusedD;
-                            Value dOk = em.cmpI(P::sge, dst, em.i32(0));
-                            Value d = em.toIndex(em.select(dOk, dst, em.i32(0)));
-                            Value room = math::FloorOp::create(b, em.location(),
-                                                               em.subF(target, loadOf(d)));
-                            Value cap = arith::FPToSIOp::create(b, em.location(), b.getI32Type(),
-                                                                room);
-                            em.ifThen(em.andI(dOk, em.cmpI(P::sge, cap, em.i32(1))), [&] {
-                              Value have = em.load(r, {s, e});
-                              Value l = em.select(em.cmpI(P::slt, have, cap), have, cap);
-                              em.store(em.subI(have, l), r, {s, e});
-                              em.store(em.addI(em.load(r, {d, e}), l), r, {d, e});
-                              em.store(em.subI(em.load(loads, s), l), loads, s);
-                              em.store(em.addI(em.load(loads, d), l), loads, d);
-                              setFlag(1, 1);
-                            });
-                          });
-                    });
+                  // The first feasible expert in descending R[s, e] (ties lower id) is
+                  // the feasible one with the largest R: one pass, and the destination
+                  // search (O(G)) only for replicated experts that could win.
+                  auto best = em.loopCarried(
+                      em.idx(0), em.idx(experts), {em.i32(-1), em.i32(0), em.i32(0), em.i32(0)},
+                      [&](Value e, ValueRange it) {
+                        Value have = em.load(r, {s, e});
+                        Value better = em.orI(em.cmpI(P::slt, it[0], em.i32(0)),
+                                              em.cmpI(P::sgt, have, it[1]));
+                        Value cand = em.andI(em.andI(em.cmpI(P::sgt, have, em.i32(0)),
+                                                     em.cmpI(P::sge, em.load(hostCount, e),
+                                                             em.i32(2))),
+                                             better);
+                        auto ifOp = scf::IfOp::create(b, em.location(),
+                                                      TypeRange{b.getI32Type(), b.getI32Type()},
+                                                      cand, /*withElseRegion=*/true);
+                        {
+                          OpBuilder::InsertionGuard guard(b);
+                          b.setInsertionPointToStart(ifOp.thenBlock());
+                          auto [dst, unusedD] = em.argBest(
+                              em.idx(gpus),
+                              [&](Value g) {
+                                return em.andI(em.cmpI(P::ne, g, s), model.hosts(m, e, g));
+                              },
+                              [&](Value g) {
+                                return arith::NegFOp::create(b, em.location(), loadOf(g))
+                                    .getResult();
+                              });
+                          (void)unusedD;
+                          Value dOk = em.cmpI(P::sge, dst, em.i32(0));
+                          Value d = em.toIndex(em.select(dOk, dst, em.i32(0)));
+                          Value room = math::FloorOp::create(b, em.location(),
+                                                             em.subF(target, loadOf(d)));
+                          Value cap = arith::FPToSIOp::create(b, em.location(), b.getI32Type(),
+                                                              room);
+                          Value ok = em.andI(dOk, em.cmpI(P::sge, cap, em.i32(1)));
+                          scf::YieldOp::create(b, em.location(),
+                                               ValueRange{em.select(ok, dst, em.i32(-1)), cap});
+                          b.setInsertionPointToStart(ifOp.elseBlock());
+                          scf::YieldOp::create(b, em.location(), ValueRange{em.i32(-1), em.i32(0)});
+                        }
+                        Value take = em.cmpI(P::sge, ifOp.getResult(0), em.i32(0));
+                        return SmallVector<Value>{
+                            em.select(take, em.toI32(e), it[0]), em.select(take, have, it[1]),
+                            em.select(take, ifOp.getResult(0), it[2]),
+                            em.select(take, ifOp.getResult(1), it[3])};
+                      });
+                  em.ifThen(em.cmpI(P::sge, best[0], em.i32(0)), [&] {
+                    Value e = em.toIndex(best[0]), d = em.toIndex(best[2]);
+                    Value have = best[1], cap = best[3];
+                    Value l = em.select(em.cmpI(P::slt, have, cap), have, cap);
+                    em.store(em.subI(have, l), r, {s, e});
+                    em.store(em.addI(em.load(r, {d, e}), l), r, {d, e});
+                    em.store(em.subI(em.load(loads, s), l), loads, s);
+                    em.store(em.addI(em.load(loads, d), l), loads, d);
+                    setFlag(1, 1);
                   });
                 });
-              });
+              }
             });
             em.ifThen(em.notI(flag(1)), [&] { setFlag(0, 1); });
           },
           [&] { setFlag(0, 1); });
-    });
+    }
+    return SmallVector<Value>{em.addI(it[0], em.idx(1))};
   });
   em.loop(gpus, [&](Value g) { em.store(loadOf(g), out, g); });
   return success();
