@@ -158,18 +158,26 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
   alloc.erase();
 }
 
-void KernelBuilder::mapParallel(scf::ParallelOp loop) {
-  if (hasLaneLoops(loop))
-    return mapWarpLoop(loop);
+/// Replaces a one-dimensional parallel loop without results by
+/// `scf.for i = lb + first to ub step stride` with the same body.
+scf::ForOp toStridedLoop(OpBuilder &b, Location loc, scf::ParallelOp loop, Value first,
+                         Value stride) {
   b.setInsertionPoint(loop);
-  Value lower = arith::AddIOp::create(b, loc, loop.getLowerBound()[0], tid);
-  auto strided = scf::ForOp::create(b, loc, lower, loop.getUpperBound()[0], threads);
+  Value lower = arith::AddIOp::create(b, loc, loop.getLowerBound()[0], first);
+  auto strided = scf::ForOp::create(b, loc, lower, loop.getUpperBound()[0], stride);
   Block *body = strided.getBody();
   Block &old = loop.getRegion().front();
   old.getArgument(0).replaceAllUsesWith(strided.getInductionVar());
   old.getTerminator()->erase(); // scf.reduce
   body->getOperations().splice(body->begin(), old.getOperations());
   loop.erase();
+  return strided;
+}
+
+void KernelBuilder::mapParallel(scf::ParallelOp loop) {
+  if (hasLaneLoops(loop))
+    return mapWarpLoop(loop);
+  scf::ForOp strided = toStridedLoop(b, loc, loop, tid, threads);
   b.setInsertionPointAfter(strided);
   barrier();
 }
@@ -257,16 +265,8 @@ Value KernelBuilder::shuffle(Value v, Value offset, gpu::ShuffleMode mode) {
 }
 
 void KernelBuilder::mapWarpLoop(scf::ParallelOp loop) {
-  b.setInsertionPoint(loop);
-  Value lower = arith::AddIOp::create(b, loc, loop.getLowerBound()[0], warp);
-  auto strided = scf::ForOp::create(b, loc, lower, loop.getUpperBound()[0], warps);
-  Block *body = strided.getBody();
-  Block &old = loop.getRegion().front();
-  old.getArgument(0).replaceAllUsesWith(strided.getInductionVar());
-  old.getTerminator()->erase(); // scf.reduce
-  body->getOperations().splice(body->begin(), old.getOperations());
-  loop.erase();
-  mapWarpBlock(*body);
+  scf::ForOp strided = toStridedLoop(b, loc, loop, warp, warps);
+  mapWarpBlock(*strided.getBody());
   b.setInsertionPointAfter(strided);
   barrier();
 }
