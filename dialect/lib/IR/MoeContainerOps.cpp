@@ -188,8 +188,8 @@ LogicalResult RouterOp::verify() {
                          getResultTypes());
 }
 
-/// Expert sets and placements anywhere in a router must be over the router's experts.
-static LogicalResult verifyExpertTypes(Operation *op, Type type, int64_t experts,
+/// Expert sets and placements anywhere in a router or rule must be over its experts.
+static LogicalResult verifyExpertTypes(Operation *container, Type type, int64_t experts,
                                        Location loc) {
   int64_t n = -1;
   if (auto set = dyn_cast<ExpertSetType>(type))
@@ -197,8 +197,8 @@ static LogicalResult verifyExpertTypes(Operation *op, Type type, int64_t experts
   else if (auto placement = dyn_cast<PlacementType>(type))
     n = placement.getExperts();
   if (n >= 0 && n != experts)
-    return emitError(loc) << type << " is over " << n
-                          << " experts but the enclosing router has " << experts;
+    return emitError(loc) << type << " is over " << n << " experts but the enclosing "
+                          << describeContainer(container) << " has " << experts;
   return success();
 }
 
@@ -214,7 +214,7 @@ static LogicalResult verifyBody(Operation *container, StringRef symName, Block &
   llvm::StringSet<> knobs;
   WalkResult walk = block.walk([&](Operation *op) {
     for (Value v : op->getResults())
-      if (failed(verifyExpertTypes(op, v.getType(), experts, op->getLoc())))
+      if (failed(verifyExpertTypes(container, v.getType(), experts, op->getLoc())))
         return WalkResult::interrupt();
     if (auto knob = dyn_cast<KnobOp>(op))
       if (!knobs.insert(knob.getName()).second) {

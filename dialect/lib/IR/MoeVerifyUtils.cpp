@@ -40,11 +40,24 @@ std::optional<double> getConstantFloat(Value v) { return floatOf(knownAttr(v, fa
 
 namespace detail {
 
-std::optional<int64_t> enclosingExperts(Operation *op) {
+static std::optional<PolicyFunction> enclosingPolicy(Operation *op) {
   for (Operation *parent = op->getParentOp(); parent; parent = parent->getParentOp())
     if (std::optional<PolicyFunction> f = PolicyFunction::get(parent))
-      return f->getExperts();
+      return f;
   return std::nullopt;
+}
+
+std::optional<int64_t> enclosingExperts(Operation *op) {
+  if (std::optional<PolicyFunction> f = enclosingPolicy(op))
+    return f->getExperts();
+  return std::nullopt;
+}
+
+std::string describeContainer(Operation *container) {
+  std::optional<PolicyFunction> f = PolicyFunction::get(container);
+  if (!f || f->isRouter())
+    return "router";
+  return (f->getKind() + " rule").str();
 }
 
 LogicalResult verifyExpertCount(Operation *op, int64_t experts, StringRef what) {
@@ -52,9 +65,10 @@ LogicalResult verifyExpertCount(Operation *op, int64_t experts, StringRef what) 
     return op->emitOpError() << what << " must have a static number of experts";
   if (experts < 1)
     return op->emitOpError() << what << " must have at least one expert";
-  if (auto e = enclosingExperts(op); e && *e != experts)
-    return op->emitOpError() << what << " has " << experts
-                             << " experts but the enclosing router has " << *e;
+  if (std::optional<PolicyFunction> f = enclosingPolicy(op); f && f->getExperts() != experts)
+    return op->emitOpError() << what << " has " << experts << " experts but the enclosing "
+                             << describeContainer(f->getOperation()) << " has "
+                             << f->getExperts();
   return success();
 }
 

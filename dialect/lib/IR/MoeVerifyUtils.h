@@ -13,8 +13,11 @@
 
 namespace switchyard::moe::detail {
 
-/// The enclosing router's `experts`, if the op is inside a router.
+/// The enclosing router's or rule's `experts`, if the op is inside one.
 std::optional<int64_t> enclosingExperts(mlir::Operation *op);
+
+/// "router", or "<kind> rule" for a rule container (for diagnostics).
+std::string describeContainer(mlir::Operation *container);
 
 /// Checks that `experts` (the expert dimension of the value described by `what`) is
 /// static and matches the enclosing router.

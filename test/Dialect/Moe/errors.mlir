@@ -1608,7 +1608,7 @@ moe.balance @default_placement(%loads: tensor<60xf32>) -> (d: tensor<8xf32>)
 // Rule bodies are over the rule's experts too.
 moe.residency @rule_experts(%s: tensor<8xf32>, %cur: !moe.set<16>) -> (hi: !moe.set<16>)
     attributes {experts = 8} {
-  // expected-error @-2 {{'!moe.set<16>' is over 16 experts but the enclosing router has 8}}
+  // expected-error @-2 {{'!moe.set<16>' is over 16 experts but the enclosing residency rule has 8}}
   moe.yield %cur : !moe.set<16>
 }
 
@@ -1689,4 +1689,14 @@ moe.prefetch @feedback_threshold(%s: tensor<1xi32>, %ev: tensor<?xi32>)
       : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
       -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
   moe.yield %x : tensor<1xi32>
+}
+
+// -----
+
+moe.residency @ema_experts(%s: tensor<4xf32>, %c: tensor<4xi32>) -> (out: tensor<4xf32>)
+    attributes {experts = 8} {
+  %a = arith.constant 0.5 : f32
+  // expected-error @+1 {{'moe.ema' op hotness has 4 experts but the enclosing residency rule has 8}}
+  %r = moe.ema %s, %c alpha(%a : f32) : tensor<4xf32>, tensor<4xi32>
+  moe.yield %r : tensor<4xf32>
 }
