@@ -25,6 +25,8 @@ bool RouterLowering::laneParallelHere() const {
   return laneParallel && parallelToken && parallelExtent == numTokens;
 }
 
+bool RouterLowering::blockParallelHere() const { return laneParallel && !parallelToken; }
+
 void RouterLowering::forEachLane(Value n, function_ref<void(Value)> body) {
   if (!laneParallelHere())
     return emitter.loop(emitter.idx(0), n, body);
@@ -55,7 +57,7 @@ static Value combineValues(OpBuilder &b, Location loc, RouterLowering::Combine c
 Value RouterLowering::reduceLanes(Value n, Value init, Combine combine,
                                   function_ref<Value(Value)> value) {
   Location loc = router.getLoc();
-  if (!laneParallelHere())
+  if (!laneParallelHere() && !blockParallelHere())
     return emitter.loopCarried(emitter.idx(0), n, {init}, [&](Value e, ValueRange it) {
       return SmallVector<Value>{combineValues(b, loc, combine, it[0], value(e))};
     })[0];
@@ -77,7 +79,7 @@ Value RouterLowering::reduceLanes(Value n, Value init, Combine combine,
 
 std::pair<Value, Value> RouterLowering::argBest(Value n, function_ref<Value(Value)> eligible,
                                                 function_ref<Value(Value)> score) {
-  if (!laneParallelHere())
+  if (!laneParallelHere() && !blockParallelHere())
     return emitter.argBest(n, eligible, score);
   LoopEmitter &em = emitter;
   Location loc = router.getLoc();

@@ -101,8 +101,14 @@ public:
 
   /// Maps one block of the kernel body in place.
   void mapBlock(Block &block);
-  /// Lane and warp of this thread; set when the kernel has lane-parallel loops.
+  /// Lane and warp of this thread.
   Value lane, warp, warps;
+  /// Block-shared scratch (i64 slots): [0, 64) per-warp partials of block reductions,
+  /// [64, 96) values thread 0 broadcasts to the block.
+  Value shared;
+  static constexpr int64_t kSharedSlots = 96, kBroadcastBase = 64;
+  /// Set when a run or a reduction needs more shared slots than there are.
+  bool tooManySlots = false;
   /// Bytes of workspace the kernel needs: perToken * T + fixed.
   int64_t perTokenBytes = 0, fixedBytes = 0;
   /// A value type the warp shuffles cannot carry, if one was met.
@@ -112,7 +118,11 @@ private:
   Value workspaceOffset;
   void barrier() { gpu::BarrierOp::create(b, loc); }
   void mapParallel(scf::ParallelOp loop);
+  void mapBlockReduction(scf::ParallelOp loop);
   void guardRun(ArrayRef<Operation *> run);
+  Value toBits(Value v);
+  Value fromBits(Value bits, Type type);
+  Value sharedSlot(Value slot) { return memref::LoadOp::create(b, loc, shared, slot); }
   // The warp-per-token mapping of a lane-parallel loop.
   void mapWarpLoop(scf::ParallelOp loop);
   void mapWarpBlock(Block &block);
@@ -177,6 +187,8 @@ scf::ForOp toStridedLoop(OpBuilder &b, Location loc, scf::ParallelOp loop, Value
 void KernelBuilder::mapParallel(scf::ParallelOp loop) {
   if (hasLaneLoops(loop))
     return mapWarpLoop(loop);
+  if (!loop.getInitVals().empty())
+    return mapBlockReduction(loop);
   scf::ForOp strided = toStridedLoop(b, loc, loop, tid, threads);
   b.setInsertionPointAfter(strided);
   barrier();
@@ -221,13 +233,130 @@ void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
   b.setInsertionPointAfter(run.back());
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
-  // Thread 0 runs the code; the other threads never use its values (every user is
-  // another thread-0 run), so they get zeros.
+  // Thread 0 runs the code and broadcasts the values later code uses through shared
+  // slots (control flow around block reductions is uniform, so every thread needs them).
   SmallVector<Value> escaping;
   scf::IfOp guard = guardOps(b, loc, run, first, escaping);
-  for (auto [v, r] : llvm::zip(escaping, guard.getResults()))
-    v.replaceUsesWithIf(r, [&](OpOperand &use) { return !guard->isAncestor(use.getOwner()); });
+  if (escaping.size() > kSharedSlots - kBroadcastBase) {
+    tooManySlots = true;
+    escaping.clear();
+  }
+  if (!escaping.empty()) {
+    OpBuilder::InsertionGuard keep(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    for (auto [i, v] : llvm::enumerate(escaping))
+      memref::StoreOp::create(b, loc, toBits(v), shared,
+                              ValueRange{arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)});
+  }
   barrier();
+  if (escaping.empty())
+    return;
+  for (auto [i, v] : llvm::enumerate(escaping)) {
+    Value all = fromBits(
+        sharedSlot(arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)), v.getType());
+    v.replaceUsesWithIf(all, [&](OpOperand &use) {
+      return !guard->isAncestor(use.getOwner()) && use.getOwner() != all.getDefiningOp();
+    });
+  }
+  barrier(); // every thread has read the slots before they are written again
+}
+
+Value KernelBuilder::toBits(Value v) {
+  Type type = v.getType(), i64 = b.getI64Type();
+  if (type.isIndex())
+    return arith::IndexCastOp::create(b, loc, i64, v);
+  if (type.isF32())
+    v = arith::BitcastOp::create(b, loc, b.getI32Type(), v);
+  if (v.getType().isInteger(64))
+    return v;
+  if (v.getType().isInteger() && v.getType().getIntOrFloatBitWidth() < 64)
+    return arith::ExtUIOp::create(b, loc, i64, v);
+  unsupported = type;
+  return arith::ConstantIntOp::create(b, loc, 0, 64);
+}
+
+Value KernelBuilder::fromBits(Value bits, Type type) {
+  if (type.isIndex())
+    return arith::IndexCastOp::create(b, loc, type, bits);
+  if (type.isInteger(64))
+    return bits;
+  if (type.isF32())
+    return arith::BitcastOp::create(
+        b, loc, type, arith::TruncIOp::create(b, loc, b.getI32Type(), bits));
+  if (type.isInteger())
+    return arith::TruncIOp::create(b, loc, type, bits);
+  unsupported = type;
+  return arith::ConstantOp::create(b, loc, b.getZeroAttr(type));
+}
+
+void KernelBuilder::mapBlockReduction(scf::ParallelOp loop) {
+  Block &old = loop.getRegion().front();
+  auto reduce = cast<scf::ReduceOp>(old.getTerminator());
+  if (reduce.getNumOperands() > kBroadcastBase / kWarpSize) {
+    tooManySlots = true;
+    return;
+  }
+  b.setInsertionPoint(loop);
+  Value step = loop.getStep()[0];
+  Value start = arith::AddIOp::create(b, loc, loop.getLowerBound()[0],
+                                      arith::MulIOp::create(b, loc, tid, step));
+  Value stride = arith::MulIOp::create(b, loc, step, threads);
+  // Each thread folds its strided elements...
+  auto strided = scf::ForOp::create(
+      b, loc, start, loop.getUpperBound()[0], stride, loop.getInitVals(),
+      [&](OpBuilder &nested, Location, Value iv, ValueRange acc) {
+        IRMapping mapping;
+        mapping.map(old.getArgument(0), iv);
+        for (Operation &op : old.without_terminator())
+          nested.clone(op, mapping);
+        SmallVector<Value> next;
+        for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
+          next.push_back(combineWith(nested, region, acc[i],
+                                     mapping.lookupOrDefault(reduce.getOperands()[i])));
+        scf::YieldOp::create(nested, loc, next);
+      });
+  b.setInsertionPointAfter(strided);
+  // ... each warp combines its lanes' (butterfly), lane 0 publishes the warp's value...
+  SmallVector<Value> acc(strided.getResults());
+  for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+    Value off = arith::ConstantIntOp::create(b, loc, offset, 32);
+    for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
+      acc[i] = combineWith(b, region, acc[i], shuffle(acc[i], off, gpu::ShuffleMode::XOR));
+  }
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value laneZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  auto publish = scf::IfOp::create(b, loc, laneZero, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard keep(b);
+    b.setInsertionPoint(publish.thenBlock()->getTerminator());
+    for (auto [i, v] : llvm::enumerate(acc)) {
+      Value slot = arith::AddIOp::create(
+          b, loc, arith::ConstantIndexOp::create(b, loc, i * kWarpSize), warp);
+      memref::StoreOp::create(b, loc, toBits(v), shared, ValueRange{slot});
+    }
+  }
+  barrier();
+  // ... and every thread combines the warps' values in warp order (the same result on
+  // every thread: control flow after it stays uniform).
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto gather = scf::ForOp::create(
+      b, loc, zero, warps, one, loop.getInitVals(),
+      [&](OpBuilder &nested, Location, Value w, ValueRange partial) {
+        SmallVector<Value> next;
+        OpBuilder::InsertionGuard keep(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        for (auto [i, region] : llvm::enumerate(reduce.getReductions())) {
+          Value slot = arith::AddIOp::create(
+              b, loc, arith::ConstantIndexOp::create(b, loc, i * kWarpSize), w);
+          Value v = fromBits(sharedSlot(slot), partial[i].getType());
+          next.push_back(combineWith(b, region, partial[i], v));
+        }
+        scf::YieldOp::create(b, loc, next);
+      });
+  b.setInsertionPointAfter(gather);
+  barrier(); // the partial slots are free again
+  loop.replaceAllUsesWith(gather.getResults());
+  loop.erase();
 }
 
 //===----------------------------------------------------------------------===//
@@ -408,6 +537,15 @@ void KernelBuilder::mapBlock(Block &block) {
       workspaceOffset = saved;
       continue;
     }
+    // Loops around block reductions (set selection rounds) run on every thread: their
+    // bounds and carried values are uniform (thread-0 values are broadcast).
+    if (op.getNumRegions() && containsParallel(&op)) {
+      flush();
+      for (Region &region : op.getRegions())
+        for (Block &nested : region)
+          mapBlock(nested);
+      continue;
+    }
     // Pure code runs on every thread, unless it reads what a run computes.
     if (isMemoryEffectFree(&op) && op.getNumRegions() == 0 && !usesRun(op))
       continue;
@@ -461,6 +599,10 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       Value threads = gpu::BlockDimOp::create(inner, loc, gpu::Dimension::x);
       KernelBuilder builder(inner, loc, tid, threads, entry.getArguments().back(),
                             entry.getArgument(0));
+      auto sharedType = MemRefType::get(
+          {KernelBuilder::kSharedSlots}, kb.getI64Type(), MemRefLayoutAttrInterface{},
+          gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+      builder.shared = kernel.addWorkgroupAttribution(sharedType, loc);
       Value warpSize = arith::ConstantIndexOp::create(inner, loc, kWarpSize);
       builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
       builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
@@ -483,6 +625,11 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
         return signalPassFailure();
       }
       builder.mapBlock(entry);
+      if (builder.tooManySlots) {
+        f.emitError() << "a thread-0 phase or block reduction needs more shared slots "
+                         "than the kernel reserves";
+        return signalPassFailure();
+      }
       if (builder.unsupported) {
         f.emitError() << "a warp shuffle cannot carry a value of type "
                       << builder.unsupported;

@@ -44,9 +44,10 @@ void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
              function_ref<void(Value, Value, Value)> onPick) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
-  if (L.laneParallelHere()) {
+  if (L.laneParallelHere() || L.blockParallelHere()) {
     // The GPU form: k rounds of a parallel arg-max over the ids not taken yet (the same
-    // order: best first, ties to the lower id, -1 once nothing eligible is left).
+    // order: best first, ties to the lower id, -1 once nothing eligible is left); one
+    // warp per token inside token loops, one block for set selection.
     em.loop(em.idx(0), k, [&](Value j) {
       auto [id, v] = L.argBest(
           n, [&](Value e) { return em.andI(em.notI(em.isSet(taken, e)), eligible(e)); },

@@ -69,6 +69,9 @@ public:
   // lanes of the token's warp); elsewhere plain sequential loops.
   /// True when loops over a row are written lane-parallel here.
   bool laneParallelHere() const;
+  /// True when reductions over the experts are written block-parallel here: the GPU
+  /// form outside any parallel loop (set selection), mapped onto one block.
+  bool blockParallelHere() const;
   /// `body(e)` for every e in [0, n); the iterations are independent.
   void forEachLane(mlir::Value n, llvm::function_ref<void(mlir::Value)> body);
   enum class Combine { AddF, MaximumF, MaxUI };

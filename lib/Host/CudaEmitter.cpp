@@ -553,7 +553,10 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
     argList += std::string(first ? "" : ", ") + text.substr(text.find_last_of(" *") + 1);
     first = false;
   };
-  for (BlockArgument arg : kernel.getArguments()) {
+  // The entry block's arguments are the parameters, then the workgroup attributions.
+  ArrayRef<BlockArgument> params = kernel.getBody().front().getArguments().take_front(
+      kernel.getFunctionType().getNumInputs());
+  for (BlockArgument arg : params) {
     auto m = dyn_cast<MemRefType>(arg.getType());
     std::string n = name(arg);
     if (!m) {
@@ -570,7 +573,19 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
       param("int64_t " + n + "_stride" + std::to_string(d));
   }
   os << ") {\n";
-  for (BlockArgument arg : kernel.getArguments())
+  // Workgroup attributions: block-shared arrays (on the CPU, one block runs at a time).
+  for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
+    auto m = cast<MemRefType>(arg.getType());
+    if (!m.hasStaticShape() || m.getRank() != 1)
+      return kernel.emitOpError() << "has a workgroup buffer the CUDA C++ emitter cannot place";
+    std::string n = name(arg), elem = type(m.getElementType());
+    os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  static " << elem << " " << n << "_shared["
+       << m.getDimSize(0) << "];\n#else\n  __shared__ " << elem << " " << n << "_shared["
+       << m.getDimSize(0) << "];\n#endif\n";
+    os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {" << m.getDimSize(0)
+       << "}, {1}};\n";
+  }
+  for (BlockArgument arg : params)
     if (auto m = dyn_cast<MemRefType>(arg.getType())) {
       std::string n = name(arg);
       os << "  " << memrefType(m) << " " << n << " = {" << n << "_aligned, " << n

@@ -156,13 +156,18 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch, GpuArtifacts 
     fixed = ws[1];
     auto workspace = cast<DenseI64ArrayAttr>(kernel->getAttr("moe.workspace"));
     int64_t block = kernel.getKnownBlockSizeAttr() ? kernel.getKnownBlockSizeAttr()[0] : 0;
+    int64_t sharedBytes = 0; // static shared memory: the workgroup attributions
+    for (BlockArgument a : kernel.getWorkgroupAttributions()) {
+      auto m = cast<MemRefType>(a.getType());
+      sharedBytes += m.getNumElements() * m.getElementTypeBitWidth() / 8;
+    }
     kernels.push_back(llvm::json::Object{
         {"name", kernel.getName()},
         {"params", kernelParams(kernel)},
         {"block", llvm::json::Array{block, 1, 1}},
         {"grid", "[1, 1, 1]: one CTA holds the whole batch (decode size class)"},
         {"max_tokens", 1024},
-        {"shared_memory_bytes", 0},
+        {"shared_memory_bytes", sharedBytes},
         {"workspace_bytes", llvm::json::Object{{"per_token", workspace[0]},
                                                {"fixed", workspace[1]}}}});
   });

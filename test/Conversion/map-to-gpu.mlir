@@ -10,6 +10,8 @@
 // BLOCK: error: moe-map-to-gpu: block-size must be a multiple of 32 in [32, 1024], got 100
 
 // WARP: gpu.func @r(
+// The block-shared slots: per-warp partials of block reductions, thread-0 broadcasts.
+// WARP-SAME: workgroup(%[[SH:.*]] : memref<96xi64, #gpu.address_space<workgroup>>)
 // WARP: %[[TID:.*]] = gpu.thread_id x
 // WARP: %[[NT:.*]] = gpu.block_dim x
 // WARP: %[[LANE:.*]] = arith.remui %[[TID]], %c32
@@ -34,9 +36,20 @@
 // WARP: arith.addf
 // WARP: nvvm.bar.warp.sync
 // WARP: gpu.barrier
-// Batch and set phases keep one thread per expert / thread 0.
+// Batch reductions keep one thread per expert.
 // WARP: scf.for %{{.*}} = %{{.*}} to %c16 step %[[NT]] {
-// WARP: arith.cmpi eq, %[[TID]]
+// Set selection (budget 4) runs on the whole block: 4 rounds of a block arg-max -
+// thread-strided partial keys, warp butterfly, lane 0 of each warp publishes to
+// shared memory, every thread combines the warps' keys in order.
+// WARP: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// WARP:   scf.for %{{.*}} = %{{.*}} to %c16 step %{{.*}} iter_args(%{{.*}} = %c0_i64) -> (i64) {
+// WARP:   gpu.shuffle xor
+// WARP:   memref.store %{{.*}}, %[[SH]][%{{.*}}] : memref<96xi64, #gpu.address_space<workgroup>>
+// WARP:   gpu.barrier
+// WARP:   memref.load %[[SH]]
+// WARP:   gpu.barrier
+// The winner is marked by thread 0.
+// WARP:   arith.cmpi eq, %[[TID]]
 // The route stage: k rounds of a warp arg-max over packed i64 keys (two 32-bit
 // shuffles per round), lane 0 marks the winner and writes the outputs.
 // WARP: scf.for %{{.*}} = %{{.*}} to %c2 step %c1 {
@@ -55,7 +68,7 @@
 // The host function stays.
 // CHECK: func.func @r(
 // CHECK: gpu.module @r_kernels {
-// CHECK: gpu.func @r(%[[T:.*]]: index, %{{.*}}: memref<?x16xf32>, %{{.*}}: memref<?x2xi32>, %{{.*}}: memref<?x2xf32>, %{{.*}}: memref<16xi8>, %[[WS:.*]]: memref<?xi8>) kernel
+// CHECK: gpu.func @r(%[[T:.*]]: index, %{{.*}}: memref<?x16xf32>, %{{.*}}: memref<?x2xi32>, %{{.*}}: memref<?x2xf32>, %{{.*}}: memref<16xi8>, %[[WS:.*]]: memref<?xi8>) workgroup(%{{.*}} : memref<96xi64, #gpu.address_space<workgroup>>) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK-SAME: moe.workspace = array<i64: {{[0-9]+}}, {{[0-9]+}}>
 // CHECK: %[[TID:.*]] = gpu.thread_id x

@@ -99,8 +99,12 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     `gpu.shuffle xor`s, its remaining sequential row code runs on lane 0 and is
     broadcast with `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that
     wrote memory. Other parallel loops (over tokens or experts) become block-strided
-    loops, one thread per iteration; sequential code (set selection, alignment) runs
-    on thread 0; barriers separate the phases;
+    loops, one thread per iteration; a parallel reduction outside token loops (the
+    arg-max rounds of set selection) becomes a block reduction: thread-strided
+    partials, warp butterflies, per-warp partials in a 96 x i64 workgroup buffer that
+    every thread combines in warp order; loops around them run on every thread.
+    Remaining sequential code (alignment, compaction) runs on thread 0 and broadcasts
+    the values later code uses through the same buffer; barriers separate the phases;
     temporaries live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
     The host function is left in place.
   }];
