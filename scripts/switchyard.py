@@ -35,6 +35,14 @@ def describe(policy_path):
     return json.loads(text)["entries"]
 
 
+# (policy file in policies/, router entry): every shipped router that compiles to a GPU
+# kernel (the GPU tests run each of them).
+GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"),
+               ("lynx", "lynx"), ("xshare", "xshare"), ("xshare_spec", "xshare_spec"),
+               ("xshare_ep", "xshare_ep"), ("libra", "libra_predict"),
+               ("expertflow", "expertflow_route")]
+
+
 class CompiledRouter:
     """One router of a policy, compiled to a shared library and callable on numpy arrays."""
 

@@ -127,6 +127,10 @@ private:
   void mapWarpLoop(scf::ParallelOp loop);
   void mapWarpBlock(Block &block);
   void mapLaneLoop(scf::ParallelOp loop);
+  /// The reduction `loop` folded by strided iterations (first, first + count, ...) and
+  /// then across the 32 lanes of each warp (butterfly): every lane holds its warp's
+  /// value. The insertion point is left after it.
+  SmallVector<Value> foldAcrossWarp(scf::ParallelOp loop, Value first, Value count);
   void guardLaneRun(ArrayRef<Operation *> run);
   Value shuffle(Value v, Value offset, gpu::ShuffleMode mode);
   void warpBarrier() {
@@ -296,33 +300,9 @@ void KernelBuilder::mapBlockReduction(scf::ParallelOp loop) {
     tooManySlots = true;
     return;
   }
-  b.setInsertionPoint(loop);
-  Value step = loop.getStep()[0];
-  Value start = arith::AddIOp::create(b, loc, loop.getLowerBound()[0],
-                                      arith::MulIOp::create(b, loc, tid, step));
-  Value stride = arith::MulIOp::create(b, loc, step, threads);
-  // Each thread folds its strided elements...
-  auto strided = scf::ForOp::create(
-      b, loc, start, loop.getUpperBound()[0], stride, loop.getInitVals(),
-      [&](OpBuilder &nested, Location, Value iv, ValueRange acc) {
-        IRMapping mapping;
-        mapping.map(old.getArgument(0), iv);
-        for (Operation &op : old.without_terminator())
-          nested.clone(op, mapping);
-        SmallVector<Value> next;
-        for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
-          next.push_back(combineWith(nested, region, acc[i],
-                                     mapping.lookupOrDefault(reduce.getOperands()[i])));
-        scf::YieldOp::create(nested, loc, next);
-      });
-  b.setInsertionPointAfter(strided);
-  // ... each warp combines its lanes' (butterfly), lane 0 publishes the warp's value...
-  SmallVector<Value> acc(strided.getResults());
-  for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-    Value off = arith::ConstantIntOp::create(b, loc, offset, 32);
-    for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
-      acc[i] = combineWith(b, region, acc[i], shuffle(acc[i], off, gpu::ShuffleMode::XOR));
-  }
+  // Each thread folds its strided elements, each warp combines its lanes' values,
+  // lane 0 publishes the warp's value...
+  SmallVector<Value> acc = foldAcrossWarp(loop, tid, threads);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value laneZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
   auto publish = scf::IfOp::create(b, loc, laneZero, /*withElseRegion=*/false);
@@ -400,16 +380,15 @@ void KernelBuilder::mapWarpLoop(scf::ParallelOp loop) {
   barrier();
 }
 
-void KernelBuilder::mapLaneLoop(scf::ParallelOp loop) {
+SmallVector<Value> KernelBuilder::foldAcrossWarp(scf::ParallelOp loop, Value first,
+                                                 Value count) {
+  Block &old = loop.getRegion().front();
+  auto reduce = cast<scf::ReduceOp>(old.getTerminator());
   b.setInsertionPoint(loop);
   Value step = loop.getStep()[0];
   Value start = arith::AddIOp::create(b, loc, loop.getLowerBound()[0],
-                                      arith::MulIOp::create(b, loc, lane, step));
-  Value stride =
-      arith::MulIOp::create(b, loc, step, arith::ConstantIndexOp::create(b, loc, kWarpSize));
-  Block &old = loop.getRegion().front();
-  auto reduce = cast<scf::ReduceOp>(old.getTerminator());
-  // Each lane folds its elements into its own accumulators...
+                                      arith::MulIOp::create(b, loc, first, step));
+  Value stride = arith::MulIOp::create(b, loc, step, count);
   auto strided = scf::ForOp::create(
       b, loc, start, loop.getUpperBound()[0], stride, loop.getInitVals(),
       [&](OpBuilder &nested, Location, Value iv, ValueRange acc) {
@@ -423,7 +402,6 @@ void KernelBuilder::mapLaneLoop(scf::ParallelOp loop) {
                                      mapping.lookupOrDefault(reduce.getOperands()[i])));
         scf::YieldOp::create(nested, loc, next);
       });
-  // ... then the lanes combine theirs: after the butterfly every lane holds the result.
   b.setInsertionPointAfter(strided);
   SmallVector<Value> acc(strided.getResults());
   for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
@@ -431,6 +409,14 @@ void KernelBuilder::mapLaneLoop(scf::ParallelOp loop) {
     for (auto [i, region] : llvm::enumerate(reduce.getReductions()))
       acc[i] = combineWith(b, region, acc[i], shuffle(acc[i], off, gpu::ShuffleMode::XOR));
   }
+  return acc;
+}
+
+void KernelBuilder::mapLaneLoop(scf::ParallelOp loop) {
+  // Each lane folds its elements; after the butterfly every lane holds the result.
+  b.setInsertionPoint(loop);
+  Value warpSize = arith::ConstantIndexOp::create(b, loc, kWarpSize);
+  SmallVector<Value> acc = foldAcrossWarp(loop, lane, warpSize);
   warpBarrier();
   loop.replaceAllUsesWith(acc);
   b.setInsertionPointAfter(loop);

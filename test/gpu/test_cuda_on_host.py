@@ -22,10 +22,6 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-# (policy file, router entry): every shipped router that compiles to a kernel.
-POLICIES = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"), ("lynx", "lynx"),
-            ("xshare", "xshare"), ("xshare_spec", "xshare_spec"), ("xshare_ep", "xshare_ep"),
-            ("libra", "libra_predict"), ("expertflow", "expertflow_route")]
 
 
 def descriptor(arr):
@@ -42,7 +38,8 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CaseTally, CompiledRouter, differing_outputs, example_inputs
+    from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
+                            differing_outputs, example_inputs)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)

@@ -21,10 +21,6 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 CUDA = "/usr/local/cuda"
-# (policy file, router entry): every shipped router that compiles to a kernel.
-POLICIES = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"), ("lynx", "lynx"),
-            ("xshare", "xshare"), ("xshare_spec", "xshare_spec"), ("xshare_ep", "xshare_ep"),
-            ("libra", "libra_predict"), ("expertflow", "expertflow_route")]
 SKIP = 77
 
 
@@ -94,7 +90,8 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import CaseTally, CompiledRouter, differing_outputs, example_inputs
+    from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
+                            differing_outputs, example_inputs)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
