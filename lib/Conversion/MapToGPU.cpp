@@ -22,6 +22,8 @@
 // Pure code (constants, index arithmetic, views) runs on every thread.
 //
 //===----------------------------------------------------------------------===//
+#include "LargeBatchKernels.h"
+
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -101,6 +103,12 @@ public:
 
   /// Maps one block of the kernel body in place.
   void mapBlock(Block &block);
+  /// Starts the temporaries at `offset` (workspace reserved in front of them).
+  void reserve(Value offset, int64_t perToken, int64_t fixed) {
+    workspaceOffset = offset;
+    perTokenBytes += perToken;
+    fixedBytes += fixed;
+  }
   /// Lane and warp of this thread.
   Value lane, warp, warps;
   /// Block-shared scratch (i64 slots): [0, 64) per-warp partials of block reductions,
@@ -511,6 +519,11 @@ void KernelBuilder::mapBlock(Block &block) {
       mapParallel(loop);
       continue;
     }
+    // A device-scope fence orders each thread's own accesses: every thread runs it.
+    if (switchyard::moe::isGridFence(&op)) {
+      flush();
+      continue;
+    }
     if (auto branch = dyn_cast<scf::IfOp>(op); branch && containsParallel(branch)) {
       flush();
       // Both branches may reuse the workspace from the same offset.
@@ -541,8 +554,115 @@ void KernelBuilder::mapBlock(Block &block) {
   flush();
 }
 
+/// A kernel `name` in `gpuModule` with f's parameters plus the workspace, its body a
+/// clone of f's, and merged parallel loops split back.
+gpu::GPUFuncOp cloneIntoKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, StringRef name,
+                               int64_t blockSize) {
+  MLIRContext *ctx = f.getContext();
+  Location loc = f.getLoc();
+  OpBuilder kb = OpBuilder::atBlockEnd(gpuModule.getBody());
+  SmallVector<Type> params(f.getArgumentTypes());
+  params.push_back(MemRefType::get({ShapedType::kDynamic}, kb.getI8Type()));
+  auto kernel = gpu::GPUFuncOp::create(kb, loc, name, kb.getFunctionType(params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  kernel->setAttr("moe.abi", f->getAttr("moe.abi"));
+  kernel.setKnownBlockSizeAttr(kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
+  Block &entry = kernel.getBody().front();
+  IRMapping mapping;
+  for (auto [from, to] : llvm::zip(f.getArguments(), entry.getArguments()))
+    mapping.map(from, to);
+  OpBuilder body = OpBuilder::atBlockEnd(&entry);
+  for (Operation &op : f.getBody().front().without_terminator())
+    body.clone(op, mapping);
+  gpu::ReturnOp::create(body, loc);
+  SmallVector<scf::ParallelOp> merged;
+  kernel.walk([&](scf::ParallelOp loop) {
+    if (loop.getNumLoops() > 1)
+      merged.push_back(loop);
+  });
+  for (scf::ParallelOp loop : merged)
+    splitMultiDimParallel(loop);
+  return kernel;
+}
+
+/// Maps the body of `kernel` onto threads (see the file comment). `reserved`, when
+/// given, is the workspace the large-batch pair keeps in front of the temporaries.
+LogicalResult mapKernel(gpu::GPUFuncOp kernel, func::FuncOp f,
+                        const switchyard::moe::LargeBatchLayout *reserved) {
+  MLIRContext *ctx = kernel.getContext();
+  Location loc = kernel.getLoc();
+  Block &entry = kernel.getBody().front();
+  bool ok = true;
+  kernel.walk([&](memref::AllocOp alloc) {
+    if (alloc.getType().getNumDynamicDims() > 1)
+      ok = false;
+  });
+  if (!ok)
+    return f.emitError() << "a temporary with more than one dynamic dimension cannot be "
+                            "placed in the GPU workspace";
+  OpBuilder inner = OpBuilder::atBlockBegin(&entry);
+  Value tid = gpu::ThreadIdOp::create(inner, loc, gpu::Dimension::x);
+  Value threads = gpu::BlockDimOp::create(inner, loc, gpu::Dimension::x);
+  Value workspace = entry.getArgument(kernel.getFunctionType().getNumInputs() - 1);
+  KernelBuilder builder(inner, loc, tid, threads, workspace, entry.getArgument(0));
+  if (reserved)
+    builder.reserve(reserved->reservedBytes, reserved->perTokenBytes, reserved->fixedBytes);
+  auto sharedType = MemRefType::get(
+      {KernelBuilder::kSharedSlots}, inner.getI64Type(), MemRefLayoutAttrInterface{},
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  builder.shared = kernel.addWorkgroupAttribution(sharedType, loc);
+  Value warpSize = arith::ConstantIndexOp::create(inner, loc, kWarpSize);
+  builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
+  builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
+  builder.warps = arith::DivUIOp::create(inner, loc, threads, warpSize);
+  builder.mapBlock(entry);
+  if (builder.tooManySlots)
+    return f.emitError() << "a thread-0 phase or block reduction needs more shared slots "
+                            "than the kernel reserves";
+  if (builder.unsupported)
+    return f.emitError() << "a warp shuffle cannot carry a value of type "
+                         << builder.unsupported;
+  kernel->setAttr("moe.workspace", inner.getDenseI64ArrayAttr(
+                                       {builder.perTokenBytes, builder.fixedBytes}));
+  return success();
+}
+
 struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass> {
   using MoeMapToGPUBase::MoeMapToGPUBase;
+
+  /// The large-batch pair `<name>_large_k1`, `<name>_large_k2` (only k1 when the
+  /// policy is token loops only); false (with a warning saying why) when the policy
+  /// does not split.
+  bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
+    OpBuilder b(f.getContext());
+    SmallVector<gpu::GPUFuncOp> pair;
+    std::string reason;
+    for (int which : {1, 2}) {
+      std::string name = (f.getName() + "_large_k" + Twine(which)).str();
+      gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, name, blockSize);
+      pair.push_back(kernel);
+      switchyard::moe::LargeBatchLayout layout;
+      if (mlir::failed(switchyard::moe::buildLargeBatchKernel(
+              kernel, which, tokensPerCta, ctaTokens + 1, layout, reason))) {
+        for (gpu::GPUFuncOp k : pair)
+          k.erase();
+        f.emitWarning() << "no large-batch kernels for @" << f.getName() << ": " << reason
+                        << "; the one-CTA kernel serves every batch size";
+        return false;
+      }
+      if (mlir::failed(mapKernel(kernel, f, &layout))) {
+        failed = true;
+        return false;
+      }
+      kernel->setAttr("moe.size_class", b.getStringAttr("large"));
+      kernel->setAttr("moe.tokens_per_cta", b.getI64IntegerAttr(tokensPerCta));
+      kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(ctaTokens + 1));
+      if (!layout.needsKernel2)
+        break; // token loops only: one launch serves large batches too
+    }
+    return true;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -558,71 +678,25 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                          << kWarpSize << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
+    if (ctaTokens < 1 || tokensPerCta < 1) {
+      module.emitError() << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive";
+      return signalPassFailure();
+    }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     for (func::FuncOp f : routers) {
-      Location loc = f.getLoc();
-      auto gpuModule = gpu::GPUModuleOp::create(b, loc, (f.getName() + "_kernels").str());
-      OpBuilder kb = OpBuilder::atBlockBegin(gpuModule.getBody());
-      SmallVector<Type> params(f.getArgumentTypes());
-      params.push_back(MemRefType::get({ShapedType::kDynamic}, kb.getI8Type()));
-      auto kernel = gpu::GPUFuncOp::create(kb, loc, f.getName(), kb.getFunctionType(params, {}));
-      kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-      kernel->setAttr("moe.abi", f->getAttr("moe.abi"));
-      kernel.setKnownBlockSizeAttr(kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
-      Block &entry = kernel.getBody().front();
-      IRMapping mapping;
-      for (auto [from, to] : llvm::zip(f.getArguments(), entry.getArguments()))
-        mapping.map(from, to);
-      OpBuilder body = OpBuilder::atBlockEnd(&entry);
-      for (Operation &op : f.getBody().front().without_terminator())
-        body.clone(op, mapping);
-      gpu::ReturnOp::create(body, loc);
-
-      OpBuilder inner = OpBuilder::atBlockBegin(&entry);
-      Value tid = gpu::ThreadIdOp::create(inner, loc, gpu::Dimension::x);
-      Value threads = gpu::BlockDimOp::create(inner, loc, gpu::Dimension::x);
-      KernelBuilder builder(inner, loc, tid, threads, entry.getArguments().back(),
-                            entry.getArgument(0));
-      auto sharedType = MemRefType::get(
-          {KernelBuilder::kSharedSlots}, kb.getI64Type(), MemRefLayoutAttrInterface{},
-          gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-      builder.shared = kernel.addWorkgroupAttribution(sharedType, loc);
-      Value warpSize = arith::ConstantIndexOp::create(inner, loc, kWarpSize);
-      builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
-      builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
-      builder.warps = arith::DivUIOp::create(inner, loc, threads, warpSize);
-      SmallVector<scf::ParallelOp> merged;
-      kernel.walk([&](scf::ParallelOp loop) {
-        if (loop.getNumLoops() > 1)
-          merged.push_back(loop);
-      });
-      for (scf::ParallelOp loop : merged)
-        splitMultiDimParallel(loop);
-      bool ok = true;
-      kernel.walk([&](memref::AllocOp alloc) {
-        if (alloc.getType().getNumDynamicDims() > 1)
-          ok = false;
-      });
-      if (!ok) {
-        f.emitError() << "a temporary with more than one dynamic dimension cannot be "
-                         "placed in the GPU workspace";
+      auto gpuModule = gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
+      gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
+      if (failed(mapKernel(kernel, f, nullptr)))
         return signalPassFailure();
-      }
-      builder.mapBlock(entry);
-      if (builder.tooManySlots) {
-        f.emitError() << "a thread-0 phase or block reduction needs more shared slots "
-                         "than the kernel reserves";
+      kernel->setAttr("moe.size_class", b.getStringAttr("decode"));
+      bool failedToMap = false;
+      bool split = largeBatch && addLargeBatchKernels(gpuModule, f, failedToMap);
+      if (failedToMap)
         return signalPassFailure();
-      }
-      if (builder.unsupported) {
-        f.emitError() << "a warp shuffle cannot carry a value of type "
-                      << builder.unsupported;
-        return signalPassFailure();
-      }
-      kernel->setAttr("moe.workspace",
-                      kb.getDenseI64ArrayAttr({builder.perTokenBytes, builder.fixedBytes}));
+      // Without the pair the one-CTA kernel takes every batch (no upper bound).
+      kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? ctaTokens : 0));
     }
   }
 };

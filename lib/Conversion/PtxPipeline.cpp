@@ -13,9 +13,10 @@ using namespace mlir;
 /// libdevice supplies the accurate math functions (exp, pow, floor) on the device.
 static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
 
-void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip) {
+void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
+                                       const MoeMapToGPUOptions &mapping) {
   buildLoopPipeline(pm, /*laneParallel=*/true);
-  pm.addPass(createMoeMapToGPU());
+  pm.addPass(createMoeMapToGPU(mapping));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

@@ -6,6 +6,14 @@
 // becomes one warp per token: lane-strided expert loops, butterfly shuffles, lane-0
 // sequential code broadcast by shuffle, warp barriers.
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="block-size=128" | FileCheck %s --check-prefix=WARP
+// Beyond cta-tokens tokens, the large-batch pair: ceil(T / tokens-per-cta) CTAs per
+// launch, kernel 1 the token stage + per-CTA partials, kernel 2 the combined partials,
+// set selection in every CTA and routing of the CTA's tokens.
+// RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="block-size=128 cta-tokens=64 tokens-per-cta=32" | FileCheck %s --check-prefix=LARGE
+// RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="large-batch=false" | FileCheck %s --check-prefix=ONLYONE
+// ONLYONE: gpu.func @r(
+// ONLYONE-SAME: moe.max_tokens = 0
+// ONLYONE-NOT: gpu.func
 // RUN: not moe-opt %s --moe-form-stages --moe-lower-to-loops --moe-map-to-gpu="block-size=100" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // BLOCK: error: moe-map-to-gpu: block-size must be a multiple of 32 in [32, 1024], got 100
 
@@ -63,6 +71,61 @@
 // WARP:   nvvm.bar.warp.sync
 // WARP: gpu.barrier
 // WARP: gpu.return
+
+// LARGE: gpu.func @r(
+// LARGE-SAME: moe.max_tokens = 64 : i64, moe.size_class = "decode"
+// LARGE: gpu.func @r_large_k1(%[[T:[^:]*]]: index,
+// LARGE-SAME: moe.min_tokens = 65 : i64, moe.size_class = "large", moe.tokens_per_cta = 32 : i64
+// This CTA's tokens [first, last).
+// LARGE: %[[CTA:.*]] = gpu.block_id x
+// LARGE: %[[AT:.*]] = arith.muli %[[CTA]], %c32{{.*}} : index
+// LARGE: %[[FIRST:.*]] = arith.minui %[[AT]], %[[T]] : index
+// LARGE: %[[LAST:.*]] = arith.minui %{{.*}}, %[[T]] : index
+// The ticket, then one [G, 16] partial array per token fold (i8 union, f32 mass).
+// LARGE: %[[TICKET:.*]] = memref.view %{{.*}}[%c0{{.*}}][] : memref<?xi8> to memref<1xi32>
+// LARGE: %[[UNION:.*]] = memref.view {{.*}} : memref<?xi8> to memref<?xi8>
+// LARGE: %[[MASS:.*]] = memref.view {{.*}} : memref<?xi8> to memref<?xf32>
+// The softmax stage on this CTA's tokens, one warp per token.
+// LARGE: scf.for %{{.*}} = %{{.*}} to %[[LAST]] step
+// LARGE: math.exp
+// LARGE: gpu.barrier
+// The folds over this CTA's tokens, stored at [cta, e].
+// LARGE: scf.for %{{.*}} = %[[FIRST]] to %[[LAST]] step %c1{{.*}} iter_args(%{{.*}} = %c0_i8) -> (i8) {
+// LARGE: memref.store %{{.*}}, %[[UNION]][%{{.*}}] : memref<?xi8>
+// LARGE: scf.for %{{.*}} = %[[FIRST]] to %[[LAST]] step %c1{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// LARGE: arith.addf
+// LARGE: memref.store %{{.*}}, %[[MASS]][%{{.*}}] : memref<?xf32>
+// CTA 0 resets the ticket; nothing of kernel 2 is left.
+// LARGE: arith.cmpi eq, %[[CTA]], %c0
+// LARGE: memref.store %c0_i32{{.*}}, %[[TICKET]]
+// LARGE-NOT: moe.route
+// LARGE: gpu.return
+// LARGE: gpu.func @r_large_k2(%[[T2:[^:]*]]: index,
+// LARGE-SAME: %[[SELECTED:[^:]*]]: memref<16xi8>, %{{.*}}: memref<?xi8>)
+// LARGE: %[[CTA2:.*]] = gpu.block_id x
+// LARGE: %[[GRID:.*]] = arith.divui
+// LARGE: arith.minui %{{.*}}, %[[T2]] : index
+// LARGE: %[[LAST2:.*]] = arith.minui %{{.*}}, %[[T2]] : index
+// LARGE: %[[MASS2:.*]] = memref.view {{.*}} : memref<?xi8> to memref<?xf32>
+// Set selection writes CTA-private copies: of the union and the mass (the folds'
+// results), and of `selected`.
+// LARGE: memref.view {{.*}} : memref<?xi8> to memref<16xi8>
+// LARGE: memref.view {{.*}} : memref<?xi8> to memref<16xf32>
+// LARGE: %[[MINE:.*]] = memref.view {{.*}} : memref<?xi8> to memref<16xi8>
+// The partials combined in CTA order.
+// LARGE: scf.for %{{.*}} = %c0{{.*}} to %[[GRID]] step %c1{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// LARGE:   memref.load %[[MASS2]]
+// LARGE:   arith.addf
+// Greedy fill rounds: block arg-max, the winner marked in the private copy.
+// LARGE: scf.for %{{.*}} = %c0{{.*}} to %c4 step
+// LARGE: memref.store %c1_i8, %[[MINE]]
+// CTA 0 copies it out.
+// LARGE: arith.cmpi eq, %[[CTA2]], %c0
+// LARGE: memref.store %{{.*}}, %[[SELECTED]][%{{.*}}] : memref<16xi8>
+// Routing of this CTA's tokens against the private copy.
+// LARGE: scf.for %{{.*}} = %{{.*}} to %[[LAST2]] step
+// LARGE: memref.load %[[MINE]]
+// LARGE: gpu.return
 
 // CHECK: module attributes {gpu.container_module}
 // The host function stays.

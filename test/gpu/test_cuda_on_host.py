@@ -6,7 +6,12 @@ atomics) and called with the PTX entry's parameters (expanded memref descriptors
 workspace); all outputs must equal the host target's (the sequential host form), ids
 and counts exactly, weights within 1e-5. This covers the GPU mapping (one warp per
 token with butterfly reductions and lane-0 broadcasts, strided loops, thread-0 phases,
-workspace layout) and the emitter without a GPU.
+workspace layout) and the emitter without a GPU. Batches beyond the one-CTA size class
+run the large-batch pair (kernel 1 then kernel 2, each over ceil(T / tokens_per_cta)
+CTAs, the CTAs one after another): per-CTA token ranges, batch partials, per-CTA set
+selection, the ticket and the last CTA's tail. The policies are compiled with small
+size classes (one CTA up to 64 tokens, 48 tokens per CTA beyond) so that the CPU
+emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -33,6 +38,15 @@ def descriptor(arr):
            [ctypes.c_int64(s) for s in strides]
 
 
+def size_class_for(meta, tokens):
+    """The size class NAME_launch picks for a batch of `tokens` tokens."""
+    for size_class in meta["size_classes"]:
+        if tokens >= size_class.get("min_tokens", 0) and \
+                tokens <= (size_class.get("max_tokens") or tokens):
+            return size_class
+    raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
@@ -48,15 +62,16 @@ def main():
         out = os.path.join(workdir, name)
         policy = os.path.join(ROOT, "policies", f"{file}.mlir")
         subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
-                        "--entry", name, "-o", out], check=True, capture_output=True)
+                        "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out], check=True, capture_output=True)
         lib_path = os.path.join(out, f"lib{name}_cu.so")
         subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
                         "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
                         os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
-        kernel = getattr(ctypes.CDLL(lib_path), name)
-        meta = json.load(open(os.path.join(out, f"{name}.json")))["kernels"][0]
+        lib = ctypes.CDLL(lib_path)
+        meta = json.load(open(os.path.join(out, f"{name}.json")))
+        kernels = {k["name"]: k for k in meta["kernels"]}
         router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"))
-        for tokens in (1, 7, 64, 130):
+        for tokens in (1, 7, 64, 130, 300):
             inputs = example_inputs(router.info, tokens, rng)
             expected = router(**inputs)
             (host_args, keep), outputs = router.prepare(**inputs)
@@ -71,11 +86,19 @@ def main():
                     k += 1
             for arr in outputs.values():
                 call += descriptor(arr)
-            ws = meta["workspace_bytes"]
-            workspace = np.zeros(ws["per_token"] * tokens + ws["fixed"], dtype=np.int8)
+            size_class = size_class_for(meta, tokens)
+            launches = [kernels[k] for k in size_class["launches"]]
+            workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +
+                                     k["workspace_bytes"]["fixed"] for k in launches),
+                                 dtype=np.int8)
             call += descriptor(workspace)
-            kernel(*call)
-            tally.record(f"{name} T={tokens}", differing_outputs(expected, outputs))
+            per_cta = launches[0].get("tokens_per_cta")
+            lib.switchyard_host_grid(ctypes.c_uint(-(-tokens // per_cta) if per_cta else 1))
+            for k in launches:
+                getattr(lib, k["name"])(*call)
+            tally.record(f"{name} T={tokens} ({size_class['name']}, "
+                         f"{len(launches)} launch{'es' if len(launches) > 1 else ''})",
+                         differing_outputs(expected, outputs))
     return tally.finish()
 
 

@@ -115,7 +115,8 @@ def main():
     for file, name in POLICIES:
         router = CompiledRouter(os.path.join(ROOT, "policies", f"{file}.mlir"), entry=name,
                                 workdir=os.path.join(workdir, name + "-host"))
-        for tokens in (1, 16, 64, 1024):
+        # Both size classes: one launch up to 1024 tokens, the two-kernel pair beyond.
+        for tokens in (1, 16, 64, 1024, 1025, 4096):
             inputs = example_inputs(router.info, tokens, rng)
             host = router(**inputs)
             tally.record(f"{name} T={tokens}",

@@ -48,6 +48,14 @@ static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
 static cl::opt<bool> laneParallel(
     "lane-parallel",
     cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"));
+static cl::opt<int64_t> ctaTokens(
+    "cta-tokens",
+    cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
+             "two-kernel large-batch path (1..1024, default 1024)"),
+    cl::init(1024));
+static cl::opt<int64_t> tokensPerCta(
+    "tokens-per-cta", cl::desc("tokens per CTA in the large-batch kernels (default 256)"),
+    cl::init(256));
 static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"));
 static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
                                                "kernels, launch shape, registers and "
@@ -79,6 +87,13 @@ int main(int argc, char **argv) {
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
   if (!arches.contains(gpuArch))
     return fail("unsupported --gpu-arch=" + gpuArch + " (sm_80, sm_86, sm_89, sm_90, sm_100)");
+  if (ctaTokens < 1 || ctaTokens > 1024)
+    return fail("--cta-tokens=" + std::to_string(ctaTokens) + " is outside [1, 1024]");
+  if (tokensPerCta < 1 || tokensPerCta > 65536)
+    return fail("--tokens-per-cta=" + std::to_string(tokensPerCta) + " is outside [1, 65536]");
+  moe::MoeMapToGPUOptions mapping;
+  mapping.ctaTokens = ctaTokens;
+  mapping.tokensPerCta = tokensPerCta;
   bool wantHost = target == "host" || target == "all";
   bool wantPtx = target == "ptx" || target == "all" || target == "cuda";
 
@@ -123,7 +138,7 @@ int main(int argc, char **argv) {
       if (!host::selectRouter(*gpu, info.name, error))
         return fail(error);
       host::GpuArtifacts artifacts;
-      if (!host::compileToPtx(*gpu, info.name, gpuArch, artifacts, error))
+      if (!host::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error))
         return fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
@@ -154,14 +169,30 @@ int main(int argc, char **argv) {
           if (!port.shape.empty() && port.shape[0] < 0)
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
         llvm::json::Value parsed = *llvm::json::parse(artifacts.json);
-        const llvm::json::Object &k0 = *parsed.getAsObject()->getArray("kernels")->front().getAsObject();
-        const llvm::json::Object &ws = *k0.getObject("workspace_bytes");
-        llvm::outs() << "report @" << info.name << " (" << gpuArch << "): kernels = "
-                     << parsed.getAsObject()->getArray("kernels")->size()
-                     << " (one launch, grid 1, block " << (*k0.getArray("block"))[0].getAsInteger().value_or(0)
-                     << "); " << usage << "workspace = " << ws.getInteger("per_token").value_or(0)
-                     << " B/token + " << ws.getInteger("fixed").value_or(0)
-                     << " B; inputs+outputs = " << perTokenIo << " B/token\n";
+        const llvm::json::Object &meta = *parsed.getAsObject();
+        llvm::outs() << "report @" << info.name << " (" << gpuArch << "): "
+                     << meta.getArray("kernels")->size() << " kernels; inputs+outputs = "
+                     << perTokenIo << " B/token\n";
+        for (const llvm::json::Value &sizeClass : *meta.getArray("size_classes")) {
+          const llvm::json::Object &c = *sizeClass.getAsObject();
+          std::optional<int64_t> maxTokens = c.getInteger("max_tokens");
+          llvm::outs() << "  " << *c.getString("name") << " ("
+                       << (c.getInteger("min_tokens")
+                               ? "T >= " + std::to_string(*c.getInteger("min_tokens"))
+                           : maxTokens ? "T <= " + std::to_string(*maxTokens)
+                                       : std::string("any T"))
+                       << "): " << c.getArray("launches")->size() << " launch(es)\n";
+        }
+        for (const llvm::json::Value &kernel : *meta.getArray("kernels")) {
+          const llvm::json::Object &k = *kernel.getAsObject();
+          const llvm::json::Object &ws = *k.getObject("workspace_bytes");
+          llvm::outs() << "  " << *k.getString("name") << ": grid " << *k.getString("grid")
+                       << ", block " << (*k.getArray("block"))[0].getAsInteger().value_or(0)
+                       << ", workspace " << ws.getInteger("per_token").value_or(0)
+                       << " B/token + " << ws.getInteger("fixed").value_or(0) << " B\n";
+        }
+        for (llvm::StringRef entry : llvm::split(llvm::StringRef(usage).rtrim("; "), "; "))
+          llvm::outs() << "  ptxas " << entry << "\n";
       }
       if (!wantHost)
         continue;

@@ -8,6 +8,7 @@
 #ifndef SWITCHYARD_HOST_COMPILER_H
 #define SWITCHYARD_HOST_COMPILER_H
 
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Host/Policy.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -49,8 +50,10 @@ struct GpuArtifacts {
 bool emitCuda(mlir::ModuleOp mapped, std::string &source, std::string &error);
 
 /// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
+/// `mapping` sets the block size and the size classes (moe-map-to-gpu's options).
 bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
-                  GpuArtifacts &out, std::string &error);
+                  const moe::MoeMapToGPUOptions &mapping, GpuArtifacts &out,
+                  std::string &error);
 
 /// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
 /// when ptxas is missing or rejects it.

@@ -38,9 +38,11 @@ void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false);
 /// Registers the pipeline above as `moe-host-pipeline`.
 void registerHostPipeline();
 
-/// The PTX pipeline: the host pipeline's loop lowering, then moe-map-to-gpu, NVVM and
-/// the NVPTX backend (gpu-module-to-binary, format=isa), for `chip` (sm_80, sm_90, ...).
-void buildPtxPipeline(mlir::OpPassManager &pm, llvm::StringRef chip);
+/// The PTX pipeline: the host pipeline's loop lowering, then moe-map-to-gpu (with
+/// `mapping`: block size, size classes), NVVM and the NVPTX backend
+/// (gpu-module-to-binary, format=isa), for `chip` (sm_80, sm_90, ...).
+void buildPtxPipeline(mlir::OpPassManager &pm, llvm::StringRef chip,
+                      const MoeMapToGPUOptions &mapping = {});
 
 /// Registers `moe-ptx-pipeline` (chip sm_90).
 void registerPtxPipeline();

@@ -89,28 +89,52 @@ def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
 }
 
 def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
-  let summary = "maps each lowered router onto one single-CTA GPU kernel";
+  let summary = "maps each lowered router onto GPU kernels: one launch for decode-size "
+                "batches, two for larger ones";
   let description = [{
     For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
-    holding `gpu.func @<name>` (a kernel with the same parameters plus an i8 workspace):
-    the whole policy in ONE launch of ONE block (decode-size batches). A token loop in
-    the lane-parallel form (`moe-lower-to-loops{lane-parallel}`) becomes one warp per
-    token: its loops over the experts are lane-strided, its reductions end in butterfly
-    `gpu.shuffle xor`s, its remaining sequential row code runs on lane 0 and is
-    broadcast with `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that
-    wrote memory. Other parallel loops (over tokens or experts) become block-strided
-    loops, one thread per iteration; a parallel reduction outside token loops (the
-    arg-max rounds of set selection) becomes a block reduction: thread-strided
-    partials, warp butterflies, per-warp partials in a 96 x i64 workgroup buffer that
-    every thread combines in warp order; loops around them run on every thread.
-    Remaining sequential code (alignment, compaction) runs on thread 0 and broadcasts
-    the values later code uses through the same buffer; barriers separate the phases;
-    temporaries live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
+    holding kernels with the function's parameters plus an i8 workspace.
+
+    `gpu.func @<name>` (size class `decode`, up to `cta-tokens` tokens) is the whole
+    policy in ONE launch of ONE block. A token loop in the lane-parallel form
+    (`moe-lower-to-loops{lane-parallel}`) becomes one warp per token: its loops over the
+    experts are lane-strided, its reductions end in butterfly `gpu.shuffle xor`s, its
+    remaining sequential row code runs on lane 0 and is broadcast with
+    `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that wrote memory.
+    Other parallel loops (over tokens or experts) become block-strided loops, one
+    thread per iteration; a parallel reduction outside token loops (the arg-max rounds
+    of set selection) becomes a block reduction: thread-strided partials, warp
+    butterflies, per-warp partials in a 96 x i64 workgroup buffer that every thread
+    combines in warp order; loops around them run on every thread. Remaining
+    sequential code (alignment, compaction) runs on thread 0 and broadcasts the values
+    later code uses through the same buffer; barriers separate the phases; temporaries
+    live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
+
+    `@<name>_large_k1` and `@<name>_large_k2` (size class `large`, more than
+    `cta-tokens` tokens) run the policy in TWO launches of ceil(T / tokens-per-cta)
+    blocks, CTA c owning tokens [c*P, (c+1)*P): kernel 1 runs the token stage on its
+    tokens and stores each token fold's partial (batch scores, union of top-k) per
+    CTA; kernel 2 combines the partials in CTA order and recomputes the set selection
+    in every CTA (into CTA-private copies), routes its tokens (atomic counts), and the
+    last CTA to take the ticket (device-scope fences around it) runs compaction and
+    block alignment over the whole batch. Phase gates that the size class decides
+    (`max_tokens` <= `cta-tokens`) are folded away. A policy whose code does not split
+    this way gets a warning saying why, and its one-CTA kernel serves every size.
+
     The host function is left in place.
+
+    Example: `moe-opt --moe-lower-to-loops=lane-parallel
+    --moe-map-to-gpu="block-size=256 cta-tokens=1024 tokens-per-cta=256"`.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "threads per block (fixed at compile time)">
+           "threads per block (fixed at compile time)">,
+    Option<"ctaTokens", "cta-tokens", "int64_t", /*default=*/"1024",
+           "the most tokens the one-CTA kernel serves (the decode size class)">,
+    Option<"tokensPerCta", "tokens-per-cta", "int64_t", /*default=*/"256",
+           "tokens per CTA in the large-batch kernels">,
+    Option<"largeBatch", "large-batch", "bool", /*default=*/"true",
+           "also build the two-kernel form for batches beyond cta-tokens">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::scf::SCFDialect",
