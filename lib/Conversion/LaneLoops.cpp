@@ -50,6 +50,8 @@ static Value combineValues(OpBuilder &b, Location loc, RouterLowering::Combine c
     return arith::MaximumFOp::create(b, loc, x, y);
   case RouterLowering::Combine::MaxUI:
     return arith::MaxUIOp::create(b, loc, x, y);
+  case RouterLowering::Combine::AddI:
+    return arith::AddIOp::create(b, loc, x, y);
   }
   llvm_unreachable("unknown combine");
 }

@@ -647,7 +647,10 @@ LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
   int64_t n = expertsOf(op.getCounts());
   int64_t k = op.getIds().getType().getDimSize(1);
   Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
-  em.fill(out, em.idx(n), em.i32(0));
+  if (L.blockParallelHere())
+    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), out, e); });
+  else
+    em.fill(out, em.idx(n), em.i32(0));
   // Token-parallel with atomic increments: integer counts do not depend on the order.
   L.parallelLoop(L.tokens(), [&](Value t) {
     em.loop(k, [&](Value j) {
@@ -666,6 +669,22 @@ LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
   int64_t n = expertsOf(op.getCounts());
   Value counts = L.mem(op.getCounts());
   Value active = L.allocFull(op.getActive()), num = L.allocFull(op.getNumActive());
+  if (L.blockParallelHere()) {
+    // Active experts in id order: a stable scatter into one bucket; -1 after them.
+    auto has = [&](Value e) { return em.cmpI(P::sgt, em.load(counts, e), em.i32(0)); };
+    stableScatter(
+        L, em.idx(n), 1, [&](Value e) { return em.select(has(e), em.i32(0), em.i32(-1)); },
+        [&](Value) { return em.i32(0); },
+        [&](Value e, Value pos) { em.store(em.toI32(e), active, em.toIndex(pos)); });
+    Value found =
+        blockSum(L, em.idx(n), [&](Value e) { return em.select(has(e), em.i32(1), em.i32(0)); });
+    L.parallelLoop(em.idx(n), [&](Value i) {
+      em.ifThen(em.cmpI(P::sge, em.toI32(i), found),
+                [&] { em.store(em.i32(-1), active, i); });
+    });
+    em.store(found, num, em.idx(0));
+    return success();
+  }
   Value found = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
     Value has = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
     em.ifThen(has, [&] { em.store(em.toI32(e), active, em.toIndex(it[0])); });
@@ -673,6 +692,49 @@ LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
   })[0];
   em.loop(em.toIndex(found), em.idx(n), [&](Value i) { em.store(em.i32(-1), active, i); });
   em.store(found, num, em.idx(0));
+  return success();
+}
+
+/// align_blocks in the GPU form: the same layout from block-parallel passes - the
+/// padded counts' prefix sum, each expert's block ids, and the slots placed by a
+/// stable scatter (token order within an expert, as the sequential form).
+LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slots,
+                                  Value sortedSize, Value blockCount) {
+  LoopEmitter &em = L.em();
+  int64_t n = op.getCounts().getType().getDimSize(0);
+  int64_t k = op.getIds().getType().getDimSize(1), block = op.getBlockSize();
+  Value ids = L.mem(op.getIds()), counts = L.mem(op.getCounts());
+  Value sorted = L.mem(op.getSortedTokenIds()), blocks = L.mem(op.getExpertIds());
+  Value padded = L.mem(op.getNumTokensPostPadded());
+  L.parallelLoop(sortedSize, [&](Value i) { em.store(em.toI32(slots), sorted, i); });
+  L.parallelLoop(blockCount, [&](Value i) { em.store(em.i32(-1), blocks, i); });
+  auto blocksOf = [&](Value e) {
+    Value count = em.load(counts, e);
+    count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
+    return em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
+  };
+  Value start = L.temporary(MemRefType::get({n}, em.builder().getI32Type()), {});
+  exclusiveScan(L, em.idx(n), start, [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value first = em.toIndex(em.divUI(em.load(start, e), em.i32(block)));
+    em.loop(em.idx(0), em.toIndex(blocksOf(e)), [&](Value i) {
+      Value at = em.addI(first, i);
+      em.ifThen(em.cmpI(P::ult, at, blockCount), [&] { em.store(em.toI32(e), blocks, at); });
+    });
+  });
+  stableScatter(
+      L, slots, n,
+      [&](Value slot) {
+        return em.load(ids, {em.divUI(slot, em.idx(k)), em.remUI(slot, em.idx(k))});
+      },
+      [&](Value e) { return em.load(start, e); },
+      [&](Value slot, Value pos) {
+        // Counts that disagree with the ids must not write out of bounds.
+        em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
+                  [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
+      });
+  Value total = blockSum(L, em.idx(n), [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  em.store(total, padded, em.idx(0));
   return success();
 }
 
@@ -687,6 +749,8 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
   Value slots = em.mulI(L.tokens(), em.idx(k));
   Value sortedSize = L.dimSize(op.getSortedTokenIds(), 0);
   Value blockCount = L.dimSize(op.getExpertIds(), 0);
+  if (L.blockParallelHere())
+    return alignBlocksParallel(L, op, slots, sortedSize, blockCount);
   em.fill(sorted, sortedSize, em.toI32(slots));
   em.fill(blocks, blockCount, em.i32(-1));
   // Each expert's segment starts at the padded prefix sum of the counts before it.

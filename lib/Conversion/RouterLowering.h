@@ -74,7 +74,7 @@ public:
   bool blockParallelHere() const;
   /// `body(e)` for every e in [0, n); the iterations are independent.
   void forEachLane(mlir::Value n, llvm::function_ref<void(mlir::Value)> body);
-  enum class Combine { AddF, MaximumF, MaxUI };
+  enum class Combine { AddF, MaximumF, MaxUI, AddI };
   /// `init` combined with `value(e)` for every e in [0, n); `init` must be the identity
   /// of `combine` (0, -inf, 0): the lanes each start from it.
   mlir::Value reduceLanes(mlir::Value n, mlir::Value init, Combine combine,
@@ -149,6 +149,24 @@ mlir::Value popcount(LoopEmitter &em, mlir::Value set, int64_t n);
 /// Adds up to `count` best experts outside `set`, by `scores`.
 void addBest(RouterLowering &L, mlir::Value set, mlir::Value scores, mlir::Value count,
              int64_t n);
+
+// Block-parallel batch-wide building blocks for the GPU form (BlockParallel.cpp).
+/// `body(chunk, first, last)` for `chunks` chunks of consecutive items of [0, n), in
+/// parallel.
+void chunkedLoop(RouterLowering &L, mlir::Value n, int64_t chunks,
+                 llvm::function_ref<void(mlir::Value, mlir::Value, mlir::Value)> body);
+/// For every item i of [0, n) with bucket k = bucketOf(i) in [0, buckets) (an i32;
+/// others are skipped): place(i, base(k) + the number of earlier items in bucket k).
+void stableScatter(RouterLowering &L, mlir::Value n, int64_t buckets,
+                   llvm::function_ref<mlir::Value(mlir::Value)> bucketOf,
+                   llvm::function_ref<mlir::Value(mlir::Value)> base,
+                   llvm::function_ref<void(mlir::Value, mlir::Value)> place);
+/// out[i] = value(0) + ... + value(i - 1) (i32) for i in [0, n).
+void exclusiveScan(RouterLowering &L, mlir::Value n, mlir::Value out,
+                   llvm::function_ref<mlir::Value(mlir::Value)> value);
+/// value(0) + ... + value(n - 1) (i32), as a block reduction.
+mlir::Value blockSum(RouterLowering &L, mlir::Value n,
+                     llvm::function_ref<mlir::Value(mlir::Value)> value);
 } // namespace emit
 
 /// Ops that lower to per-token row code inside a fused token loop.
