@@ -597,7 +597,8 @@ LogicalResult fillPerDevice(RouterLowering &L, FillPerDeviceOp op) {
           Value added = em.loopCarried(em.idx(0), em.idx(devices), {em.i64(0)},
                                        [&](Value g, ValueRange it) {
             Value gi = em.toI32(g);
-            auto [best, v] = em.argBest(
+            // One block reduction per device in the GPU form.
+            auto [best, v] = L.argBest(
                 em.idx(n),
                 [&](Value e) {
                   return em.andI(em.notI(em.isSet(out, e)), em.cmpI(P::eq, deviceOf(e), gi));
