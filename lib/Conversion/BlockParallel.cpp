@@ -21,15 +21,16 @@ using P = arith::CmpIPredicate;
 
 namespace switchyard::moe::emit {
 
-/// Chunks of the scatters: enough to keep a 128..256-thread block busy, few enough that
-/// the [chunks, buckets] counts stay small (128 KB for 256 experts).
-constexpr int64_t kScatterChunks = 128;
+/// Chunks of the scatters: at most enough to keep a 128..256-thread block busy (the
+/// [chunks, buckets] counts take 128 KB of workspace for 256 experts), and at least
+/// kMinChunkItems items each, so that a small batch does not pay for 128 chunks.
+constexpr int64_t kScatterChunks = 128, kMinChunkItems = 16;
 
-void chunkedLoop(RouterLowering &L, Value n, int64_t chunks,
+void chunkedLoop(RouterLowering &L, Value n, Value chunks,
                  function_ref<void(Value chunk, Value first, Value last)> body) {
   LoopEmitter &em = L.em();
-  Value length = em.divUI(em.addI(n, em.idx(chunks - 1)), em.idx(chunks));
-  L.parallelLoop(em.idx(chunks), [&](Value c) {
+  Value length = em.divUI(em.addI(n, em.subI(chunks, em.idx(1))), chunks);
+  L.parallelLoop(chunks, [&](Value c) {
     Value first = em.minUI(em.mulI(c, length), n);
     Value last = em.minUI(em.addI(first, length), n);
     body(c, first, last);
@@ -41,8 +42,11 @@ void stableScatter(RouterLowering &L, Value n, int64_t buckets,
                    function_ref<void(Value, Value)> place) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
-  int64_t chunks = kScatterChunks;
-  Value counts = L.temporary(MemRefType::get({chunks, buckets}, b.getI32Type()), {});
+  Value counts = L.temporary(MemRefType::get({kScatterChunks, buckets}, b.getI32Type()), {});
+  // clamp(ceil(n / kMinChunkItems), 1, kScatterChunks)
+  Value wanted = em.divUI(em.addI(n, em.idx(kMinChunkItems - 1)), em.idx(kMinChunkItems));
+  Value chunks = em.minUI(arith::MaxUIOp::create(b, em.location(), wanted, em.idx(1)),
+                          em.idx(kScatterChunks));
   auto inRange = [&](Value bucket) {
     return em.andI(em.cmpI(P::sge, bucket, em.i32(0)), em.cmpI(P::slt, bucket, em.i32(buckets)));
   };
@@ -59,7 +63,7 @@ void stableScatter(RouterLowering &L, Value n, int64_t buckets,
   });
   // 2. Per bucket: where each chunk's items start.
   L.parallelLoop(em.idx(buckets), [&](Value k) {
-    em.loopCarried(em.idx(0), em.idx(chunks), {base(k)}, [&](Value c, ValueRange it) {
+    em.loopCarried(em.idx(0), chunks, {base(k)}, [&](Value c, ValueRange it) {
       Value count = em.load(counts, {c, k});
       em.store(it[0], counts, {c, k});
       return SmallVector<Value>{em.addI(it[0], count)};
@@ -81,8 +85,9 @@ void stableScatter(RouterLowering &L, Value n, int64_t buckets,
 
 void exclusiveScan(RouterLowering &L, Value n, Value out, function_ref<Value(Value)> value) {
   LoopEmitter &em = L.em();
-  int64_t chunks = 32;
-  Value sums = L.temporary(MemRefType::get({chunks}, em.builder().getI32Type()), {});
+  int64_t maxChunks = 32;
+  Value chunks = em.idx(maxChunks);
+  Value sums = L.temporary(MemRefType::get({maxChunks}, em.builder().getI32Type()), {});
   chunkedLoop(L, n, chunks, [&](Value c, Value first, Value last) {
     Value sum = em.loopCarried(first, last, {em.i32(0)}, [&](Value i, ValueRange it) {
       return SmallVector<Value>{em.addI(it[0], value(i))};

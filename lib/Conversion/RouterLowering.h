@@ -153,7 +153,7 @@ void addBest(RouterLowering &L, mlir::Value set, mlir::Value scores, mlir::Value
 // Block-parallel batch-wide building blocks for the GPU form (BlockParallel.cpp).
 /// `body(chunk, first, last)` for `chunks` chunks of consecutive items of [0, n), in
 /// parallel.
-void chunkedLoop(RouterLowering &L, mlir::Value n, int64_t chunks,
+void chunkedLoop(RouterLowering &L, mlir::Value n, mlir::Value chunks,
                  llvm::function_ref<void(mlir::Value, mlir::Value, mlir::Value)> body);
 /// For every item i of [0, n) with bucket k = bucketOf(i) in [0, buckets) (an i32;
 /// others are skipped): place(i, base(k) + the number of earlier items in bucket k).
