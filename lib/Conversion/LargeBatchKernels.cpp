@@ -42,7 +42,7 @@ using namespace mlir;
 
 namespace switchyard::moe {
 
-bool isGridFence(Operation *op) { return isa<NVVM::MembarOp>(op); }
+bool isGridFence(Operation *op) { return isa<NVVM::MembarOp, gpu::BarrierOp>(op); }
 
 namespace {
 
@@ -607,11 +607,13 @@ LogicalResult finishKernel2(Block &body, Location loc, Plan &plan, const Prologu
   }
   if (!plan.tailStart)
     return success();
-  // The ticket: every thread's writes are visible device-wide before its CTA counts
-  // itself done; the last CTA sees everyone's before it reads.
+  // The ticket: every thread fences its writes device-wide before the barrier after
+  // which thread 0 counts the CTA done (release); after the count, every thread fences
+  // again before it reads what the other CTAs wrote (acquire).
   b.setInsertionPoint(plan.tailStart);
   auto fence = [&] { NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU); };
   fence();
+  gpu::BarrierOp::create(b, loc);
   Value one = arith::ConstantIntOp::create(b, loc, 1, 32);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value done = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, one, p.ticket,

@@ -35,8 +35,8 @@ mlir::LogicalResult buildLargeBatchKernel(mlir::gpu::GPUFuncOp kernel, int which
                                           int64_t tokensPerCta, int64_t minTokens,
                                           LargeBatchLayout &layout, std::string &reason);
 
-/// True for the device-scope fence the pair uses around its ticket: every thread runs
-/// it (moe-map-to-gpu leaves it out of thread-0 phases).
+/// True for the device-scope fence and the block barrier the pair uses around its
+/// ticket: every thread runs them (moe-map-to-gpu leaves them out of thread-0 phases).
 bool isGridFence(mlir::Operation *op);
 
 } // namespace switchyard::moe

@@ -519,7 +519,8 @@ void KernelBuilder::mapBlock(Block &block) {
       mapParallel(loop);
       continue;
     }
-    // A device-scope fence orders each thread's own accesses: every thread runs it.
+    // A device-scope fence orders each thread's own accesses, a barrier waits for all:
+    // every thread runs them.
     if (switchyard::moe::isGridFence(&op)) {
       flush();
       continue;

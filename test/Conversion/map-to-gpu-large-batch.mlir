@@ -23,8 +23,10 @@
 // Counting this CTA's tokens.
 // CHECK: memref.atomic_rmw addi %{{.*}}, %{{.*}} : (i32, memref<16xi32>) -> i32
 // CHECK: gpu.barrier
-// The ticket: fence, thread 0 takes it, the count is broadcast, fence.
+// The ticket: every thread fences, a barrier, thread 0 takes it, the count is
+// broadcast, every thread fences again.
 // CHECK: nvvm.memory.barrier <gpu>
+// CHECK-NEXT: gpu.barrier
 // CHECK: %[[DONE:.*]] = memref.atomic_rmw addi %c1_i32{{.*}}, %{{.*}}[%{{.*}}] : (i32, memref<1xi32>) -> i32
 // CHECK: gpu.barrier
 // CHECK: nvvm.memory.barrier <gpu>
