@@ -3,7 +3,7 @@
 generated decode trace, layer by layer, printing per policy how many experts the batch
 activates (vs plain top-k on the same logits) and how much gating mass the routing keeps;
 then run the shipped rules (EPLB, Libra, DynaExq, ExpertFlow) on routing statistics of
-the same kind of trace.
+the same kind of trace; finally compile XShare for the GPU and print its launch plan.
 
 Gating mass kept = sum over tokens of the (unrenormalized) gate probability of the experts
 a token is routed to, relative to the same sum under plain top-k routing.
@@ -113,6 +113,24 @@ def main():
           "sigmoid\npolicies (deepseek_v3, xshare_ep). lynx reduces decode batches only; "
           "xshare_ep also\nbalances the active experts over 8 GPUs.")
     rules_demo(workdir, args.seed)
+    gpu_demo(workdir)
+
+
+def gpu_demo(workdir):
+    """XShare's GPU side: PTX, cubin, CUDA C++ and launcher, and its static report."""
+    build = os.environ.get("SWITCHYARD_BUILD_DIR", os.path.join(ROOT, "build"))
+    out = os.path.join(workdir, "gpu")
+    result = subprocess.run([os.path.join(build, "bin", "moe-compile"),
+                             os.path.join(ROOT, "policies", "xshare.mlir"), "--target=ptx",
+                             "--gpu-arch=sm_90", "--report", "-o", out],
+                            capture_output=True, text=True)
+    print("\nGPU kernels for xshare (moe-compile --target=ptx --gpu-arch=sm_90 --report):")
+    if result.returncode != 0:
+        print("  " + result.stderr.strip())
+        return
+    for line in result.stdout.splitlines():
+        if not line.startswith("moe-compile:"):
+            print("  " + line.strip())
 
 
 def rules_demo(workdir, seed):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main demo: installs what is missing, builds, verifies every shipped policy with
 # moe-opt, then compiles each one for the host and runs it on a generated decode trace,
-# printing the experts each batch activates vs plain top-k and the gating mass kept.
+# printing the experts each batch activates vs plain top-k and the gating mass kept,
+# the rules, and the GPU launch plan of XShare.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SWITCHYARD_BUILD_DIR:-$root/build}"
