@@ -105,24 +105,38 @@ bool isTokenLoop(Operation *op, Value tokens) {
          isIndex(loop.getStep()[0], 1);
 }
 
-/// True when every write of token loop `loop` lands in its own token's row: a store to
-/// [t, ...] of a buffer, or into a row view of one at t made inside the loop.
+/// True when an access to `m` at `indices` inside `scope` touches row `row` only: [row,
+/// ...] of a buffer, or a row view of one at `row` made inside `scope`.
+bool isRowAccess(Value m, ValueRange indices, Value row, Operation *scope) {
+  if (m == rootOf(m))
+    return !indices.empty() && indices[0] == row;
+  auto view = m.getDefiningOp<memref::SubViewOp>();
+  if (!view || !scope->isAncestor(view) || view.getSource() != rootOf(view.getSource()))
+    return false;
+  return dyn_cast<Value>(view.getMixedOffsets()[0]) == row;
+}
+
+/// True when every write of token loop `loop` lands in its own token's row.
 bool writesOwnRows(scf::ParallelOp loop) {
   Value t = loop.getInductionVars()[0];
-  auto ownRow = [&](Value m, ValueRange indices) {
-    if (m == rootOf(m))
-      return !indices.empty() && indices[0] == t;
-    auto row = m.getDefiningOp<memref::SubViewOp>();
-    if (!row || !loop->isAncestor(row) || row.getSource() != rootOf(row.getSource()))
-      return false;
-    return dyn_cast<Value>(row.getMixedOffsets()[0]) == t;
-  };
   bool own = true;
   loop.walk([&](Operation *op) {
     if (auto store = dyn_cast<memref::StoreOp>(op))
-      own &= ownRow(store.getMemRef(), store.getIndices());
+      own &= isRowAccess(store.getMemRef(), store.getIndices(), t, loop);
     else if (isa<memref::AtomicRMWOp>(op))
       own = false;
+  });
+  return own;
+}
+
+/// True when `scope` reads the buffers in `rowWise` (written row by row by earlier
+/// loops of the same kernel, each CTA its own tokens) at row `row` only: what other
+/// CTAs write in the same kernel is not there yet.
+bool readsOnlyRow(Operation *scope, Value row, const llvm::DenseSet<Value> &rowWise) {
+  bool own = true;
+  scope->walk([&](memref::LoadOp load) {
+    if (rowWise.contains(rootOf(load.getMemRef())))
+      own &= isRowAccess(load.getMemRef(), load.getIndices(), row, scope);
   });
   return own;
 }
@@ -263,6 +277,8 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
   llvm::DenseSet<Value> touched;     // buffers earlier code accesses
   llvm::DenseSet<Value> foldResults; // buffers the folds' finishing code writes
   llvm::DenseSet<Value> acrossRows;  // buffers routing loops write outside their rows
+  llvm::DenseSet<Value> kernel1Rows; // buffers kernel 1's token loops write, row-wise
+  llvm::DenseSet<Value> routeRows;   // buffers routing loops write, row-wise
   llvm::DenseSet<Value> hoistedWrites;
   llvm::SetVector<Value> privatized;
   Accesses later; // routing loops and the tail
@@ -286,13 +302,16 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
     }
     if (phase == Phase::TokenStage) {
       if (isTokenLoop(&op, tokens) && writesOwnRows(cast<scf::ParallelOp>(op)) &&
-          !readsAny(a, foldResults)) {
+          !readsAny(a, foldResults) &&
+          readsOnlyRow(&op, cast<scf::ParallelOp>(op).getInductionVars()[0], kernel1Rows)) {
         plan.kernel1.insert(&op);
+        kernel1Rows.insert(a.writes.begin(), a.writes.end());
         touch(a);
         continue;
       }
       if (std::optional<TokenFold> fold = asTokenFold(&op, tokens);
-          fold && !readsAny(fold->head, foldResults)) {
+          fold && !readsAny(fold->head, foldResults) &&
+          readsOnlyRow(fold->tokens, fold->tokens.getInductionVar(), kernel1Rows)) {
         plan.kernel1.insert(&op);
         touch(fold->head);
         touch(fold->finish);
@@ -315,9 +334,11 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
       touch(a);
       continue;
     }
-    if (isTokenLoop(&op, tokens) && !readsAny(a, acrossRows)) {
+    if (isTokenLoop(&op, tokens) && !readsAny(a, acrossRows) &&
+        readsOnlyRow(&op, cast<scf::ParallelOp>(op).getInductionVars()[0], routeRows)) {
       phase = Phase::Routing;
       auto loop = cast<scf::ParallelOp>(op);
+      routeRows.insert(a.writes.begin(), a.writes.end());
       plan.routeLoops.push_back(loop);
       llvm::SetVector<Value> across = writesAcrossRows(loop);
       acrossRows.insert(across.begin(), across.end());

@@ -332,6 +332,20 @@ Value requestLeaders(RouterLowering &L, Value requestIds) {
   Value leaders = memref::AllocOp::create(
       b, em.location(), MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
       ValueRange{L.tokens()});
+  if (L.blockParallelHere()) {
+    // The GPU form: token t's warp finds the first u <= t with t's id (the largest
+    // key INT32_MAX - u among the matches), independently of the other tokens.
+    L.parallelLoop(L.tokens(), [&](Value t) {
+      Value id = em.load(requestIds, t);
+      Value key = L.reduceLanes(em.addI(t, em.idx(1)), em.i32(0), RouterLowering::Combine::MaxUI,
+                                [&](Value u) {
+        return em.select(em.cmpI(P::eq, em.load(requestIds, u), id),
+                         em.subI(em.i32(INT32_MAX), em.toI32(u)), em.i32(0));
+      });
+      em.store(em.subI(em.i32(INT32_MAX), key), leaders, t);
+    });
+    return leaders;
+  }
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
     Value id = em.load(requestIds, t);
     Value falseVal = em.cmpI(P::ne, em.i32(0), em.i32(0));
@@ -432,14 +446,68 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   return success();
 }
 
-LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
+/// segment_fill in the GPU form: one warp per request (at its leader token) builds the
+/// request's set S_r in the leader's row of a [T, E] flag buffer, then an
+/// expert-parallel OR over the rows makes the union, the shape of union_topk (token
+/// loop + token fold), which also splits over CTAs for large batches.
+LogicalResult segmentFillParallel(RouterLowering &L, SegmentFillOp op, Value leaders) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
   int64_t n = expertsOf(op.getScores());
   Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
   Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
   Value budget = clampedCount(em, L.scalar(op.getBudget()), n);
+  Value picked = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
+                             L.tokens());
+  L.parallelLoop(L.tokens(), [&](Value r) {
+    Value row = L.rowView(picked, r, n);
+    L.forEachLane(em.idx(n), [&](Value e) { em.store(em.i8(0), row, e); });
+    em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {
+      // Alg. 3 for request r (its tokens are r and later ones): warm-up set and the
+      // request's summed scores, in token order as on the host.
+      Value agg = L.scratch(n, b.getF32Type());
+      L.forEachLane(em.idx(n), [&](Value e) { em.store(em.f32(0), agg, e); });
+      em.loop(r, L.tokens(), [&](Value t) {
+        em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
+          Value taken = clearedFlags(L, n);
+          topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
+                  [&](Value) { return always(em); },
+                  [&](Value e) { return em.load(x, {t, e}); },
+                  [&](Value, Value id, Value) {
+                    em.ifThen(em.cmpI(P::sge, id, em.i32(0)),
+                              [&] { em.store(em.i8(1), row, em.toIndex(id)); });
+                  });
+          L.forEachLane(em.idx(n), [&](Value e) {
+            em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
+          });
+        });
+      });
+      // S_r = S0_r plus the request's m_r best experts outside it.
+      topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), row,
+              [&](Value) { return always(em); }, [&](Value e) { return em.load(agg, e); },
+              [](Value, Value, Value) {});
+    });
+  });
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
+      return SmallVector<Value>{em.orI(it[0], em.load(picked, {t, e}))};
+    })[0];
+    em.store(any, out, e);
+  });
+  memref::DeallocOp::create(b, em.location(), leaders);
+  return success();
+}
+
+LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getScores());
   Value leaders = requestLeaders(L, L.mem(op.getRequestIds()));
+  if (L.blockParallelHere())
+    return segmentFillParallel(L, op, leaders);
+  Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
+  Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
+  Value budget = clampedCount(em, L.scalar(op.getBudget()), n);
   em.fill(out, em.idx(n), em.i8(0));
   em.loop(em.idx(0), L.tokens(), [&](Value r) {
     em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {

@@ -256,6 +256,10 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
 
   PassManager pm(module.getContext());
   moe::buildPtxPipeline(pm, arch, options);
+  // The mapping above already reported its warnings; errors still go through.
+  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &d) {
+    return success(d.getSeverity() == DiagnosticSeverity::Warning);
+  });
   if (failed(pm.run(module))) {
     error = "compiling @" + name.str() + " to PTX failed";
     return false;

@@ -11,7 +11,8 @@ run the large-batch pair (kernel 1 then kernel 2, each over ceil(T / tokens_per_
 CTAs, the CTAs one after another): per-CTA token ranges, batch partials, per-CTA set
 selection, the ticket and the last CTA's tail. The policies are compiled with small
 size classes (one CTA up to 64 tokens, 48 tokens per CTA beyond) so that the CPU
-emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs.
+emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs; XShare-spec's requests of
+5 tokens straddle CTA boundaries, and the workspace starts as garbage.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -73,6 +74,8 @@ def main():
         router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"))
         for tokens in (1, 7, 64, 130, 300):
             inputs = example_inputs(router.info, tokens, rng)
+            if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs
+                inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
             expected = router(**inputs)
             (host_args, keep), outputs = router.prepare(**inputs)
             call = [ctypes.c_int64(tokens)]
@@ -91,6 +94,9 @@ def main():
             workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +
                                      k["workspace_bytes"]["fixed"] for k in launches),
                                  dtype=np.int8)
+            # Garbage, not zeros: code that reads what it has not written (or what another
+            # CTA has not written yet) shows.
+            workspace.fill(0x7f)
             call += descriptor(workspace)
             per_cta = launches[0].get("tokens_per_cta")
             lib.switchyard_host_grid(ctypes.c_uint(-(-tokens // per_cta) if per_cta else 1))
