@@ -42,7 +42,7 @@ using namespace mlir;
 
 namespace switchyard::moe {
 
-bool isGridFence(Operation *op) { return isa<NVVM::MembarOp, gpu::BarrierOp>(op); }
+bool runsOnEveryThread(Operation *op) { return isa<NVVM::MembarOp, gpu::BarrierOp>(op); }
 
 namespace {
 

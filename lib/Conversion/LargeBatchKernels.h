@@ -37,7 +37,7 @@ mlir::LogicalResult buildLargeBatchKernel(mlir::gpu::GPUFuncOp kernel, int which
 
 /// True for the device-scope fence and the block barrier the pair uses around its
 /// ticket: every thread runs them (moe-map-to-gpu leaves them out of thread-0 phases).
-bool isGridFence(mlir::Operation *op);
+bool runsOnEveryThread(mlir::Operation *op);
 
 } // namespace switchyard::moe
 

@@ -521,7 +521,7 @@ void KernelBuilder::mapBlock(Block &block) {
     }
     // A device-scope fence orders each thread's own accesses, a barrier waits for all:
     // every thread runs them.
-    if (switchyard::moe::isGridFence(&op)) {
+    if (switchyard::moe::runsOnEveryThread(&op)) {
       flush();
       continue;
     }

@@ -420,6 +420,18 @@ LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
   return success();
 }
 
+/// out[e] = OR over the tokens t of flags[t, e]: expert-parallel, each expert visiting
+/// the tokens in order (a token fold, which the large-batch kernels split over CTAs).
+void unionOfRows(RouterLowering &L, Value flags, Value out, int64_t n) {
+  LoopEmitter &em = L.em();
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
+      return SmallVector<Value>{em.orI(it[0], em.load(flags, {t, e}))};
+    })[0];
+    em.store(any, out, e);
+  });
+}
+
 LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
@@ -437,111 +449,70 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
             [&](Value) { return always(em); },
             [&](Value e) { return em.load(x, {t, e}); }, [](Value, Value, Value) {});
   });
-  L.parallelLoop(em.idx(n), [&](Value e) {
-    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
-      return SmallVector<Value>{em.orI(it[0], em.load(flags, {t, e}))};
-    })[0];
-    em.store(any, out, e);
-  });
+  unionOfRows(L, flags, out, n);
   return success();
 }
 
-/// segment_fill in the GPU form: one warp per request (at its leader token) builds the
-/// request's set S_r in the leader's row of a [T, E] flag buffer, then an
-/// expert-parallel OR over the rows makes the union, the shape of union_topk (token
-/// loop + token fold), which also splits over CTAs for large batches.
-LogicalResult segmentFillParallel(RouterLowering &L, SegmentFillOp op, Value leaders) {
+/// XShare Alg. 3 for the request led by token r (its first token): marks S_r in `row`
+/// (cleared by the caller) - the union of its tokens' top-k0 (warm-up) plus the m_r best
+/// experts outside it by the request's summed scores (summed in token order, on every
+/// target). In the GPU form r's warp does it, its row loops lane-parallel.
+void buildRequestSet(RouterLowering &L, SegmentFillOp op, Value leaders, Value r, Value row) {
   LoopEmitter &em = L.em();
-  OpBuilder &b = em.builder();
   int64_t n = expertsOf(op.getScores());
-  Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
+  Value x = L.mem(op.getScores());
   Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
   Value budget = clampedCount(em, L.scalar(op.getBudget()), n);
-  Value picked = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
-                             L.tokens());
-  L.parallelLoop(L.tokens(), [&](Value r) {
-    Value row = L.rowView(picked, r, n);
-    L.forEachLane(em.idx(n), [&](Value e) { em.store(em.i8(0), row, e); });
-    em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {
-      // Alg. 3 for request r (its tokens are r and later ones): warm-up set and the
-      // request's summed scores, in token order as on the host.
-      Value agg = L.scratch(n, b.getF32Type());
-      L.forEachLane(em.idx(n), [&](Value e) { em.store(em.f32(0), agg, e); });
-      em.loop(r, L.tokens(), [&](Value t) {
-        em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
-          Value taken = clearedFlags(L, n);
-          topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
-                  [&](Value) { return always(em); },
-                  [&](Value e) { return em.load(x, {t, e}); },
-                  [&](Value, Value id, Value) {
-                    em.ifThen(em.cmpI(P::sge, id, em.i32(0)),
-                              [&] { em.store(em.i8(1), row, em.toIndex(id)); });
-                  });
-          L.forEachLane(em.idx(n), [&](Value e) {
-            em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
-          });
-        });
+  Value agg = L.scratch(n, em.builder().getF32Type());
+  L.forEachLane(em.idx(n), [&](Value e) { em.store(em.f32(0), agg, e); });
+  em.loop(r, L.tokens(), [&](Value t) {
+    em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
+      Value taken = clearedFlags(L, n);
+      topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
+              [&](Value) { return always(em); }, [&](Value e) { return em.load(x, {t, e}); },
+              [&](Value, Value id, Value) {
+                em.ifThen(em.cmpI(P::sge, id, em.i32(0)),
+                          [&] { em.store(em.i8(1), row, em.toIndex(id)); });
+              });
+      L.forEachLane(em.idx(n), [&](Value e) {
+        em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
       });
-      // S_r = S0_r plus the request's m_r best experts outside it.
-      topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), row,
-              [&](Value) { return always(em); }, [&](Value e) { return em.load(agg, e); },
-              [](Value, Value, Value) {});
     });
   });
-  L.parallelLoop(em.idx(n), [&](Value e) {
-    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
-      return SmallVector<Value>{em.orI(it[0], em.load(picked, {t, e}))};
-    })[0];
-    em.store(any, out, e);
-  });
-  memref::DeallocOp::create(b, em.location(), leaders);
-  return success();
+  topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), row,
+          [&](Value) { return always(em); }, [&](Value e) { return em.load(agg, e); },
+          [](Value, Value, Value) {});
 }
 
 LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
   int64_t n = expertsOf(op.getScores());
+  Value out = L.allocFull(op.getResult());
   Value leaders = requestLeaders(L, L.mem(op.getRequestIds()));
-  if (L.blockParallelHere())
-    return segmentFillParallel(L, op, leaders);
-  Value out = L.allocFull(op.getResult()), x = L.mem(op.getScores());
-  Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
-  Value budget = clampedCount(em, L.scalar(op.getBudget()), n);
-  em.fill(out, em.idx(n), em.i8(0));
-  em.loop(em.idx(0), L.tokens(), [&](Value r) {
-    em.ifThen(em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)), [&] {
-      {
-        // Alg. 3 for request r: warm-up set S0_r and the request's summed scores.
-        Value local = clearedFlags(L, n);
-        Value agg = L.scratch(n, b.getF32Type());
-        em.fill(agg, em.idx(n), em.f32(0));
-        em.loop(em.idx(0), L.tokens(), [&](Value t) {
-          em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
-            Value taken = clearedFlags(L, n);
-            topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
-                    [&](Value) { return always(em); },
-                    [&](Value e) { return em.load(x, {t, e}); },
-                    [&](Value, Value id, Value) {
-                      em.store(em.i8(1), local, em.toIndex(id));
-                    });
-            em.loop(n, [&](Value e) {
-              em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
-            });
-          });
-        });
-        // S_r = S0_r plus the request's m_r best experts outside it.
-        Value picked = clearedFlags(L, n);
-        em.loop(n, [&](Value e) { em.store(em.load(local, e), picked, e); });
-        topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), picked,
-                [&](Value) { return always(em); },
-                [&](Value e) { return em.load(agg, e); }, [](Value, Value, Value) {});
-        em.loop(n, [&](Value e) {
-          em.store(em.orI(em.load(out, e), em.load(picked, e)), out, e);
-        });
-      }
+  auto isLeader = [&](Value r) { return em.cmpI(P::eq, em.load(leaders, r), em.toI32(r)); };
+  if (L.blockParallelHere()) {
+    // The GPU form: one warp per request builds S_r in its leader's row of a [T, E]
+    // flag buffer, then the union over the rows - the shape of union_topk (a token
+    // loop and a token fold), which also splits over CTAs for large batches.
+    Value picked = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
+                               L.tokens());
+    L.parallelLoop(L.tokens(), [&](Value r) {
+      Value row = L.rowView(picked, r, n);
+      L.forEachLane(em.idx(n), [&](Value e) { em.store(em.i8(0), row, e); });
+      em.ifThen(isLeader(r), [&] { buildRequestSet(L, op, leaders, r, row); });
     });
-  });
+    unionOfRows(L, picked, out, n);
+  } else {
+    em.fill(out, em.idx(n), em.i8(0));
+    em.loop(em.idx(0), L.tokens(), [&](Value r) {
+      em.ifThen(isLeader(r), [&] {
+        Value row = clearedFlags(L, n);
+        buildRequestSet(L, op, leaders, r, row);
+        em.loop(n, [&](Value e) { em.store(em.orI(em.load(out, e), em.load(row, e)), out, e); });
+      });
+    });
+  }
   memref::DeallocOp::create(b, em.location(), leaders);
   return success();
 }
@@ -802,7 +773,9 @@ LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slo
         em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
                   [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
       });
-  Value total = blockSum(L, em.idx(n), [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  Value lastExpert = em.idx(n - 1);
+  Value total =
+      em.addI(em.load(start, lastExpert), em.mulI(blocksOf(lastExpert), em.i32(block)));
   em.store(total, padded, em.idx(0));
   return success();
 }
