@@ -23,8 +23,13 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.switchyard_tools_dir, append_path=True)
 
-tools = [ToolSubst(t, unresolved="fatal") for t in ("moe-opt", "moe-run", "moe-compile", "mlir-translate")]
+tools = [ToolSubst(t, unresolved="fatal") for t in ("moe-opt", "moe-run", "moe-compile", "moe-translate", "mlir-translate")]
 llvm_config.add_tool_substitutions(tools, [config.switchyard_tools_dir, config.llvm_tools_dir])
 
-# The CUDA toolkit (DESIGN §2): nvcc compiles the generated launchers.
-config.substitutions.append(("%nvcc", "/usr/local/cuda/bin/nvcc"))
+config.substitutions.append(("%python", config.python_executable))
+# The CUDA toolkit (found by CMake's FindCUDAToolkit): nvcc compiles the generated
+# launchers; tests that need it are marked `REQUIRES: cuda`.
+if config.nvcc and os.path.exists(config.nvcc):
+    config.available_features.add("cuda")
+config.substitutions.append(("%nvcc", config.nvcc or "nvcc"))
+config.substitutions.append(("%cuda_include", config.cuda_include))

@@ -20,22 +20,24 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-CUDA = "/usr/local/cuda"
+# Where the CUDA toolkit's headers and cudart are (CMake's FindCUDAToolkit passes them).
+CUDA_INCLUDE = os.environ.get("SWITCHYARD_CUDA_INCLUDE") or "/usr/local/cuda/include"
+CUDA_LIB = os.environ.get("SWITCHYARD_CUDA_LIB") or "/usr/local/cuda/lib64"
 SKIP = 77
 
 
 def build_launcher(name, workdir):
     lib = os.path.join(workdir, f"lib{name}_launch.so")
     subprocess.run(["g++-12", "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{workdir}",
-                    f"-I{CUDA}/include", os.path.join(workdir, f"{name}_launch.cpp"),
-                    f"-L{CUDA}/lib64", "-lcudart", f"-Wl,-rpath,{CUDA}/lib64", "-o", lib],
+                    f"-I{CUDA_INCLUDE}", os.path.join(workdir, f"{name}_launch.cpp"),
+                    f"-L{CUDA_LIB}", "-lcudart", f"-Wl,-rpath,{CUDA_LIB}", "-o", lib],
                    check=True)
     return ctypes.CDLL(lib)
 
 
 class Cuda:
     def __init__(self):
-        self.rt = ctypes.CDLL(os.path.join(CUDA, "lib64", "libcudart.so"))
+        self.rt = ctypes.CDLL(os.path.join(CUDA_LIB, "libcudart.so"))
 
     def check(self, status, what):
         if status != 0:

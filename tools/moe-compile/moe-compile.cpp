@@ -7,12 +7,15 @@
 //   DIR/NAME.o      the host object file (x86-64, PIC, -O3)
 //   DIR/libNAME.so  a shared library holding it
 //   DIR/NAME.ll     the LLVM IR, for inspection
+//   DIR/NAME.abi.json  the entry's parameters (names, dtypes, shapes) for the runtime
 // Knobs are compiled in (their defaults, or the --set values).
 //
 //===----------------------------------------------------------------------===//
-#include "switchyard/Dialect/Moe/Transforms/Passes.h"
-#include "switchyard/Host/Compiler.h"
-#include "switchyard/Host/Policy.h"
+#include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Target/Host/HostCompiler.h"
+#include "switchyard/Target/Ptx/PtxCompiler.h"
+#include "switchyard/Compiler/Policy.h"
+#include "switchyard/Compiler/ToolSetup.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -33,21 +36,17 @@ using namespace switchyard;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(tools::category()));
 static cl::opt<std::string> outDir("o", cl::desc("output directory"), cl::value_desc("dir"),
-                                   cl::Required);
+                                   cl::Required, cl::cat(tools::category()));
 static cl::opt<std::string> target("target", cl::desc("host | ptx | cuda | all"),
-                                   cl::init("host"));
+                                   cl::init("host"), cl::cat(tools::category()));
 static cl::opt<std::string> gpuArch("gpu-arch", cl::desc("GPU architecture (sm_80, sm_90, "
                                                          "sm_100)"),
-                                    cl::init("sm_90"));
-static cl::opt<std::string> entry("entry", cl::desc("compile only this router"),
-                                  cl::value_desc("name"));
-static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
-                                   cl::value_desc("knob=value"));
+                                    cl::init("sm_90"), cl::cat(tools::category()));
 static cl::opt<bool> laneParallel(
     "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"));
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"), cl::cat(tools::category()));
 static cl::opt<int64_t> ctaTokens(
     "cta-tokens",
     cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
@@ -55,17 +54,14 @@ static cl::opt<int64_t> ctaTokens(
     cl::init(1024));
 static cl::opt<int64_t> tokensPerCta(
     "tokens-per-cta", cl::desc("tokens per CTA in the large-batch kernels (default 256)"),
-    cl::init(256));
-static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"));
+    cl::init(256), cl::cat(tools::category()));
+static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"), cl::cat(tools::category()));
 static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
                                                "kernels, launch shape, registers and "
                                                "shared memory (ptxas -v), workspace and "
-                                               "bytes moved per token"));
+                                               "bytes moved per token"), cl::cat(tools::category()));
 
-static int fail(const std::string &message) {
-  llvm::errs() << "moe-compile: error: " << message << "\n";
-  return 1;
-}
+static int fail(const llvm::Twine &message) { return tools::fail("moe-compile", message); }
 
 static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &error) {
   std::error_code ec;
@@ -81,7 +77,7 @@ static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &e
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile MoE routing policies\n");
+  tools::parseCommandLine(argc, argv, "Switchyard: compile MoE routing policies\n");
   if (target != "host" && target != "ptx" && target != "all" && target != "cuda")
     return fail("unknown --target=" + target + " (host, ptx, cuda or all)");
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
@@ -102,17 +98,18 @@ int main(int argc, char **argv) {
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
-  if (!host::applyKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end())))
+  if (!host::applyKnobs(*module, tools::knobOverrides()))
     return 1;
 
   std::vector<host::RouterInfo> routers = host::describeRouters(*module);
   if (routers.empty())
     return fail("'" + inputFile + "' has no moe.router to compile");
-  if (!entry.empty() && llvm::none_of(routers, [](const host::RouterInfo &r) {
+  const std::string &entry = tools::entryName();
+  if (!entry.empty() && llvm::none_of(routers, [&](const host::RouterInfo &r) {
         return r.name == entry;
       })) {
     std::string error;
-    host::selectRouter(*module, entry, error);
+    host::selectRouter(*module, tools::entryName(), error);
     return fail(error);
   }
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
@@ -191,8 +188,8 @@ int main(int argc, char **argv) {
                        << ", workspace " << ws.getInteger("per_token").value_or(0)
                        << " B/token + " << ws.getInteger("fixed").value_or(0) << " B\n";
         }
-        for (llvm::StringRef entry : llvm::split(llvm::StringRef(usage).rtrim("; "), "; "))
-          llvm::outs() << "  ptxas " << entry << "\n";
+        for (llvm::StringRef line : llvm::split(llvm::StringRef(usage).rtrim("; "), "; "))
+          llvm::outs() << "  ptxas " << line << "\n";
       }
       if (!wantHost)
         continue;
@@ -206,7 +203,10 @@ int main(int argc, char **argv) {
 
     std::string header = path(info.name + ".h"), object = path(info.name + ".o");
     std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
+    std::string signature = path(info.name + ".abi.json");
+    runtime::Signature described{info.name, info.kind, abi};
     if (!writeText(header, host::emitHeader(info, abi), error) ||
+        !writeText(signature, runtime::toJson(described), error) ||
         !host::emitObjectFile(*copy, object, error) ||
         !host::linkSharedLibrary(object, library, error))
       return fail(error);
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     llvm::outs() << "moe-compile: @" << info.name << " -> " << header << ", " << object
-                 << ", " << library;
+                 << ", " << library << ", " << signature;
     if (verbose)
       llvm::outs() << " (" << llvm::format("%.0f", ms) << " ms)";
     llvm::outs() << "\n";

@@ -10,10 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
-#include "switchyard/Dialect/Moe/Transforms/Passes.h"
-#include "switchyard/Host/Compiler.h"
-#include "switchyard/Host/Policy.h"
-#include "switchyard/Runtime/Npy.h"
+#include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Target/Host/HostCompiler.h"
+#include "switchyard/Compiler/Policy.h"
+#include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Runtime/Binding.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -22,244 +23,60 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 
-#include <map>
 
 using namespace switchyard;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
-                                      cl::Required);
-static cl::opt<std::string> entry("entry", cl::desc("router to run (needed when the file "
-                                                    "has several)"),
-                                  cl::value_desc("name"));
+                                      cl::Required, cl::cat(tools::category()));
 static cl::list<std::string> args("arg", cl::desc("bind input <name> to a .npy file (or, "
                                                   "for a scalar, an integer)"),
-                                  cl::value_desc("name=path.npy"));
-static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
-                                   cl::value_desc("knob=value"));
+                                  cl::value_desc("name=path.npy"), cl::cat(tools::category()));
 static cl::opt<std::string> outDir("out", cl::desc("directory for the <result>.npy files"),
-                                   cl::value_desc("dir"));
+                                   cl::value_desc("dir"), cl::cat(tools::category()));
 static cl::opt<bool> laneParallel(
     "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"));
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"), cl::cat(tools::category()));
 static cl::opt<bool> list("list", cl::desc("print every router's inputs, outputs and knobs "
-                                           "as JSON and exit"));
+                                           "as JSON and exit"), cl::cat(tools::category()));
 
-static int fail(const std::string &message) {
-  llvm::errs() << "moe-run: error: " << message << "\n";
-  return 1;
-}
-
-namespace {
-/// Host buffers for one call of a compiled router.
-struct Call {
-  int64_t tokens = -1;
-  std::string tokensFrom;
-  std::vector<std::vector<uint8_t>> storage; // one per ABI parameter
-  std::vector<void *> buffers;
-  std::vector<int64_t> scalars;
-};
-} // namespace
-
-/// Records the token count an input implies, or reports a disagreement.
-static bool noteTokens(Call &call, int64_t tokens, const std::string &what,
-                       std::string &error) {
-  if (call.tokens < 0) {
-    call.tokens = tokens;
-    call.tokensFrom = what;
-    return true;
-  }
-  if (call.tokens == tokens)
-    return true;
-  error = what + ": has " + std::to_string(tokens) + " tokens but " + call.tokensFrom +
-          " has " + std::to_string(call.tokens);
-  return false;
-}
-
-/// Checks a loaded array's shape against the ABI shape (dim 0 may be the tokens).
-static bool checkShape(const npy::Array &a, const host::AbiParam &p, const std::string &what,
-                       Call &call, std::string &error) {
-  auto expected = [&] {
-    std::string s = std::string(p.dtype == "int8" ? "bool" : p.dtype) + " [";
-    for (size_t i = 0; i < p.shape.size(); ++i)
-      s += (i ? ", " : "") + (p.shape[i] < 0 ? std::string("?") : std::to_string(p.shape[i]));
-    return s + "]";
-  };
-  bool ok = a.shape.size() == p.shape.size();
-  for (size_t i = 0; ok && i < p.shape.size(); ++i)
-    ok = p.shape[i] < 0 || a.shape[i] == p.shape[i];
-  if (!ok) {
-    error = what + ": expected " + expected() + ", got shape " + npy::formatShape(a.shape);
-    return false;
-  }
-  if (!p.shape.empty() && p.shape[0] < 0)
-    return noteTokens(call, a.shape[0], what, error);
-  return true;
-}
+static int fail(const llvm::Twine &message) { return tools::fail("moe-run", message); }
 
 static bool parseInteger(llvm::StringRef text, int64_t &value) {
   return !text.trim().getAsInteger(10, value);
 }
 
-/// Loads a scalar input: an integer literal, or a .npy file holding one integer.
-static bool bindScalar(const host::AbiParam &p, const std::string &source, Call &call,
-                       size_t index, std::string &error) {
-  int64_t v;
-  bool isInt32 = p.dtype == "int32";
-  auto inRange = [&](int64_t x) {
-    return !isInt32 || (x >= INT32_MIN && x <= INT32_MAX);
-  };
-  if (!llvm::sys::fs::exists(source)) {
+/// Binds `--arg name=source`: a .npy file, or for a scalar an integer literal.
+static bool bindArgument(runtime::CallBuffers &call, const std::string &name,
+                         const std::string &source, std::string &error) {
+  if (!call.isInput(name, error))
+    return false;
+  if (call.isScalar(name) && !llvm::sys::fs::exists(source)) {
+    int64_t v;
     if (!parseInteger(source, v)) {
-      error = "argument '" + p.name + "': expected an integer (" + p.dtype +
-              ") or a .npy file holding one, got '" + source + "'";
+      const runtime::Signature &sig = call.signature();
+      error = "argument '" + name + "': expected an integer (" +
+              sig.params[sig.findInput(name)].dtype + ") or a .npy file holding one, got '" +
+              source + "'";
       return false;
     }
-    if (!inRange(v)) {
-      error = "argument '" + p.name + "': " + source + " does not fit in " + p.dtype;
-      return false;
-    }
-    call.scalars[index] = v;
-    return true;
+    return call.bindScalar(name, v, error);
   }
-  std::string what = "argument '" + p.name + "' (" + source + ")";
-  npy::Array a;
-  std::vector<int32_t> ints;
-  if (!npy::load(source, what, a, error) || !npy::toInt32(a, what, ints, error))
-    return false;
-  if (ints.size() != 1) {
-    error = what + ": expected one integer, got shape " + npy::formatShape(a.shape);
-    return false;
-  }
-  call.scalars[index] = ints[0];
-  return true;
-}
-
-/// A placement file: int32 log2phy [E, R'] padded with -1 (vLLM's
-/// logical_to_physical_map), or [E] with one slot per expert.
-static bool bindPlacement(const std::vector<host::AbiParam> &abi, size_t index,
-                          const std::string &source, Call &call, std::string &error) {
-  const host::AbiParam &replicas = abi[index], &table = abi[index + 1];
-  std::string name = replicas.name.substr(0, replicas.name.find('.'));
   std::string what = "argument '" + name + "' (" + source + ")";
   npy::Array a;
-  std::vector<int32_t> ints;
-  if (!npy::load(source, what, a, error) || !npy::toInt32(a, what, ints, error))
-    return false;
-  int64_t experts = table.shape[0], maxReplicas = table.shape[1];
-  int64_t cols = a.shape.size() == 2 ? a.shape[1] : 1;
-  if ((a.shape.size() != 1 && a.shape.size() != 2) || a.shape[0] != experts ||
-      cols > maxReplicas || cols < 1) {
-    error = what + ": expected an int32 log2phy table [" + std::to_string(experts) +
-            ", <=" + std::to_string(maxReplicas) + "] (or [" + std::to_string(experts) +
-            "]), got shape " + npy::formatShape(a.shape);
-    return false;
-  }
-  int64_t slots = experts + maxReplicas - 1;
-  std::vector<int32_t> count(experts, 0), phys(experts * maxReplicas, -1);
-  std::vector<int64_t> owner(slots, -1);
-  for (int64_t e = 0; e < experts; ++e) {
-    for (int64_t r = 0; r < cols; ++r) {
-      int32_t slot = ints[e * cols + r];
-      if (slot < 0)
-        break;
-      if (slot >= slots) {
-        error = what + ": expert " + std::to_string(e) + " replica " + std::to_string(r) +
-                " is slot " + std::to_string(slot) + ", outside [0, " +
-                std::to_string(slots) + ")";
-        return false;
-      }
-      if (owner[slot] >= 0) {
-        error = what + ": slot " + std::to_string(slot) + " holds both expert " +
-                std::to_string(owner[slot]) + " and expert " + std::to_string(e);
-        return false;
-      }
-      owner[slot] = e;
-      phys[e * maxReplicas + r] = slot;
-      ++count[e];
-    }
-    for (int64_t r = count[e]; r < cols; ++r)
-      if (ints[e * cols + r] >= 0) {
-        error = what + ": expert " + std::to_string(e) +
-                " has a replica after a -1; replicas must come first";
-        return false;
-      }
-    if (count[e] == 0) {
-      error = what + ": expert " + std::to_string(e) + " has no replica";
-      return false;
-    }
-  }
-  auto put = [&](size_t i, const std::vector<int32_t> &v) {
-    call.storage[i].resize(v.size() * 4);
-    std::memcpy(call.storage[i].data(), v.data(), v.size() * 4);
-  };
-  put(index, count);
-  put(index + 1, phys);
-  return true;
+  return npy::load(source, what, a, error) && call.bind(name, a, what, error);
 }
 
-/// A rule's statistics (loads, hotness) must be numbers: a NaN would silently decide a
-/// plan. (Routers take NaN logits: they rank below every number.)
-static bool rejectNaN(const std::vector<float> &v, const std::string &what,
-                      std::string &error) {
-  for (size_t i = 0; i < v.size(); ++i)
-    if (std::isnan(v[i])) {
-      error = what + ": holds NaN at flat index " + std::to_string(i) +
-              "; a rule's inputs must be numbers";
-      return false;
-    }
-  return true;
-}
-
-static bool bindBuffer(const host::AbiParam &p, const std::string &source, Call &call,
-                       size_t index, bool isRule, std::string &error) {
-  std::string what = "argument '" + p.name + "' (" + source + ")";
-  npy::Array a;
-  if (!npy::load(source, what, a, error) || !checkShape(a, p, what, call, error))
-    return false;
-  std::vector<uint8_t> &bytes = call.storage[index];
-  if (p.kind == "set") {
-    std::vector<uint8_t> flags;
-    if (!npy::toBool(a, what, flags, error))
-      return false;
-    bytes = std::move(flags);
-  } else if (p.dtype == "float32") {
-    std::vector<float> v;
-    if (!npy::toFloat32(a, what, v, error) || (isRule && !rejectNaN(v, what, error)))
-      return false;
-    bytes.resize(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-  } else if (p.dtype == "int32") {
-    std::vector<int32_t> v;
-    if (!npy::toInt32(a, what, v, error))
-      return false;
-    bytes.resize(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-  } else {
-    error = what + ": inputs of type " + p.dtype + " are not supported";
-    return false;
-  }
-  return true;
-}
-
-static bool writeOutput(const host::AbiParam &p, const std::vector<uint8_t> &bytes,
-                        int64_t tokens, std::string &error) {
-  std::vector<int64_t> shape = p.shapeFor(tokens);
-  npy::Array a;
-  if (p.kind == "set")
-    a = npy::makeBool(shape, bytes.data());
-  else if (p.dtype == "float32")
-    a = npy::makeF32(shape, reinterpret_cast<const float *>(bytes.data()));
-  else
-    a = npy::makeI32(shape, reinterpret_cast<const int32_t *>(bytes.data()));
+static bool writeOutput(const runtime::CallBuffers &call, size_t index,
+                        std::string &error) {
   llvm::SmallString<256> path(outDir);
-  llvm::sys::path::append(path, p.name + ".npy");
-  return npy::save(path.str().str(), a, error);
+  llvm::sys::path::append(path, call.signature().params[index].name + ".npy");
+  return npy::save(path.str().str(), call.output(index), error);
 }
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv, "Switchyard: compile a policy for the host and "
+  tools::parseCommandLine(argc, argv, "Switchyard: compile a policy for the host and "
                                           "run it on .npy inputs\n");
   std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
   std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
@@ -274,85 +91,43 @@ int main(int argc, char **argv) {
     return fail("--out DIR is required (where the results are written)");
 
   std::string error;
-  if (!host::selectRouter(*module, entry, error))
+  if (!host::selectRouter(*module, tools::entryName(), error))
     return fail(error);
   host::RouterInfo info = host::describeRouters(*module).front();
-  if (!host::applyKnobs(*module, std::vector<std::string>(knobs.begin(), knobs.end())))
+  if (!host::applyKnobs(*module, tools::knobOverrides()))
     return 1;
-
-  // Arguments by name.
-  std::map<std::string, std::string> sources;
-  for (const std::string &a : args) {
-    auto [name, path] = llvm::StringRef(a).split('=');
-    if (path.empty() || !llvm::StringRef(a).contains('='))
-      return fail("--arg '" + a + "' is not of the form name=path.npy");
-    bool known = llvm::any_of(info.inputs, [&](const host::Port &p) { return p.name == name; });
-    if (!known) {
-      std::string names;
-      for (const host::Port &p : info.inputs)
-        names += (names.empty() ? "" : ", ") + p.name;
-      return fail("unknown argument '" + name.str() + "' for @" + info.name +
-                  " (its arguments: " + names + ")");
-    }
-    if (!sources.emplace(name.str(), path.str()).second)
-      return fail("argument '" + name.str() + "' is given twice");
-  }
-  for (const host::Port &p : info.inputs)
-    if (!sources.count(p.name))
-      return fail("missing required argument '" + p.name + "' (" + p.dtype + " " +
-                  p.shapeText + "): pass --arg " + p.name + "=path.npy");
 
   if (failed(host::lowerToLLVM(*module, laneParallel)))
     return 1;
   std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
+  runtime::CallBuffers call(runtime::Signature{info.name, info.kind, abi});
 
-  Call call;
-  call.storage.resize(abi.size());
-  call.scalars.resize(abi.size());
-  for (size_t i = 0; i < abi.size(); ++i) {
-    const host::AbiParam &p = abi[i];
-    if (p.isOutput)
-      continue;
-    if (p.kind == "placement_replicas") {
-      if (!bindPlacement(abi, i, sources[p.name.substr(0, p.name.find('.'))], call, error))
-        return fail(error);
-      ++i;
-      continue;
-    }
-    bool ok = p.kind == "scalar" ? bindScalar(p, sources[p.name], call, i, error)
-                                 : bindBuffer(p, sources[p.name], call, i,
-                                              info.kind != "router", error);
-    if (!ok)
+  // Arguments by name, checked against the entry's signature.
+  for (const std::string &a : args) {
+    auto [name, source] = llvm::StringRef(a).split('=');
+    if (source.empty() || !llvm::StringRef(a).contains('='))
+      return fail("--arg '" + a + "' is not of the form name=path.npy");
+    if (!bindArgument(call, name.str(), source.str(), error))
       return fail(error);
   }
-  if (call.tokens < 0)
-    call.tokens = 0;
-  for (size_t i = 0; i < abi.size(); ++i)
-    if (abi[i].isOutput) {
-      int64_t n = 1;
-      for (int64_t d : abi[i].shapeFor(call.tokens))
-        n *= d;
-      call.storage[i].assign(n * abi[i].elementBytes(), 0);
-    }
-  call.buffers.resize(abi.size());
-  for (size_t i = 0; i < abi.size(); ++i)
-    call.buffers[i] = call.storage[i].data();
+  if (!call.finish(error))
+    return fail(error);
 
   auto engine = host::jitCompile(*module);
   if (!engine)
     return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
-  if (!host::invokeEntry(**engine, info.name, call.tokens, abi, call.buffers, call.scalars,
-                         error))
+  if (!host::invokeEntry(**engine, info.name, call.tokens(), abi, call.buffers(),
+                         call.scalars(), error))
     return fail(error);
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create '" + outDir + "': " + ec.message());
   for (size_t i = 0; i < abi.size(); ++i)
-    if (abi[i].isOutput && !writeOutput(abi[i], call.storage[i], call.tokens, error))
+    if (abi[i].isOutput && !writeOutput(call, i, error))
       return fail(error);
   llvm::outs() << "moe-run: @" << info.name;
   if (info.kind == "router")
-    llvm::outs() << " on " << call.tokens << " tokens";
+    llvm::outs() << " on " << call.tokens() << " tokens";
   else
     llvm::outs() << " (" << info.kind << " rule)";
   llvm::outs() << " -> " << outDir << "/{";

@@ -133,7 +133,7 @@ moe.router @no_results(%x: tensor<?x8xf32>) -> () attributes {experts = 8, top_k
 
 // -----
 
-// expected-error @+1 {{'moe.router' op entry block arguments do not match the signature}}
+// expected-error @+1 {{'moe.router' op type of entry block argument #0('tensor<?x4xf32>') must match the type of the corresponding argument in function signature('tensor<?x8xf32>')}}
 "moe.router"() <{arg_names = ["a"], experts = 8 : i64,
                  function_type = (tensor<?x8xf32>) -> tensor<?x8xf32>,
                  result_names = ["out"], sym_name = "block_args", top_k = 2 : i64}> ({

@@ -1,0 +1,89 @@
+//===- Policy.h - load, describe and lower policy files ---------*- C++ -*-===//
+//
+// What moe-run and moe-compile share: reading a policy file with diagnostics at
+// file:line:col, describing its routers (named inputs, outputs and knobs, as moe-run
+// --list prints them), and reading back the C ABI (`moe.abi`) of a lowered router.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_COMPILER_POLICY_H
+#define SWITCHYARD_COMPILER_POLICY_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/SourceMgr.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include "switchyard/Runtime/Signature.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace switchyard::host {
+
+/// Every dialect, interface and translation a policy goes through on the host path.
+void registerDialects(mlir::DialectRegistry &registry);
+
+/// A context with every dialect of the host and GPU paths loaded that prints one line
+/// per diagnostic (no IR dumps): what the command-line tools use.
+std::unique_ptr<mlir::MLIRContext> makeToolContext();
+
+/// A parsed policy file. While it lives, every diagnostic of the context (parser,
+/// verifier, passes) is printed as `file:line:col: error: ...` with the source line.
+struct PolicyFile {
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// Parses and verifies `path`; null (after printing the errors) when it is invalid.
+std::unique_ptr<PolicyFile> loadPolicy(mlir::MLIRContext &context, llvm::StringRef path);
+
+/// One named input or output of a router, as a caller sees it.
+struct Port {
+  std::string name;
+  std::string kind;           // tensor, set, scalar, placement
+  std::string dtype;          // float32, int32, bool, placement
+  std::vector<int64_t> shape; // -1: dynamic (see sizeRule)
+  std::string shapeText;      // "[?, 128]", "[T*8 + 8064]", ...
+  std::array<int64_t, 3> sizeRule{1, 0, 1}; // dynamic dim 0: ceil((a*T + b) / d)
+};
+
+struct KnobInfo {
+  std::string name, type, value;
+};
+
+struct RouterInfo {
+  std::string name;
+  std::string kind; // router, residency, balance, prefetch
+  int64_t experts = 0, topK = 0, sharedExperts = 0;
+  std::vector<Port> inputs, outputs;
+  std::vector<KnobInfo> knobs;
+};
+
+std::vector<RouterInfo> describeRouters(mlir::ModuleOp module);
+std::string routersToJson(const std::vector<RouterInfo> &routers);
+
+/// One parameter of the flat C entry point of a lowered router (after num_tokens):
+/// the runtime's description, which the compiler fills from `moe.abi`.
+using AbiParam = runtime::Param;
+
+/// The C ABI of the lowered router `name` (its `moe.abi` attribute), or an empty
+/// vector when the module has no such entry.
+std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
+
+/// Applies `name=value` knob overrides (moe-set-knobs) and re-verifies the policy, so
+/// an invalid value is reported by the op that uses it; false after printing errors.
+bool applyKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> overrides);
+
+/// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries;
+/// `laneParallel` compiles the GPU form of the per-token code (moe-lower-to-loops).
+mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false);
+
+/// Keeps only the router `name`; false (and a message) when there is none.
+bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);
+
+} // namespace switchyard::host
+
+#endif

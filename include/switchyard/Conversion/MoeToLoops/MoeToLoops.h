@@ -1,0 +1,26 @@
+//===- MoeToLoops.h - moe routers and rules -> loops on buffers -*- C++ -*-===//
+#ifndef SWITCHYARD_CONVERSION_MOETOLOOPS_MOETOLOOPS_H
+#define SWITCHYARD_CONVERSION_MOETOLOOPS_MOETOLOOPS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/Pass.h"
+
+namespace switchyard::moe {
+
+#define GEN_PASS_DECL_MOELOWERTOLOOPS
+#include "switchyard/Conversion/Passes.h.inc"
+
+/// Attaches the loop lowering of every moe op (LoopLoweringOpInterface models, one
+/// file per op family). moe-lower-to-loops registers them itself; tools that build
+/// their own pipelines get them from switchyard::registerAllDialects.
+void registerLoopLoweringModels(mlir::DialectRegistry &registry);
+
+} // namespace switchyard::moe
+
+#endif

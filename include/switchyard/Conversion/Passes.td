@@ -1,0 +1,110 @@
+//===- Passes.td - conversions out of the moe dialect ------*- tablegen -*-===//
+//
+// The conversions every target's pipeline is built from: moe ops -> target-neutral
+// loops (moe-lower-to-loops), loops -> GPU kernels (moe-map-to-gpu), and the flat C
+// entry point on the LLVM dialect (moe-emit-c-entry).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_CONVERSION_PASSES_TD
+#define SWITCHYARD_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MoeLowerToLoops : Pass<"moe-lower-to-loops", "mlir::ModuleOp"> {
+  let summary = "lowers every router to a function of loops on buffers";
+  let description = [{
+    Replaces each `moe.router @name` with `func.func @name(%T: index, inputs...,
+    outputs...)` on memrefs (destination-passing: the caller owns every buffer). The
+    body is target-neutral loop IR (scf/arith/math/memref): a token stage is one
+    `scf.parallel` over the tokens running all of its ops on one token's row, batch
+    and set ops are loop nests, a phase gate is an `scf.if`. Knobs become constants
+    (run `moe-set-knobs` first to choose their values). Run `moe-form-stages` first to
+    fuse; without stages every per-token op gets its own token loop.
+
+    The function's `moe.abi` attribute lists its parameters for the C entry point.
+
+    With `lane-parallel`, the per-token code is written in the GPU form that
+    `moe-map-to-gpu` maps one warp per token onto: loops over a token's experts become
+    nested `scf.parallel` loops, row maxima and sums `scf.reduce` reductions, and a
+    top-k is k rounds of a parallel arg-max (score and id packed into one ordered i64
+    key, so the reduction is a plain unsigned max with the same ties as the host form:
+    higher score first, then the lower id, NaN below every number). The host pipeline
+    runs this form too (sequentially), which is how the tests check it.
+  }];
+  let options = [
+    Option<"keepRouters", "keep-routers", "bool", /*default=*/"false",
+           "keep the moe.router ops next to the generated functions">,
+    Option<"laneParallel", "lane-parallel", "bool", /*default=*/"false",
+           "write per-token expert loops as nested parallel loops and reductions">
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
+  let summary = "adds the flat C entry point of every lowered router";
+  let description = [{
+    Runs on the LLVM dialect. For every function lowered from a router (it carries
+    `moe.abi`), renames the function to `<name>__impl` (private) and adds the exported
+    `int32_t <name>(int64_t num_tokens, <one pointer per buffer, in signature order;
+    two for a placement: replica_count then log2phy; scalars by value>)` that builds
+    the memref descriptors (sizes from the token count) and calls it. It returns 0.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
+def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
+  let summary = "maps each lowered router onto GPU kernels: one launch for decode-size "
+                "batches, two for larger ones";
+  let description = [{
+    For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
+    holding kernels with the function's parameters plus an i8 workspace.
+
+    `gpu.func @<name>` (size class `decode`, up to `cta-tokens` tokens) is the whole
+    policy in ONE launch of ONE block. A token loop in the lane-parallel form
+    (`moe-lower-to-loops{lane-parallel}`) becomes one warp per token: its loops over the
+    experts are lane-strided, its reductions end in butterfly `gpu.shuffle xor`s, its
+    remaining sequential row code runs on lane 0 and is broadcast with
+    `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that wrote memory.
+    Other parallel loops (over tokens or experts) become block-strided loops, one
+    thread per iteration; a parallel reduction outside token loops (the arg-max rounds
+    of set selection) becomes a block reduction: thread-strided partials, warp
+    butterflies, per-warp partials in a 96 x i64 workgroup buffer that every thread
+    combines in warp order; loops around them run on every thread. Remaining
+    sequential code (alignment, compaction) runs on thread 0 and broadcasts the values
+    later code uses through the same buffer; barriers separate the phases; temporaries
+    live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
+
+    `@<name>_large_k1` and `@<name>_large_k2` (size class `large`, more than
+    `cta-tokens` tokens) run the policy in TWO launches of ceil(T / tokens-per-cta)
+    blocks, CTA c owning tokens [c*P, (c+1)*P): kernel 1 runs the token stage on its
+    tokens and stores each token fold's partial (batch scores, union of top-k) per
+    CTA; kernel 2 combines the partials in CTA order and recomputes the set selection
+    in every CTA (into CTA-private copies), routes its tokens (atomic counts), and the
+    last CTA to take the ticket (device-scope fences around it) runs compaction and
+    block alignment over the whole batch. Phase gates that the size class decides
+    (`max_tokens` <= `cta-tokens`) are folded away. A policy whose code does not split
+    this way gets a warning saying why, and its one-CTA kernel serves every size.
+
+    The host function is left in place.
+
+    Example: `moe-opt --moe-lower-to-loops=lane-parallel
+    --moe-map-to-gpu="block-size=256 cta-tokens=1024 tokens-per-cta=256"`.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "threads per block (fixed at compile time)">,
+    Option<"ctaTokens", "cta-tokens", "int64_t", /*default=*/"1024",
+           "the most tokens the one-CTA kernel serves (the decode size class)">,
+    Option<"tokensPerCta", "tokens-per-cta", "int64_t", /*default=*/"256",
+           "tokens per CTA in the large-batch kernels">,
+    Option<"largeBatch", "large-batch", "bool", /*default=*/"true",
+           "also build the two-kernel form for batches beyond cta-tokens">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
+#endif // SWITCHYARD_CONVERSION_PASSES_TD

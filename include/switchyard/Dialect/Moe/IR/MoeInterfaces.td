@@ -1,0 +1,103 @@
+//===- MoeInterfaces.td - op roles and interfaces ----------*- tablegen -*-===//
+//
+// What the passes need to know about an op lives here, next to the op, not in lists
+// kept by hand:
+// * a ROLE trait says where an op runs in a fused policy (moe-form-stages groups ops
+//   of one stage role; rule steps run on the host; structure ops hold the policy);
+//   every op of the dialect has exactly one, given by its ODS base class;
+// * `RowWise` marks ops that compute each token's row on its own (fused into one
+//   token loop: one warp per token on GPU);
+// * `LoopLoweringOpInterface` is how moe-lower-to-loops writes an op (implemented by
+//   the conversion, lib/Conversion/MoeToLoops, one file per op family);
+// * `PolicyOpInterface` is the function-like container every tool binds by name: a
+//   router or a rule.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOEINTERFACES_TD
+#define SWITCHYARD_DIALECT_MOE_IR_MOEINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+
+class Moe_Role<string name> : NativeOpTrait<name> {
+  let cppNamespace = "::switchyard::moe::role";
+}
+
+// Stage roles: the fused stages (kernel phases) of a policy.
+def Moe_TokenStage : Moe_Role<"TokenStage">;   // per token, independent rows
+def Moe_BatchStage : Moe_Role<"BatchStage">;   // folds over every token of the batch
+def Moe_SelectStage : Moe_Role<"SelectStage">; // expert-set selection (size E)
+def Moe_RouteStage : Moe_Role<"RouteStage">;   // routing within the set, batch outputs
+// A step of a rule (host scheduling code): outside the fused stages.
+def Moe_RuleStep : Moe_Role<"RuleStep">;
+// The policy's structure: containers, knobs, gates, stages, terminators.
+def Moe_Structure : Moe_Role<"Structure">;
+
+// Computes each token's row independently (inside the token loop of its stage).
+def Moe_RowWise : Moe_Role<"RowWise">;
+
+def Moe_LoopLoweringOpInterface : OpInterface<"LoopLoweringOpInterface"> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    How moe-lower-to-loops writes an op as loops on buffers. An op with the `RowWise`
+    trait is written for one token's row (`token`) inside the fused token loop of its
+    stage; any other op is written whole (`token` is null). The conversion attaches
+    the implementations (external models, one file per op family under
+    lib/Conversion/MoeToLoops); a compute op without one cannot be compiled, which the
+    dialect's unit test checks for every op.
+  }];
+  let methods = [
+    InterfaceMethod<"Writes the op's loops (one token's row when `token` is set).",
+      "::mlir::LogicalResult", "lowerToLoops",
+      (ins "::switchyard::moe::RouterLowering &":$lowering, "::mlir::Value":$token)>
+  ];
+}
+
+def Moe_PolicyOpInterface : OpInterface<"PolicyOpInterface", [FunctionOpInterface]> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    A function-like policy container: a `moe.router` or a rule (`moe.residency`,
+    `moe.balance`, `moe.prefetch`). Its arguments are runtime inputs bound by name
+    (`arg_names`), its results are named (`result_names`), and `experts` is the number
+    of routed experts every set, score vector and placement in the body is over.
+    Everything that compiles, describes or runs a policy goes through this interface.
+  }];
+  let methods = [
+    InterfaceMethod<"The names of the runtime inputs, in order.",
+      "::mlir::ArrayAttr", "getArgNames">,
+    InterfaceMethod<"The names of the results, in order.",
+      "::mlir::ArrayAttr", "getResultNames">,
+    InterfaceMethod<"The number of routed experts E.", "int64_t", "getExperts">,
+    InterfaceMethod<"The router's k (0 for rules).", "int64_t", "getTopK", (ins), [{}],
+      [{ return 0; }]>,
+    InterfaceMethod<"The router's shared experts (0 for rules).", "int64_t",
+      "getSharedExperts", (ins), [{}], [{ return 0; }]>,
+  ];
+  let extraClassDeclaration = [{
+    ::llvm::StringRef getSymName() {
+      return (*this)->template getAttrOfType<::mlir::StringAttr>(
+          ::mlir::SymbolTable::getSymbolAttrName()).getValue();
+    }
+    /// "router", "residency", "balance" or "prefetch".
+    ::llvm::StringRef getKind() { return (*this)->getName().stripDialect(); }
+    bool isRouter() { return getKind() == "router"; }
+    ::mlir::Block &getBodyBlock() { return (*this)->getRegion(0).front(); }
+    /// The block argument bound to the runtime input `name`, or null.
+    ::mlir::BlockArgument getArgumentByName(::llvm::StringRef name) {
+      for (auto [i, n] : ::llvm::enumerate(getArgNames()))
+        if (::llvm::cast<::mlir::StringAttr>(n).getValue() == name)
+          return getBodyBlock().getArgument(i);
+      return nullptr;
+    }
+    /// Index of the result named `name`, or -1.
+    int64_t getResultIndex(::llvm::StringRef name) {
+      for (auto [i, n] : ::llvm::enumerate(getResultNames()))
+        if (::llvm::cast<::mlir::StringAttr>(n).getValue() == name)
+          return i;
+      return -1;
+    }
+  }];
+  let verify = [{ return ::switchyard::moe::detail::verifyPolicyOp($_op); }];
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_IR_MOEINTERFACES_TD

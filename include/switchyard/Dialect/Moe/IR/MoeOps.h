@@ -1,0 +1,65 @@
+//===- MoeOps.h - moe dialect types, attributes and ops ---------*- C++ -*-===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOEOPS_H
+#define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
+#include "switchyard/Dialect/Moe/IR/MoeTraits.h"
+
+namespace switchyard::moe {
+/// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements
+/// LoopLoweringOpInterface.
+class RouterLowering;
+namespace detail {
+/// PolicyOpInterface's checks: experts >= 1, names, the signature.
+mlir::LogicalResult verifyPolicyOp(mlir::Operation *op);
+} // namespace detail
+} // namespace switchyard::moe
+
+#include "switchyard/Dialect/Moe/IR/MoeEnums.h.inc"
+#include "switchyard/Dialect/Moe/IR/MoeInterfaces.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "switchyard/Dialect/Moe/IR/MoeOpsTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "switchyard/Dialect/Moe/IR/MoeOps.h.inc"
+
+namespace switchyard::moe {
+
+/// The value of a scalar parameter when it is statically known: an `arith.constant`
+/// or a `moe.knob` (its current default). Verifiers check known values.
+std::optional<int64_t> getKnownInt(mlir::Value value);
+std::optional<double> getKnownFloat(mlir::Value value);
+
+/// The value of a scalar parameter when it is a true constant (`arith.constant`, not
+/// a knob: a knob may still be overridden). Folders use only these.
+std::optional<int64_t> getConstantInt(mlir::Value value);
+std::optional<double> getConstantFloat(mlir::Value value);
+
+/// Every policy (router or rule) of `module`, in order.
+llvm::SmallVector<PolicyOpInterface> getPolicyOps(mlir::ModuleOp module);
+
+namespace detail {
+/// The shared custom syntax and checks of the policy containers (Moe_PolicyContainerOp).
+mlir::ParseResult parsePolicyOp(mlir::OpAsmParser &parser, mlir::OperationState &result);
+void printPolicyOp(PolicyOpInterface op, mlir::OpAsmPrinter &p);
+void nameBlockArguments(PolicyOpInterface op, mlir::Region &region,
+                        mlir::OpAsmSetValueNameFn setNameFn);
+/// The body's types are over the container's experts, knob names are unique.
+mlir::LogicalResult verifyPolicyBody(PolicyOpInterface op);
+} // namespace detail
+
+} // namespace switchyard::moe
+
+#endif

@@ -1,0 +1,136 @@
+//===- MoeRouteOps.td - routing outputs --------------------*- tablegen -*-===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOEROUTEOPS_TD
+#define SWITCHYARD_DIALECT_MOE_IR_MOEROUTEOPS_TD
+
+include "switchyard/Dialect/Moe/IR/MoeTokenOps.td"
+
+def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegments]> {
+  let summary = "routes every token to its top-k experts within a set";
+  let description = [{
+    For every token t, the eligible experts are those in `within` (all E when absent)
+    whose `scores[t,e]` is neither `-inf` nor NaN. The token goes to its k eligible
+    experts with the highest `scores` (descending, ties to the lower id). When fewer
+    than k are eligible the remaining slots get id `-1` and weight 0 (XShare's
+    "refinement": top-k within the selected set).
+
+    Weights come from `weights` when given (DeepSeek-V3 selects with biased scores but
+    weighs with the unbiased ones), else from `scores`. With `renormalize`, the k
+    weights are divided by their sum (when the sum is > 0). Finally every weight is
+    multiplied by `scaling` (default 1; DeepSeek-V3's routed scaling factor is 2.5).
+
+    `k` must equal the enclosing router's `top_k` and be in `[1, E]`; `scaling` must be
+    finite and `> 0`. Routing within the full set is routing without a set (folded).
+
+    Example:
+    ```mlir
+    %ids, %w = moe.route %biased within %sel weights(%scores : tensor<?x256xf32>) k = 8
+        renormalize
+        scaling = 2.5 : tensor<?x256xf32>, !moe.set<256>
+        -> tensor<?x8xi32>, tensor<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ScoreTensor:$scores, Optional<Moe_ExpertSetType>:$within,
+                       Optional<Moe_ScoreTensor>:$weights, Moe_I64Attr:$k,
+                       UnitAttr:$renormalize,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scaling);
+  let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
+  let assemblyFormat = [{
+    $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` $k
+    (`renormalize` $renormalize^)? (`scaling` `=` $scaling^)? attr-dict
+    `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise, AllTypesMatch<["ids", "result"]>]> {
+  let summary = "maps logical expert ids to physical replica slots";
+  let description = [{
+    EPLB/Libra replication: logical expert `e = ids[t,j]` has `replica_count[e]` physical
+    replicas `log2phy[e][0..replica_count[e])` (see `!moe.placement`). Token t uses
+    replica `t mod replica_count[e]`, spreading a hot expert's tokens evenly over its
+    copies: `phys[t,j] = log2phy[e][t mod replica_count[e]]`. `-1` stays `-1`.
+
+    Example:
+    ```mlir
+    %phys = moe.remap_physical %ids, %placement : tensor<?x8xi32>,
+        !moe.placement<experts = 256, devices = 8, slots = 288>
+    ```
+  }];
+  let arguments = (ins Moe_IdTensor:$ids, Moe_PlacementType:$placement);
+  let results = (outs Moe_IdTensor:$result);
+  let assemblyFormat = "$ids `,` $placement attr-dict `:` type($ids) `,` qualified(type($placement))";
+  let hasVerifier = 1;
+}
+
+def Moe_ExpertCountsOp : Moe_RouteStageOp<"expert_counts"> {
+  let summary = "how many tokens each expert receives";
+  let description = [{
+    `counts[e] = |{(t, j) : ids[t,j] == e}|`; `-1` entries are not counted. E is the
+    result's size. On GPU this is computed inside the routing kernel.
+
+    Example:
+    `%counts = moe.expert_counts %ids : tensor<?x8xi32> -> tensor<128xi32>`
+  }];
+  let arguments = (ins Moe_IdTensor:$ids);
+  let results = (outs TensorRankOf<[I32], [1]>:$counts);
+  let assemblyFormat = "$ids attr-dict `:` type($ids) `->` type($counts)";
+  let hasVerifier = 1;
+}
+
+def Moe_CompactActiveOp : Moe_RouteStageOp<"compact_active"> {
+  let summary = "the compacted list of experts that receive tokens";
+  let description = [{
+    `active` lists, in ascending order, the experts with `counts[e] > 0`, padded with
+    `-1` to E entries; `num_active[0]` is how many there are. A grouped-GEMM launcher
+    iterates over exactly these experts (the 4th LYNX kernel compacts the same list).
+
+    Example:
+    ```mlir
+    %active, %n = moe.compact_active %counts
+        : tensor<128xi32> -> tensor<128xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$counts);
+  let results = (outs TensorRankOf<[I32], [1]>:$active,
+                      TensorRankOf<[I32], [1]>:$num_active);
+  let assemblyFormat = [{
+    $counts attr-dict `:` type($counts) `->` type($active) `,` type($num_active)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks"> {
+  let summary = "vLLM-style block-aligned token order for a grouped GEMM";
+  let description = [{
+    The contract of vLLM's `moe_align_block_size`, for T tokens with k slots each
+    (flattened slot index `t*k + j`), E experts and block size `block_size`:
+    * `sorted_token_ids` has `T*k + E*(block_size-1)` entries: the slots of expert 0
+      in ascending slot order, padded to a multiple of `block_size` with the sentinel
+      `T*k`, then expert 1's, and so on; experts without tokens take no room; the tail
+      is filled with `T*k`. Slots with id `-1` are skipped.
+    * `expert_ids` has `ceil((T*k + E*(block_size-1)) / block_size)` entries: the
+      expert of each block, `-1` for blocks past the end.
+    * `num_tokens_post_padded[0]` is the padded length actually used.
+    `counts` are the per-expert slot counts (`moe.expert_counts` of the same ids);
+    `block_size >= 1`.
+
+    Example:
+    ```mlir
+    %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
+        : tensor<?x8xi32>, tensor<128xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_IdTensor:$ids, TensorRankOf<[I32], [1]>:$counts,
+                       Moe_I64Attr:$block_size);
+  let results = (outs TensorRankOf<[I32], [1]>:$sorted_token_ids,
+                      TensorRankOf<[I32], [1]>:$expert_ids,
+                      TensorRankOf<[I32], [1]>:$num_tokens_post_padded);
+  let assemblyFormat = [{
+    $ids `,` $counts `block_size` `=` $block_size attr-dict `:` type($ids) `,` type($counts)
+    `->` type($sorted_token_ids) `,` type($expert_ids) `,` type($num_tokens_post_padded)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_IR_MOEROUTEOPS_TD

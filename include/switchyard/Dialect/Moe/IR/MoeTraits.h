@@ -1,0 +1,38 @@
+//===- MoeTraits.h - the role traits of moe ops ------------------*- C++ -*-===//
+//
+// The C++ side of the role traits declared in MoeInterfaces.td. They carry no
+// methods: passes ask `op->hasTrait<role::TokenStage>()` and so on.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOETRAITS_H
+#define SWITCHYARD_DIALECT_MOE_IR_MOETRAITS_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace switchyard::moe::role {
+
+/// A per-token op of the token stage.
+template <typename ConcreteType>
+class TokenStage : public mlir::OpTrait::TraitBase<ConcreteType, TokenStage> {};
+/// A fold over the batch.
+template <typename ConcreteType>
+class BatchStage : public mlir::OpTrait::TraitBase<ConcreteType, BatchStage> {};
+/// A expert-set selection.
+template <typename ConcreteType>
+class SelectStage : public mlir::OpTrait::TraitBase<ConcreteType, SelectStage> {};
+/// A routing and the batch outputs that follow.
+template <typename ConcreteType>
+class RouteStage : public mlir::OpTrait::TraitBase<ConcreteType, RouteStage> {};
+/// A step of a rule (host scheduling code).
+template <typename ConcreteType>
+class RuleStep : public mlir::OpTrait::TraitBase<ConcreteType, RuleStep> {};
+/// A container, knob, gate, stage or terminator.
+template <typename ConcreteType>
+class Structure : public mlir::OpTrait::TraitBase<ConcreteType, Structure> {};
+/// A computes each token's row on its own.
+template <typename ConcreteType>
+class RowWise : public mlir::OpTrait::TraitBase<ConcreteType, RowWise> {};
+
+} // namespace switchyard::moe::role
+
+#endif

@@ -1,0 +1,29 @@
+//===- Passes.h - moe dialect transforms ------------------------*- C++ -*-===//
+//
+// Transforms that stay inside the moe dialect: knob overrides and freezing, and the
+// grouping of a policy's ops into fused stages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_H
+#define SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace switchyard::moe {
+
+#define GEN_PASS_DECL
+#include "switchyard/Dialect/Moe/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "switchyard/Dialect/Moe/Transforms/Passes.h.inc"
+
+/// Parses `name=value` overrides and applies them to the module's knobs. On error,
+/// reports through the module's diagnostics and returns failure. Shared by the
+/// moe-set-knobs pass and the tools' `--set` flags.
+mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> values);
+
+} // namespace switchyard::moe
+
+#endif

@@ -1,0 +1,47 @@
+//===- Passes.td - moe dialect passes ----------------------*- tablegen -*-===//
+#ifndef SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
+#define SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MoeSetKnobs : Pass<"moe-set-knobs", "mlir::ModuleOp"> {
+  let summary = "overrides the defaults of named policy knobs";
+  let description = [{
+    Rewrites the default of every `moe.knob` named in `values` (a list of
+    `name=value`), in every router of the module. The value is parsed as the knob's
+    type (i64 or f32). An unknown knob name, a value that does not parse, or a value
+    that makes an op invalid (the module is verified after the pass) is an error.
+
+    Example: `moe-opt --moe-set-knobs="values=budget=12,k0=2" policies/xshare.mlir`
+  }];
+  let options = [
+    ListOption<"values", "values", "std::string",
+               "knob overrides, each as name=value">
+  ];
+}
+
+def MoeFreezeKnobs : Pass<"moe-freeze-knobs", "mlir::ModuleOp"> {
+  let summary = "turns every knob into a constant";
+  let description = [{
+    Replaces every `moe.knob` with an `arith.constant` of its current default, so that
+    canonicalization can fold by the knob's value (e.g. a budget of 0). Run it after
+    `moe-set-knobs` when the compiled policy need not be tunable any more.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def MoeFormStages : Pass<"moe-form-stages", "mlir::ModuleOp"> {
+  let summary = "groups a policy's ops into fused stages (the kernel boundaries)";
+  let description = [{
+    Wraps the ops of every router (and of every phase-gate region) in `moe.stage` ops
+    of kind token / batch / select / route. Ops of one kind whose inputs are ready are
+    fused into one stage even when the source interleaves them; a batch reduction never
+    shares a stage with the producer of its input. A router that already has stages is
+    left alone.
+
+    Example: XShare becomes token(softmax) -> batch(union_topk, batch_reduce) ->
+    select(fill) -> route(route, expert_counts, ...).
+  }];
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD

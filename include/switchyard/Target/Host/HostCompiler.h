@@ -1,0 +1,43 @@
+//===- HostCompiler.h - host code from a lowered policy ---------*- C++ -*-===//
+//
+// Turns a policy lowered to the LLVM dialect (switchyard::host::lowerToLLVM) into
+// native code: a JIT engine for moe-run, or an object file, a shared library and a C
+// header for moe-compile.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_TARGET_HOST_HOSTCOMPILER_H
+#define SWITCHYARD_TARGET_HOST_HOSTCOMPILER_H
+
+#include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Compiler/Policy.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+
+namespace switchyard::host {
+
+/// JIT-compiles the lowered module at -O3 for this CPU.
+llvm::Expected<std::unique_ptr<mlir::ExecutionEngine>> jitCompile(mlir::ModuleOp lowered);
+
+/// Writes a relocatable object file for this CPU's architecture (-O3, PIC).
+bool emitObjectFile(mlir::ModuleOp lowered, llvm::StringRef path, std::string &error);
+
+/// Links `object` into a shared library with the system C compiler driver.
+bool linkSharedLibrary(llvm::StringRef object, llvm::StringRef library, std::string &error);
+
+/// The C header declaring the entry point of router `info` (lowered ABI `abi`).
+std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi);
+
+/// The C type of a parameter in the generated headers: `const float *`, `int32_t`, ...
+std::string cParamType(const AbiParam &p);
+
+/// "[T, 128]", "[size(T)]": a parameter's shape as the header documents it.
+std::string shapeText(const AbiParam &p);
+
+/// Calls entry `name` of a JIT engine with one buffer per ABI parameter.
+bool invokeEntry(mlir::ExecutionEngine &engine, llvm::StringRef name, int64_t tokens,
+                 const std::vector<AbiParam> &abi, std::vector<void *> &buffers,
+                 const std::vector<int64_t> &scalars, std::string &error);
+
+} // namespace switchyard::host
+
+#endif

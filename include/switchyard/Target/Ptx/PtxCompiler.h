@@ -1,0 +1,37 @@
+//===- PtxCompiler.h - PTX, cubin, metadata and launcher --------*- C++ -*-===//
+//
+// The GPU target of moe-compile: a router's kernels (moe-map-to-gpu) through NVVM and
+// the NVPTX backend to PTX, ptxas to a cubin, the launch metadata (NAME.json), the
+// cudart launcher (NAME_launch.{h,cpp}) and the same kernels as CUDA C++.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_TARGET_PTX_PTXCOMPILER_H
+#define SWITCHYARD_TARGET_PTX_PTXCOMPILER_H
+
+#include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Compiler/Policy.h"
+
+namespace switchyard::host {
+
+/// What the GPU path produces for one router.
+struct GpuArtifacts {
+  std::string ptx;  // the PTX module (one .entry per kernel)
+  std::string json; // launch metadata: kernels, parameters, block size, grid, workspace
+  std::string launchHeader, launchSource; // NAME_launch.h / NAME_launch.cpp (cudart)
+  std::string cuda; // NAME.cu: the same kernel as CUDA C++ (same parameters as the PTX)
+};
+
+/// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
+/// `mapping` sets the block size and the size classes (moe-map-to-gpu's options).
+bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
+                  const moe::MoeMapToGPUOptions &mapping, GpuArtifacts &out,
+                  std::string &error);
+
+/// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
+/// when ptxas is missing or rejects it.
+bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef cubinPath,
+                 std::string &error, std::string *resourceUsage = nullptr);
+
+} // namespace switchyard::host
+
+#endif

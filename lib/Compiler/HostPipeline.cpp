@@ -1,0 +1,43 @@
+//===- HostPipeline.cpp - the moe -> LLVM dialect pipeline for the host ---===//
+#include "switchyard/Compiler/Pipelines.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel) {
+  pm.addPass(createMoeFreezeKnobs());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createMoeFormStages());
+  MoeLowerToLoopsOptions lowering;
+  lowering.laneParallel = laneParallel;
+  pm.addPass(createMoeLowerToLoops(lowering));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel) {
+  buildLoopPipeline(pm, laneParallel);
+  // Loops -> LLVM dialect (the standard MLIR host path).
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createMoeEmitCEntry());
+}
+
+void switchyard::moe::registerHostPipeline() {
+  PassPipelineRegistration<>("moe-host-pipeline",
+                             "lower moe routers to LLVM dialect with C entry points",
+                             [](OpPassManager &pm) { buildHostPipeline(pm); });
+}

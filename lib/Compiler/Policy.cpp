@@ -1,0 +1,249 @@
+//===- Policy.cpp - load, describe and lower policy files -----------------===//
+#include "switchyard/Compiler/Policy.h"
+
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/IR/MoeStages.h"
+#include "switchyard/Compiler/Pipelines.h"
+
+#include "switchyard/InitAllDialects.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+namespace switchyard::host {
+
+void registerDialects(DialectRegistry &registry) { registerAllDialects(registry); }
+
+std::unique_ptr<MLIRContext> makeToolContext() {
+  DialectRegistry registry;
+  registerDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  context->printOpOnDiagnostic(false);
+  return context;
+}
+
+bool applyKnobs(ModuleOp module, ArrayRef<std::string> overrides) {
+  if (overrides.empty())
+    return true;
+  return succeeded(moe::setKnobs(module, overrides)) && succeeded(verify(module));
+}
+
+std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
+  auto policy = std::make_unique<PolicyFile>();
+  std::string error;
+  auto file = openInputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "error: cannot open policy '" << path << "': " << error << "\n";
+    return nullptr;
+  }
+  policy->sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  policy->handler =
+      std::make_unique<SourceMgrDiagnosticHandler>(policy->sourceMgr, &context);
+  policy->module = parseSourceFile<ModuleOp>(policy->sourceMgr, &context);
+  if (!policy->module || failed(verify(*policy->module)))
+    return nullptr;
+  return policy;
+}
+
+static std::string dtypeOf(Type type) {
+  if (type.isF32())
+    return "float32";
+  if (type.isInteger(32))
+    return "int32";
+  if (type.isInteger(64))
+    return "int64";
+  if (type.isInteger(8))
+    return "int8";
+  if (type.isInteger(1))
+    return "bool";
+  std::string s;
+  llvm::raw_string_ostream(s) << type;
+  return s;
+}
+
+static std::string shapeText(ArrayRef<int64_t> shape, std::array<int64_t, 3> rule) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += ", ";
+    if (d >= 0) {
+      s += std::to_string(d);
+      continue;
+    }
+    if (rule == std::array<int64_t, 3>{1, 0, 1}) {
+      s += "?";
+      continue;
+    }
+    std::string n = "T*" + std::to_string(rule[0]) + " + " + std::to_string(rule[1]);
+    s += rule[2] == 1 ? n : "ceil((" + n + ") / " + std::to_string(rule[2]) + ")";
+  }
+  return s + "]";
+}
+
+static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
+  Port port{name.str(), "tensor", "", {}, "", rule};
+  if (auto set = dyn_cast<moe::ExpertSetType>(type)) {
+    port.kind = "set";
+    port.dtype = "bool";
+    port.shape = {set.getExperts()};
+  } else if (auto placement = dyn_cast<moe::PlacementType>(type)) {
+    port.kind = "placement";
+    port.dtype = "int32";
+    port.shape = {placement.getExperts(), placement.getMaxReplicas()};
+    port.shapeText = "[" + std::to_string(placement.getExperts()) + ", <=" +
+                     std::to_string(placement.getMaxReplicas()) + "] log2phy, -1 padded";
+    return port;
+  } else if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    port.dtype = dtypeOf(tensor.getElementType());
+    for (int64_t d : tensor.getShape())
+      port.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  } else {
+    port.kind = "scalar";
+    port.dtype = dtypeOf(type);
+  }
+  port.shapeText = shapeText(port.shape, rule);
+  return port;
+}
+
+std::vector<RouterInfo> describeRouters(ModuleOp module) {
+  std::vector<RouterInfo> routers;
+  for (moe::PolicyOpInterface router : moe::getPolicyOps(module)) {
+    RouterInfo info;
+    info.name = router.getSymName().str();
+    info.kind = router.getKind().str();
+    info.experts = router.getExperts();
+    info.topK = router.getTopK();
+    info.sharedExperts = router.getSharedExperts();
+    for (auto [name, type] : llvm::zip(router.getArgNames(), router.getArgumentTypes()))
+      info.inputs.push_back(portFor(cast<StringAttr>(name).getValue(), type, {1, 0, 1}));
+    auto yield = cast<moe::YieldOp>(router.getBodyBlock().getTerminator());
+    for (auto [name, type, value] :
+         llvm::zip(router.getResultNames(), router.getResultTypes(), yield.getOperands()))
+      info.outputs.push_back(
+          portFor(cast<StringAttr>(name).getValue(), type, moe::getDynamicSizeRule(value)));
+    router.getOperation()->walk([&](moe::KnobOp knob) {
+      std::string value;
+      llvm::raw_string_ostream os(value);
+      if (auto i = dyn_cast<IntegerAttr>(knob.getValue()))
+        os << i.getValue().getSExtValue();
+      else
+        os << cast<FloatAttr>(knob.getValue()).getValueAsDouble();
+      info.knobs.push_back({knob.getName().str(), dtypeOf(knob.getType()), value});
+    });
+    routers.push_back(std::move(info));
+  }
+  return routers;
+}
+
+std::string routersToJson(const std::vector<RouterInfo> &routers) {
+  llvm::json::Array entries;
+  auto ports = [](const std::vector<Port> &list) {
+    llvm::json::Array out;
+    for (const Port &p : list) {
+      llvm::json::Array shape;
+      for (int64_t d : p.shape)
+        shape.push_back(d < 0 ? llvm::json::Value("?") : llvm::json::Value(d));
+      out.push_back(llvm::json::Object{
+          {"name", p.name},
+          {"kind", p.kind},
+          {"dtype", p.dtype},
+          {"shape", std::move(shape)},
+          {"shape_text", p.shapeText},
+          {"size_rule", llvm::json::Array{p.sizeRule[0], p.sizeRule[1], p.sizeRule[2]}}});
+    }
+    return out;
+  };
+  for (const RouterInfo &r : routers) {
+    llvm::json::Array knobs;
+    for (const KnobInfo &k : r.knobs) {
+      llvm::json::Value value = k.value;
+      if (k.type == "int64")
+        value = std::stoll(k.value);
+      else
+        value = std::stod(k.value);
+      knobs.push_back(
+          llvm::json::Object{{"name", k.name}, {"type", k.type}, {"default", value}});
+    }
+    entries.push_back(llvm::json::Object{{"name", r.name},
+                                         {"kind", r.kind},
+                                         {"experts", r.experts},
+                                         {"top_k", r.topK},
+                                         {"shared_experts", r.sharedExperts},
+                                         {"arguments", ports(r.inputs)},
+                                         {"results", ports(r.outputs)},
+                                         {"knobs", std::move(knobs)}});
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{{"entries", std::move(entries)}}));
+  return text;
+}
+
+std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
+  std::vector<AbiParam> params;
+  auto fn = lowered.lookupSymbol(name);
+  if (!fn || !fn->hasAttr("moe.abi"))
+    return params;
+  for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue().drop_front()) {
+    auto dict = cast<DictionaryAttr>(a);
+    AbiParam p;
+    p.name = cast<StringAttr>(dict.get("name")).getValue().str();
+    p.isOutput = cast<StringAttr>(dict.get("role")).getValue() == "out";
+    p.kind = cast<StringAttr>(dict.get("kind")).getValue().str();
+    Type type = cast<TypeAttr>(dict.get("type")).getValue();
+    if (auto memref = dyn_cast<MemRefType>(type)) {
+      p.dtype = dtypeOf(memref.getElementType());
+      for (int64_t d : memref.getShape())
+        p.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    } else {
+      p.dtype = dtypeOf(type);
+    }
+    if (auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(dict.get("size")))
+      p.sizeRule = {rule[0], rule[1], rule[2]};
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
+LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel) {
+  PassManager pm(module.getContext());
+  moe::buildHostPipeline(pm, laneParallel);
+  return pm.run(module);
+}
+
+bool selectRouter(ModuleOp module, StringRef name, std::string &error) {
+  SmallVector<moe::PolicyOpInterface> routers = moe::getPolicyOps(module);
+  std::string known;
+  for (moe::PolicyOpInterface r : routers)
+    known += (known.empty() ? "" : ", ") + r.getSymName().str();
+  if (name.empty()) {
+    if (routers.size() == 1)
+      return true;
+    error = "the policy has " + std::to_string(routers.size()) +
+            " entries (routers and rules); choose one with --entry (" + known + ")";
+    return false;
+  }
+  bool found = false;
+  for (moe::PolicyOpInterface r : routers) {
+    if (r.getSymName() == name)
+      found = true;
+    else
+      r.getOperation()->erase();
+  }
+  if (!found)
+    error = "no router or rule @" + name.str() + " in the policy (entries: " +
+            (known.empty() ? "none" : known) + ")";
+  return found;
+}
+
+} // namespace switchyard::host

@@ -1,0 +1,38 @@
+//===- ToolSetup.cpp - what the command-line tools share ------------------===//
+#include "switchyard/Compiler/ToolSetup.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+namespace switchyard::tools {
+
+cl::OptionCategory &category() {
+  static cl::OptionCategory options("Switchyard options");
+  return options;
+}
+
+static cl::opt<std::string> entry("entry",
+                                  cl::desc("the router or rule to use (needed when the "
+                                           "file has several)"),
+                                  cl::value_desc("name"), cl::cat(category()));
+static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
+                                   cl::value_desc("knob=value"), cl::cat(category()));
+
+const std::string &entryName() { return entry; }
+
+std::vector<std::string> knobOverrides() {
+  return std::vector<std::string>(knobs.begin(), knobs.end());
+}
+
+void parseCommandLine(int argc, char **argv, llvm::StringRef overview) {
+  cl::HideUnrelatedOptions(category());
+  cl::ParseCommandLineOptions(argc, argv, overview);
+}
+
+int fail(llvm::StringRef tool, const llvm::Twine &message) {
+  llvm::errs() << tool << ": error: " << message << "\n";
+  return 1;
+}
+
+} // namespace switchyard::tools

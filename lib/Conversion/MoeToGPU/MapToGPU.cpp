@@ -1,0 +1,219 @@
+//===- MapToGPU.cpp - lowered routers -> single-CTA GPU kernels -----------===//
+//
+// The GPU mapping of the target-neutral loop IR (see moe-lower-to-loops): the whole
+// policy becomes ONE kernel for one CTA, the decode-size contract (every token of the
+// batch in one block). In the kernel body:
+// * a token-parallel loop whose body loops over the token's experts (the lane-parallel
+//   form: nested scf.parallel loops) becomes one WARP per token (t = warp, warp +
+//   warps, ...): each nested loop is lane-strided (e = lane, lane + 32, ...), each
+//   reduction combines the lane's elements and then the 32 lanes with butterfly
+//   shuffles (every lane ends with the result), the remaining sequential row code with
+//   side effects runs on lane 0 and broadcasts what it computes with a shuffle, and a
+//   warp barrier (bar.warp.sync) follows every step that wrote memory;
+// * any other parallel loop (over tokens or experts) becomes a block-strided loop, one
+//   thread per iteration (i = tid, tid + blockDim, ...), followed by a barrier;
+// * a run of sequential code (batch reductions, set selection, counts, alignment) runs
+//   on thread 0, followed by a barrier; the values it makes for later runs come out of
+//   the guarding scf.if;
+// * a phase gate (scf.if whose branches hold token loops) has a uniform condition, so
+//   each branch is mapped the same way;
+// * temporaries (memref.alloc) become views into a caller-provided workspace (an i8
+//   buffer passed as the last kernel parameter) at 16-byte aligned offsets.
+// Pure code (constants, index arithmetic, views) runs on every thread.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+#include "LargeBatchKernels.h"
+
+#include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
+
+#include "mlir/IR/IRMapping.h"
+
+namespace switchyard::moe {
+#define GEN_PASS_DEF_MOEMAPTOGPU
+#include "switchyard/Conversion/Passes.h.inc"
+} // namespace switchyard::moe
+
+using namespace mlir;
+using namespace switchyard::moe::gpu_mapping;
+
+namespace {
+
+/// Splits `scf.parallel (i, j, ...)` (the canonicalizer merges perfectly nested parallel
+/// loops, e.g. a token loop around a lane loop) back into nested one-dimensional loops,
+/// the form the mapping understands: the outer dimension is the token (or expert).
+void splitMultiDimParallel(scf::ParallelOp loop) {
+  if (loop.getNumLoops() < 2 || !loop.getInitVals().empty())
+    return;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Block &old = loop.getRegion().front();
+  auto outer = scf::ParallelOp::create(
+      b, loc, ValueRange{loop.getLowerBound()[0]}, ValueRange{loop.getUpperBound()[0]},
+      ValueRange{loop.getStep()[0]}, [&](OpBuilder &ob, Location, ValueRange outerIvs) {
+        auto inner = scf::ParallelOp::create(
+            ob, loc, loop.getLowerBound().drop_front(), loop.getUpperBound().drop_front(),
+            loop.getStep().drop_front(), [&](OpBuilder &, Location, ValueRange) {});
+        Block &body = inner.getRegion().front();
+        body.getTerminator()->erase(); // the builder's empty scf.reduce
+        old.getArgument(0).replaceAllUsesWith(outerIvs[0]);
+        for (auto [from, to] : llvm::zip(old.getArguments().drop_front(), body.getArguments()))
+          from.replaceAllUsesWith(to);
+        body.getOperations().splice(body.end(), old.getOperations());
+      });
+  (void)outer;
+  loop.erase();
+  // A deeper nest is split again at the next level.
+  outer.walk([](scf::ParallelOp nested) { splitMultiDimParallel(nested); });
+}
+
+/// A kernel `name` in `gpuModule` with f's parameters plus the workspace, its body a
+/// clone of f's, and merged parallel loops split back.
+gpu::GPUFuncOp cloneIntoKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, StringRef name,
+                               int64_t blockSize) {
+  MLIRContext *ctx = f.getContext();
+  Location loc = f.getLoc();
+  OpBuilder kb = OpBuilder::atBlockEnd(gpuModule.getBody());
+  SmallVector<Type> params(f.getArgumentTypes());
+  params.push_back(MemRefType::get({ShapedType::kDynamic}, kb.getI8Type()));
+  auto kernel = gpu::GPUFuncOp::create(kb, loc, name, kb.getFunctionType(params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  kernel->setAttr("moe.abi", f->getAttr("moe.abi"));
+  kernel.setKnownBlockSizeAttr(kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
+  Block &entry = kernel.getBody().front();
+  IRMapping mapping;
+  for (auto [from, to] : llvm::zip(f.getArguments(), entry.getArguments()))
+    mapping.map(from, to);
+  OpBuilder body = OpBuilder::atBlockEnd(&entry);
+  for (Operation &op : f.getBody().front().without_terminator())
+    body.clone(op, mapping);
+  gpu::ReturnOp::create(body, loc);
+  SmallVector<scf::ParallelOp> merged;
+  kernel.walk([&](scf::ParallelOp loop) {
+    if (loop.getNumLoops() > 1)
+      merged.push_back(loop);
+  });
+  for (scf::ParallelOp loop : merged)
+    splitMultiDimParallel(loop);
+  return kernel;
+}
+
+/// Maps the body of `kernel` onto threads (see the file comment). `reserved`, when
+/// given, is the workspace the large-batch pair keeps in front of the temporaries.
+LogicalResult mapKernel(const switchyard::moe::GpuTargetInfo &target, gpu::GPUFuncOp kernel,
+                        func::FuncOp f, const switchyard::moe::LargeBatchLayout *reserved) {
+  MLIRContext *ctx = kernel.getContext();
+  Location loc = kernel.getLoc();
+  Block &entry = kernel.getBody().front();
+  bool ok = true;
+  kernel.walk([&](memref::AllocOp alloc) {
+    if (alloc.getType().getNumDynamicDims() > 1)
+      ok = false;
+  });
+  if (!ok)
+    return f.emitError() << "a temporary with more than one dynamic dimension cannot be "
+                            "placed in the GPU workspace";
+  OpBuilder inner = OpBuilder::atBlockBegin(&entry);
+  Value tid = gpu::ThreadIdOp::create(inner, loc, gpu::Dimension::x);
+  Value threads = gpu::BlockDimOp::create(inner, loc, gpu::Dimension::x);
+  Value workspace = entry.getArgument(kernel.getFunctionType().getNumInputs() - 1);
+  KernelBuilder builder(target, inner, loc, tid, threads, workspace, entry.getArgument(0));
+  if (reserved)
+    builder.reserve(reserved->reservedBytes, reserved->perTokenBytes, reserved->fixedBytes);
+  auto sharedType = MemRefType::get(
+      {KernelBuilder::kSharedSlots}, inner.getI64Type(), MemRefLayoutAttrInterface{},
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  builder.shared = kernel.addWorkgroupAttribution(sharedType, loc);
+  Value warpSize = arith::ConstantIndexOp::create(inner, loc, kWarpSize);
+  builder.lane = arith::RemUIOp::create(inner, loc, tid, warpSize);
+  builder.warp = arith::DivUIOp::create(inner, loc, tid, warpSize);
+  builder.warps = arith::DivUIOp::create(inner, loc, threads, warpSize);
+  builder.mapBlock(entry);
+  if (builder.tooManySlots)
+    return f.emitError() << "a thread-0 phase or block reduction needs more shared slots "
+                            "than the kernel reserves";
+  if (builder.unsupported)
+    return f.emitError() << "a warp shuffle cannot carry a value of type "
+                         << builder.unsupported;
+  kernel->setAttr("moe.workspace", inner.getDenseI64ArrayAttr(
+                                       {builder.perTokenBytes, builder.fixedBytes}));
+  return success();
+}
+
+struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass> {
+  using MoeMapToGPUBase::MoeMapToGPUBase;
+  const switchyard::moe::GpuTargetInfo &target = switchyard::moe::getNvvmTargetInfo();
+
+  /// The large-batch pair `<name>_large_k1`, `<name>_large_k2` (only k1 when the
+  /// policy is token loops only); false (with a warning saying why) when the policy
+  /// does not split.
+  bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
+    OpBuilder b(f.getContext());
+    SmallVector<gpu::GPUFuncOp> pair;
+    std::string reason;
+    for (int which : {1, 2}) {
+      std::string name = (f.getName() + "_large_k" + Twine(which)).str();
+      gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, name, blockSize);
+      pair.push_back(kernel);
+      switchyard::moe::LargeBatchLayout layout;
+      if (mlir::failed(switchyard::moe::buildLargeBatchKernel(
+              target, kernel, which, tokensPerCta, ctaTokens + 1, layout, reason))) {
+        for (gpu::GPUFuncOp k : pair)
+          k.erase();
+        f.emitWarning() << "no large-batch kernels for @" << f.getName() << ": " << reason
+                        << "; the one-CTA kernel serves every batch size";
+        return false;
+      }
+      if (mlir::failed(mapKernel(target, kernel, f, &layout))) {
+        failed = true;
+        return false;
+      }
+      kernel->setAttr("moe.size_class", b.getStringAttr("large"));
+      kernel->setAttr("moe.tokens_per_cta", b.getI64IntegerAttr(tokensPerCta));
+      kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(ctaTokens + 1));
+      if (!layout.needsKernel2)
+        break; // token loops only: one launch serves large batches too
+    }
+    return true;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    SmallVector<func::FuncOp> routers;
+    module.walk([&](func::FuncOp f) {
+      if (f->hasAttr("moe.abi"))
+        routers.push_back(f);
+    });
+    if (routers.empty())
+      return;
+    if (blockSize < kWarpSize || blockSize % kWarpSize != 0 || blockSize > 1024) {
+      module.emitError() << "moe-map-to-gpu: block-size must be a multiple of "
+                         << kWarpSize << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
+    if (ctaTokens < 1 || tokensPerCta < 1) {
+      module.emitError() << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive";
+      return signalPassFailure();
+    }
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    for (func::FuncOp f : routers) {
+      auto gpuModule = gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
+      gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
+      if (failed(mapKernel(target, kernel, f, nullptr)))
+        return signalPassFailure();
+      kernel->setAttr("moe.size_class", b.getStringAttr("decode"));
+      bool failedToMap = false;
+      bool split = largeBatch && addLargeBatchKernels(gpuModule, f, failedToMap);
+      if (failedToMap)
+        return signalPassFailure();
+      // Without the pair the one-CTA kernel takes every batch (no upper bound).
+      kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? ctaTokens : 0));
+    }
+  }
+};
+
+
+} // namespace

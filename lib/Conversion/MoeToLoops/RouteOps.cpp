@@ -1,0 +1,232 @@
+//===- RouteOps.cpp - loops of the routing ops ------------------------------===//
+//
+// Per-token routing within the selected set (and the logical -> physical remap), then
+// the batch outputs a grouped-GEMM launcher needs: expert counts, the compacted active
+// experts, and vLLM's block-aligned token order.
+//
+//===----------------------------------------------------------------------===//
+#include "OpLowerings.h"
+
+using namespace mlir;
+using P = arith::CmpIPredicate;
+using F = arith::CmpFPredicate;
+
+namespace switchyard::moe {
+using namespace emit;
+
+namespace {
+
+LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores()), k = op.getK();
+  RowRef s = L.rowIn(op.getScores(), t);
+  std::optional<RowRef> w;
+  if (op.getWeights())
+    w = L.rowIn(op.getWeights(), t);
+  Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
+  RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
+  Value taken = clearedFlags(L, n);
+  auto eligible = [&](Value e) {
+    Value v = L.at(s, e);
+    Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
+    return within ? em.andI(ok, em.isSet(within, e)) : ok;
+  };
+  topKRow(L, em.idx(n), em.idx(k), k, taken, eligible, [&](Value e) { return L.at(s, e); },
+          [&](Value j, Value id, Value v) {
+            Value found = em.cmpI(P::sge, id, em.i32(0));
+            Value weight = v;
+            if (w)
+              weight = L.at(*w, em.toIndex(em.select(found, id, em.i32(0))));
+            L.put(id, ids, j);
+            L.put(em.select(found, weight, em.f32(0)), wts, j);
+          });
+  if (op.getRenormalize()) {
+    Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+      return SmallVector<Value>{em.addF(it[0], L.at(wts, j))};
+    })[0];
+    Value positive = em.cmpF(F::OGT, sum, em.f32(0));
+    em.loop(k, [&](Value j) {
+      Value v = L.at(wts, j);
+      L.put(em.select(positive, em.divF(v, sum), v), wts, j);
+    });
+  }
+  float scaling = op.getScaling().convertToFloat();
+  if (scaling != 1.0f)
+    em.loop(k, [&](Value j) { L.put(em.mulF(L.at(wts, j), em.f32(scaling)), wts, j); });
+  return success();
+}
+
+LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
+  LoopEmitter &em = L.em();
+  int64_t k = cast<RankedTensorType>(op.getIds().getType()).getDimSize(1);
+  int64_t n = op.getPlacement().getType().getExperts();
+  const Stored &placement = L.get(op.getPlacement());
+  RowRef ids = L.rowIn(op.getIds(), t), out = L.rowOut(op.getResult(), t);
+  Value tok = em.toI32(t);
+  em.loop(k, [&](Value j) {
+    Value e = L.at(ids, j);
+    Value valid = em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+    Value es = em.toIndex(em.select(valid, e, em.i32(0)));
+    Value count = em.load(placement.replicas, es);
+    count = em.select(em.cmpI(P::slt, count, em.i32(1)), em.i32(1), count);
+    Value replica = em.toIndex(em.remUI(tok, count));
+    Value phys = em.load(placement.log2phy, {es, replica});
+    L.put(em.select(valid, phys, em.i32(-1)), out, j);
+  });
+  return success();
+}
+
+LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getCounts());
+  int64_t k = op.getIds().getType().getDimSize(1);
+  Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
+  if (L.blockParallelHere())
+    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), out, e); });
+  else
+    em.fill(out, em.idx(n), em.i32(0));
+  // Token-parallel with atomic increments: integer counts do not depend on the order.
+  L.parallelLoop(L.tokens(), [&](Value t) {
+    em.loop(k, [&](Value j) {
+      Value e = em.load(ids, {t, j});
+      em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {
+        memref::AtomicRMWOp::create(em.builder(), em.location(), arith::AtomicRMWKind::addi,
+                                    em.i32(1), out, ValueRange{em.toIndex(e)});
+      });
+    });
+  });
+  return success();
+}
+
+LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getCounts());
+  Value counts = L.mem(op.getCounts());
+  Value active = L.allocFull(op.getActive()), num = L.allocFull(op.getNumActive());
+  if (L.blockParallelHere()) {
+    // Active experts in id order: a stable scatter into one bucket; -1 after them.
+    auto has = [&](Value e) { return em.cmpI(P::sgt, em.load(counts, e), em.i32(0)); };
+    stableScatter(
+        L, em.idx(n), 1, [&](Value e) { return em.select(has(e), em.i32(0), em.i32(-1)); },
+        [&](Value) { return em.i32(0); },
+        [&](Value e, Value pos) { em.store(em.toI32(e), active, em.toIndex(pos)); });
+    Value found =
+        blockSum(L, em.idx(n), [&](Value e) { return em.select(has(e), em.i32(1), em.i32(0)); });
+    L.parallelLoop(em.idx(n), [&](Value i) {
+      em.ifThen(em.cmpI(P::sge, em.toI32(i), found),
+                [&] { em.store(em.i32(-1), active, i); });
+    });
+    em.store(found, num, em.idx(0));
+    return success();
+  }
+  Value found = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+    Value has = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
+    em.ifThen(has, [&] { em.store(em.toI32(e), active, em.toIndex(it[0])); });
+    return SmallVector<Value>{em.select(has, em.addI(it[0], em.i32(1)), it[0])};
+  })[0];
+  em.loop(em.toIndex(found), em.idx(n), [&](Value i) { em.store(em.i32(-1), active, i); });
+  em.store(found, num, em.idx(0));
+  return success();
+}
+
+/// align_blocks in the GPU form: the same layout from block-parallel passes - the
+/// padded counts' prefix sum, each expert's block ids, and the slots placed by a
+/// stable scatter (token order within an expert, as the sequential form).
+LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slots,
+                                  Value sortedSize, Value blockCount) {
+  LoopEmitter &em = L.em();
+  int64_t n = op.getCounts().getType().getDimSize(0);
+  int64_t k = op.getIds().getType().getDimSize(1), block = op.getBlockSize();
+  Value ids = L.mem(op.getIds()), counts = L.mem(op.getCounts());
+  Value sorted = L.mem(op.getSortedTokenIds()), blocks = L.mem(op.getExpertIds());
+  Value padded = L.mem(op.getNumTokensPostPadded());
+  L.parallelLoop(sortedSize, [&](Value i) { em.store(em.toI32(slots), sorted, i); });
+  L.parallelLoop(blockCount, [&](Value i) { em.store(em.i32(-1), blocks, i); });
+  auto blocksOf = [&](Value e) {
+    Value count = em.load(counts, e);
+    count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
+    return em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
+  };
+  Value start = L.temporary(MemRefType::get({n}, em.builder().getI32Type()), {});
+  exclusiveScan(L, em.idx(n), start, [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value first = em.toIndex(em.divUI(em.load(start, e), em.i32(block)));
+    em.loop(em.idx(0), em.toIndex(blocksOf(e)), [&](Value i) {
+      Value at = em.addI(first, i);
+      em.ifThen(em.cmpI(P::ult, at, blockCount), [&] { em.store(em.toI32(e), blocks, at); });
+    });
+  });
+  stableScatter(
+      L, slots, n,
+      [&](Value slot) {
+        return em.load(ids, {em.divUI(slot, em.idx(k)), em.remUI(slot, em.idx(k))});
+      },
+      [&](Value e) { return em.load(start, e); },
+      [&](Value slot, Value pos) {
+        // Counts that disagree with the ids must not write out of bounds.
+        em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
+                  [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
+      });
+  Value lastExpert = em.idx(n - 1);
+  Value total =
+      em.addI(em.load(start, lastExpert), em.mulI(blocksOf(lastExpert), em.i32(block)));
+  em.store(total, padded, em.idx(0));
+  return success();
+}
+
+LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = op.getCounts().getType().getDimSize(0);
+  int64_t k = op.getIds().getType().getDimSize(1), block = op.getBlockSize();
+  Value ids = L.mem(op.getIds()), counts = L.mem(op.getCounts());
+  Value sorted = L.allocFull(op.getSortedTokenIds());
+  Value blocks = L.allocFull(op.getExpertIds());
+  Value padded = L.allocFull(op.getNumTokensPostPadded());
+  Value slots = em.mulI(L.tokens(), em.idx(k));
+  Value sortedSize = L.dimSize(op.getSortedTokenIds(), 0);
+  Value blockCount = L.dimSize(op.getExpertIds(), 0);
+  if (L.blockParallelHere())
+    return alignBlocksParallel(L, op, slots, sortedSize, blockCount);
+  em.fill(sorted, sortedSize, em.toI32(slots));
+  em.fill(blocks, blockCount, em.i32(-1));
+  // Each expert's segment starts at the padded prefix sum of the counts before it.
+  Value next = L.scratch(n, em.builder().getI32Type());
+  Value total = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+    Value count = em.load(counts, e);
+    count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
+    Value nblocks = em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
+    em.store(it[0], next, e);
+    Value first = em.toIndex(em.divUI(it[0], em.i32(block)));
+    em.loop(em.idx(0), em.toIndex(nblocks), [&](Value i) {
+      Value at = em.addI(first, i);
+      em.ifThen(em.cmpI(P::ult, at, blockCount),
+                [&] { em.store(em.toI32(e), blocks, at); });
+    });
+    return SmallVector<Value>{em.addI(it[0], em.mulI(nblocks, em.i32(block)))};
+  })[0];
+  em.loop(em.idx(0), slots, [&](Value slot) {
+    Value e = em.load(ids, {em.divUI(slot, em.idx(k)), em.remUI(slot, em.idx(k))});
+    em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {
+      Value ei = em.toIndex(e);
+      Value pos = em.load(next, ei);
+      // Counts that disagree with the ids must not write out of bounds.
+      em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
+                [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
+      em.store(em.addI(pos, em.i32(1)), next, ei);
+    });
+  });
+  em.store(total, padded, em.idx(0));
+  return success();
+}
+
+
+} // namespace
+
+void registerRouteOpLowerings(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
+    attachLoopLowerings<routeRow, remapRow, expertCounts, compactActive, alignBlocks>(
+        context);
+  });
+}
+
+} // namespace switchyard::moe

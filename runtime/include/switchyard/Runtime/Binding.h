@@ -1,0 +1,67 @@
+//===- Binding.h - host buffers of one call, bound by name ------*- C++ -*-===//
+//
+// The buffers of one call of a compiled entry: inputs bound by name from arrays
+// (shapes, dtypes and the token count checked against the Signature, converted to the
+// entry's dtypes), outputs allocated for the token count, and the flat argument list
+// the C entry takes. Every bad input is a one-line error naming the argument. What
+// moe-run, the Python package and an engine share. No LLVM/MLIR dependency.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_BINDING_H
+#define SWITCHYARD_RUNTIME_BINDING_H
+
+#include "switchyard/Runtime/Npy.h"
+#include "switchyard/Runtime/Signature.h"
+
+#include <map>
+
+namespace switchyard::runtime {
+
+class CallBuffers {
+public:
+  explicit CallBuffers(Signature signature);
+
+  const Signature &signature() const { return sig; }
+
+  /// Binds input `name` to `array` (`what` names it in errors, e.g. "argument 'logits'
+  /// (x.npy)"). A scalar input takes an array holding one integer; `placement` takes
+  /// an int32 log2phy table [E, <=R] padded with -1 (or [E]).
+  bool bind(const std::string &name, const npy::Array &array, const std::string &what,
+            std::string &error);
+  /// Binds scalar input `name` to an integer.
+  bool bindScalar(const std::string &name, int64_t value, std::string &error);
+  /// True when `name` is an input of the entry; `error` lists the inputs otherwise.
+  bool isInput(const std::string &name, std::string &error) const;
+  /// True when input `name` is a scalar.
+  bool isScalar(const std::string &name) const;
+
+  /// After every input is bound: checks that none is missing and allocates the outputs
+  /// for the token count the inputs imply (0 when none has a token dimension).
+  bool finish(std::string &error);
+
+  int64_t tokens() const { return numTokens < 0 ? 0 : numTokens; }
+  /// One pointer per ABI parameter (buffers) and the scalars' values, in ABI order.
+  std::vector<void *> &buffers() { return pointers; }
+  const std::vector<int64_t> &scalars() const { return scalarValues; }
+  /// Output parameter `index` as an array (its shape for the token count).
+  npy::Array output(size_t index) const;
+
+private:
+  bool noteTokens(int64_t tokens, const std::string &what, std::string &error);
+  bool bindBuffer(size_t index, const npy::Array &array, const std::string &what,
+                  std::string &error);
+  bool bindPlacement(size_t index, const npy::Array &array, const std::string &what,
+                     std::string &error);
+
+  Signature sig;
+  int64_t numTokens = -1;
+  std::string tokensFrom;
+  std::vector<std::vector<uint8_t>> storage; // one per ABI parameter
+  std::vector<bool> bound;
+  std::vector<void *> pointers;
+  std::vector<int64_t> scalarValues;
+};
+
+} // namespace switchyard::runtime
+
+#endif

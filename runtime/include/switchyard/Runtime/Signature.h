@@ -1,0 +1,62 @@
+//===- Signature.h - the C ABI of a compiled policy entry -------*- C++ -*-===//
+//
+// What a compiled router or rule takes and returns, as the runtime sees it: after
+// `num_tokens`, one parameter per buffer (two for a placement: replica counts then the
+// log2phy table) and per scalar, inputs then outputs, each with a dtype and a shape
+// whose dynamic dimension 0 follows a size rule in the token count T. The compiler
+// writes it (moe-compile's NAME.abi.json, `moe-run --list`); the runtime binds buffers
+// by name against it. No LLVM/MLIR dependency.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_SIGNATURE_H
+#define SWITCHYARD_RUNTIME_SIGNATURE_H
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace switchyard::runtime {
+
+/// One parameter of the flat C entry point (after num_tokens).
+struct Param {
+  std::string name;   // "logits", "placement.log2phy", ...
+  bool isOutput = false;
+  std::string kind;   // tensor, set, scalar, placement_replicas, placement_log2phy
+  std::string dtype;  // float32, int32, int64, int8 (sets: 0/1 bytes)
+  std::vector<int64_t> shape;               // -1: dynamic, from sizeRule
+  std::array<int64_t, 3> sizeRule{1, 0, 1}; // ceil((a*T + b) / d)
+
+  int64_t elementBytes() const;
+  /// The shape for `tokens` tokens; nullopt when an extent or the byte count would
+  /// not fit in 63 bits.
+  std::optional<std::vector<int64_t>> shapeFor(int64_t tokens) const;
+  /// The number of elements for `tokens` tokens; nullopt on overflow.
+  std::optional<int64_t> elementsFor(int64_t tokens) const;
+  /// The name the caller binds: "placement" for both placement parameters.
+  std::string inputName() const;
+};
+
+/// An entry point: a router or a rule.
+struct Signature {
+  std::string entry;
+  std::string kind = "router"; // router, residency, balance, prefetch
+  std::vector<Param> params;
+
+  bool isRule() const { return kind != "router"; }
+  /// The index of the first parameter bound as input `name`, or -1.
+  int64_t findInput(const std::string &name) const;
+  /// The caller-visible input names, in order ("placement" once).
+  std::vector<std::string> inputNames() const;
+};
+
+/// The signature as JSON: {"entry", "kind", "params": [{"name", "role", "kind",
+/// "dtype", "shape", "size_rule"}]}.
+std::string toJson(const Signature &signature);
+/// Reads toJson's format; false with a message naming the bad field otherwise.
+bool fromJson(const std::string &text, Signature &signature, std::string &error);
+
+} // namespace switchyard::runtime
+
+#endif

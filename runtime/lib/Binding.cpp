@@ -1,0 +1,259 @@
+//===- Binding.cpp - host buffers of one call, bound by name --------------===//
+#include "switchyard/Runtime/Binding.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace switchyard::runtime {
+
+CallBuffers::CallBuffers(Signature signature) : sig(std::move(signature)) {
+  storage.resize(sig.params.size());
+  bound.assign(sig.params.size(), false);
+  scalarValues.assign(sig.params.size(), 0);
+}
+
+bool CallBuffers::isInput(const std::string &name, std::string &error) const {
+  if (sig.findInput(name) >= 0)
+    return true;
+  std::string names;
+  for (const std::string &n : sig.inputNames())
+    names += (names.empty() ? "" : ", ") + n;
+  error = "unknown argument '" + name + "' for @" + sig.entry + " (its arguments: " +
+          names + ")";
+  return false;
+}
+
+bool CallBuffers::isScalar(const std::string &name) const {
+  int64_t i = sig.findInput(name);
+  return i >= 0 && sig.params[i].kind == "scalar";
+}
+
+bool CallBuffers::noteTokens(int64_t tokens, const std::string &what, std::string &error) {
+  if (numTokens < 0) {
+    numTokens = tokens;
+    tokensFrom = what;
+    return true;
+  }
+  if (numTokens == tokens)
+    return true;
+  error = what + ": has " + std::to_string(tokens) + " tokens but " + tokensFrom + " has " +
+          std::to_string(numTokens);
+  return false;
+}
+
+bool CallBuffers::bindScalar(const std::string &name, int64_t value, std::string &error) {
+  if (!isInput(name, error))
+    return false;
+  int64_t i = sig.findInput(name);
+  if (sig.params[i].kind != "scalar") {
+    error = "argument '" + name + "' is not a scalar";
+    return false;
+  }
+  const Param &p = sig.params[i];
+  if (p.dtype == "int32" && (value < INT32_MIN || value > INT32_MAX)) {
+    error = "argument '" + name + "': " + std::to_string(value) + " does not fit in int32";
+    return false;
+  }
+  // The phase of a batch (LYNX's gate): 0 prefill, 1 decode, 2 mixed.
+  if (name == "phase" && (value < 0 || value > 2)) {
+    error = "argument 'phase': " + std::to_string(value) +
+            " is not a phase (0 prefill, 1 decode, 2 mixed)";
+    return false;
+  }
+  scalarValues[i] = value;
+  bound[i] = true;
+  return true;
+}
+
+/// Checks a loaded array's shape against the ABI shape (dim 0 may be the tokens).
+static bool shapeMatches(const npy::Array &a, const Param &p) {
+  if (a.shape.size() != p.shape.size())
+    return false;
+  for (size_t i = 0; i < p.shape.size(); ++i)
+    if (p.shape[i] >= 0 && a.shape[i] != p.shape[i])
+      return false;
+  return true;
+}
+
+static std::string expected(const Param &p) {
+  std::string s = std::string(p.dtype == "int8" ? "bool" : p.dtype) + " [";
+  for (size_t i = 0; i < p.shape.size(); ++i)
+    s += (i ? ", " : "") + (p.shape[i] < 0 ? std::string("?") : std::to_string(p.shape[i]));
+  return s + "]";
+}
+
+bool CallBuffers::bind(const std::string &name, const npy::Array &array,
+                       const std::string &what, std::string &error) {
+  if (!isInput(name, error))
+    return false;
+  size_t i = static_cast<size_t>(sig.findInput(name));
+  if (bound[i]) {
+    error = "argument '" + name + "' is given twice";
+    return false;
+  }
+  const Param &p = sig.params[i];
+  if (p.kind == "scalar") {
+    std::vector<int32_t> ints;
+    if (!npy::toInt32(array, what, ints, error))
+      return false;
+    if (ints.size() != 1) {
+      error = what + ": expected one integer, got shape " + npy::formatShape(array.shape);
+      return false;
+    }
+    return bindScalar(name, ints[0], error);
+  }
+  if (p.kind == "placement_replicas")
+    return bindPlacement(i, array, what, error);
+  return bindBuffer(i, array, what, error);
+}
+
+bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::string &what,
+                             std::string &error) {
+  const Param &p = sig.params[index];
+  if (!shapeMatches(a, p)) {
+    error = what + ": expected " + expected(p) + ", got shape " + npy::formatShape(a.shape);
+    return false;
+  }
+  if (!p.shape.empty() && p.shape[0] < 0 && !noteTokens(a.shape[0], what, error))
+    return false;
+  std::vector<uint8_t> &bytes = storage[index];
+  if (p.kind == "set") {
+    std::vector<uint8_t> flags;
+    if (!npy::toBool(a, what, flags, error))
+      return false;
+    bytes = std::move(flags);
+  } else if (p.dtype == "float32") {
+    std::vector<float> v;
+    if (!npy::toFloat32(a, what, v, error))
+      return false;
+    // A rule's statistics (loads, hotness) must be numbers: a NaN or an infinity
+    // would silently decide a plan. (Routers take NaN logits: they rank last.)
+    if (sig.isRule())
+      for (size_t k = 0; k < v.size(); ++k)
+        if (!std::isfinite(v[k])) {
+          error = what + ": holds " + (std::isnan(v[k]) ? "NaN" : "an infinity") +
+                  " at flat index " + std::to_string(k) + "; a rule's inputs must be " +
+                  "finite numbers";
+          return false;
+        }
+    bytes.resize(v.size() * 4);
+    if (!v.empty())
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+  } else if (p.dtype == "int32") {
+    std::vector<int32_t> v;
+    if (!npy::toInt32(a, what, v, error))
+      return false;
+    bytes.resize(v.size() * 4);
+    if (!v.empty())
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+  } else {
+    error = what + ": inputs of type " + p.dtype + " are not supported";
+    return false;
+  }
+  bound[index] = true;
+  return true;
+}
+
+bool CallBuffers::bindPlacement(size_t index, const npy::Array &a, const std::string &what,
+                                std::string &error) {
+  const Param &table = sig.params[index + 1];
+  std::vector<int32_t> ints;
+  if (!npy::toInt32(a, what, ints, error))
+    return false;
+  int64_t experts = table.shape[0], maxReplicas = table.shape[1];
+  int64_t cols = a.shape.size() == 2 ? a.shape[1] : 1;
+  if ((a.shape.size() != 1 && a.shape.size() != 2) || a.shape[0] != experts ||
+      cols > maxReplicas || cols < 1) {
+    error = what + ": expected an int32 log2phy table [" + std::to_string(experts) +
+            ", <=" + std::to_string(maxReplicas) + "] (or [" + std::to_string(experts) +
+            "]), got shape " + npy::formatShape(a.shape);
+    return false;
+  }
+  int64_t slots = experts + maxReplicas - 1;
+  std::vector<int32_t> count(experts, 0), phys(experts * maxReplicas, -1);
+  std::vector<int64_t> owner(slots, -1);
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t r = 0; r < cols; ++r) {
+      int32_t slot = ints[e * cols + r];
+      if (slot < 0)
+        break;
+      if (slot >= slots) {
+        error = what + ": expert " + std::to_string(e) + " replica " + std::to_string(r) +
+                " is slot " + std::to_string(slot) + ", outside [0, " +
+                std::to_string(slots) + ")";
+        return false;
+      }
+      if (owner[slot] >= 0) {
+        error = what + ": slot " + std::to_string(slot) + " holds both expert " +
+                std::to_string(owner[slot]) + " and expert " + std::to_string(e);
+        return false;
+      }
+      owner[slot] = e;
+      phys[e * maxReplicas + r] = slot;
+      ++count[e];
+    }
+    for (int64_t r = count[e]; r < cols; ++r)
+      if (ints[e * cols + r] >= 0) {
+        error = what + ": expert " + std::to_string(e) +
+                " has a replica after a -1; replicas must come first";
+        return false;
+      }
+    if (count[e] == 0) {
+      error = what + ": expert " + std::to_string(e) + " has no replica";
+      return false;
+    }
+  }
+  auto put = [&](size_t i, const std::vector<int32_t> &v) {
+    storage[i].resize(v.size() * 4);
+    std::memcpy(storage[i].data(), v.data(), v.size() * 4);
+    bound[i] = true;
+  };
+  put(index, count);
+  put(index + 1, phys);
+  return true;
+}
+
+bool CallBuffers::finish(std::string &error) {
+  for (size_t i = 0; i < sig.params.size(); ++i) {
+    const Param &p = sig.params[i];
+    if (p.isOutput || bound[i])
+      continue;
+    std::string name = p.inputName();
+    std::string shape = "[";
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      shape += (d ? ", " : "") + (p.shape[d] < 0 ? std::string("?") : std::to_string(p.shape[d]));
+    error = "missing required argument '" + name + "' (" + p.dtype +
+            (p.kind == "scalar" ? "" : " " + shape + "]") + "): pass --arg " + name +
+            "=path.npy";
+    return false;
+  }
+  for (size_t i = 0; i < sig.params.size(); ++i) {
+    const Param &p = sig.params[i];
+    if (!p.isOutput)
+      continue;
+    std::optional<int64_t> n = p.elementsFor(tokens());
+    if (!n) {
+      error = "output '" + p.name + "' would be too large for " + std::to_string(tokens()) +
+              " tokens";
+      return false;
+    }
+    storage[i].assign(static_cast<size_t>(*n * p.elementBytes()), 0);
+  }
+  pointers.resize(sig.params.size());
+  for (size_t i = 0; i < sig.params.size(); ++i)
+    pointers[i] = storage[i].empty() ? nullptr : storage[i].data();
+  return true;
+}
+
+npy::Array CallBuffers::output(size_t index) const {
+  const Param &p = sig.params[index];
+  std::vector<int64_t> shape = *p.shapeFor(tokens());
+  const uint8_t *data = storage[index].data();
+  if (p.kind == "set")
+    return npy::makeBool(shape, data);
+  if (p.dtype == "float32")
+    return npy::makeF32(shape, reinterpret_cast<const float *>(data));
+  return npy::makeI32(shape, reinterpret_cast<const int32_t *>(data));
+}
+
+} // namespace switchyard::runtime

@@ -1,0 +1,189 @@
+//===- BindingTest.cpp - signatures and buffers bound by name -------------===//
+//
+// The runtime side of a compiled entry's C ABI: Signature's JSON form (what
+// moe-compile writes as NAME.abi.json) and CallBuffers, which binds inputs by name,
+// checks them against the signature and lays out the outputs for the token count.
+//
+//===----------------------------------------------------------------------===//
+#include "switchyard/Runtime/Binding.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace switchyard;
+using namespace switchyard::runtime;
+
+namespace {
+
+Param param(std::string name, bool out, std::string kind, std::string dtype,
+            std::vector<int64_t> shape, std::array<int64_t, 3> rule = {1, 0, 1}) {
+  Param p;
+  p.name = std::move(name);
+  p.isOutput = out;
+  p.kind = std::move(kind);
+  p.dtype = std::move(dtype);
+  p.shape = std::move(shape);
+  p.sizeRule = rule;
+  return p;
+}
+
+/// A router like policies/xshare_ep.mlir at E = 4: logits [T, 4], a placement over 4
+/// experts with up to 2 replicas, a phase, and three outputs (one block-aligned).
+Signature router() {
+  Signature s;
+  s.entry = "toy";
+  s.kind = "router";
+  s.params = {param("logits", false, "tensor", "float32", {-1, 4}),
+              param("placement.replica_count", false, "placement_replicas", "int32", {4}),
+              param("placement.log2phy", false, "placement_log2phy", "int32", {4, 2}),
+              param("phase", false, "scalar", "int32", {}),
+              param("topk_ids", true, "tensor", "int32", {-1, 2}),
+              param("selected", true, "set", "int8", {4}),
+              param("sorted_token_ids", true, "tensor", "int32", {-1}, {2, 12, 1})};
+  return s;
+}
+
+npy::Array f32(std::vector<int64_t> shape, float fill) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<float> data(n, fill);
+  return npy::makeF32(shape, data.data());
+}
+
+npy::Array i32(std::vector<int64_t> shape, std::vector<int32_t> data) {
+  return npy::makeI32(shape, data.data());
+}
+
+TEST(Signature, JsonRoundTrip) {
+  Signature s = router();
+  Signature back;
+  std::string error;
+  ASSERT_TRUE(fromJson(toJson(s), back, error)) << error;
+  EXPECT_EQ(back.entry, "toy");
+  EXPECT_EQ(back.kind, "router");
+  ASSERT_EQ(back.params.size(), s.params.size());
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    EXPECT_EQ(back.params[i].name, s.params[i].name);
+    EXPECT_EQ(back.params[i].isOutput, s.params[i].isOutput);
+    EXPECT_EQ(back.params[i].kind, s.params[i].kind);
+    EXPECT_EQ(back.params[i].dtype, s.params[i].dtype);
+    EXPECT_EQ(back.params[i].shape, s.params[i].shape);
+    EXPECT_EQ(back.params[i].sizeRule, s.params[i].sizeRule);
+  }
+  EXPECT_EQ(back.inputNames(), (std::vector<std::string>{"logits", "placement", "phase"}));
+}
+
+TEST(Signature, MalformedJsonNamesTheField) {
+  Signature s;
+  std::string error;
+  EXPECT_FALSE(fromJson("{", s, error));
+  EXPECT_NE(error.find("not a JSON object"), std::string::npos);
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [{"name": 1}]})", s,
+                        error));
+  EXPECT_NE(error.find("params[0]: 'name'"), std::string::npos) << error;
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [{"name": "a",
+      "role": "in", "kind": "tensor", "dtype": "float32", "shape": [-1],
+      "size_rule": [1, 0, 0]}]})",
+                        s, error));
+  EXPECT_NE(error.find("size_rule"), std::string::npos) << error;
+}
+
+TEST(Param, SizesFollowTheRuleAndRefuseOverflow) {
+  Param aligned = param("sorted", true, "tensor", "int32", {-1}, {8, 8064, 1});
+  EXPECT_EQ(aligned.shapeFor(5)->at(0), 8 * 5 + 8064);
+  Param blocks = param("blocks", true, "tensor", "int32", {-1}, {8, 8064, 64});
+  EXPECT_EQ(blocks.shapeFor(5)->at(0), (8 * 5 + 8064 + 63) / 64);
+  Param rows = param("ids", true, "tensor", "int32", {-1, 8});
+  EXPECT_EQ(rows.elementsFor(3), 24);
+  EXPECT_FALSE(rows.shapeFor(std::numeric_limits<int64_t>::max() / 4).has_value());
+  EXPECT_FALSE(rows.shapeFor(-1).has_value());
+}
+
+TEST(CallBuffers, BindsByNameAndLaysOutOutputs) {
+  CallBuffers call(router());
+  std::string error;
+  ASSERT_TRUE(call.bind("logits", f32({3, 4}, 0.5f), "logits", error)) << error;
+  ASSERT_TRUE(call.bind("placement", i32({4, 2}, {0, 4, 1, -1, 2, -1, 3, -1}), "placement",
+                        error))
+      << error;
+  ASSERT_TRUE(call.bindScalar("phase", 1, error)) << error;
+  ASSERT_TRUE(call.finish(error)) << error;
+  EXPECT_EQ(call.tokens(), 3);
+  ASSERT_EQ(call.buffers().size(), 7u);
+  // The placement became replica counts and a -1 padded table.
+  const int32_t *counts = static_cast<const int32_t *>(call.buffers()[1]);
+  EXPECT_EQ(counts[0], 2);
+  EXPECT_EQ(counts[1], 1);
+  EXPECT_EQ(call.scalars()[3], 1);
+  EXPECT_EQ(call.output(4).shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(call.output(6).shape, (std::vector<int64_t>{2 * 3 + 12}));
+}
+
+TEST(CallBuffers, EveryBadInputNamesTheArgument) {
+  std::string error;
+  {
+    CallBuffers call(router());
+    EXPECT_FALSE(call.bind("logit", f32({3, 4}, 0), "x", error));
+    EXPECT_NE(error.find("unknown argument 'logit' for @toy (its arguments: logits, "
+                         "placement, phase)"),
+              std::string::npos)
+        << error;
+  }
+  {
+    CallBuffers call(router());
+    EXPECT_FALSE(call.bind("logits", f32({3, 5}, 0), "argument 'logits'", error));
+    EXPECT_NE(error.find("argument 'logits': expected float32 [?, 4], got shape (3, 5)"),
+              std::string::npos)
+        << error;
+  }
+  {
+    CallBuffers call(router());
+    ASSERT_TRUE(call.bind("logits", f32({3, 4}, 0), "logits", error));
+    EXPECT_FALSE(call.bind("logits", f32({3, 4}, 0), "logits", error));
+    EXPECT_NE(error.find("given twice"), std::string::npos) << error;
+  }
+  {
+    CallBuffers call(router());
+    EXPECT_FALSE(call.bindScalar("phase", 3, error));
+    EXPECT_NE(error.find("argument 'phase': 3 is not a phase"), std::string::npos) << error;
+    EXPECT_FALSE(call.bindScalar("phase", int64_t(1) << 40, error));
+    EXPECT_NE(error.find("does not fit in int32"), std::string::npos) << error;
+  }
+  {
+    CallBuffers call(router());
+    EXPECT_FALSE(call.bind("placement", i32({4, 2}, {0, 1, 1, -1, 2, -1, 3, -1}),
+                           "argument 'placement'", error));
+    EXPECT_NE(error.find("slot 1 holds both expert 0 and expert 1"), std::string::npos)
+        << error;
+  }
+  {
+    CallBuffers call(router());
+    ASSERT_TRUE(call.bind("logits", f32({3, 4}, 0), "logits", error));
+    EXPECT_FALSE(call.finish(error));
+    EXPECT_NE(error.find("missing required argument 'placement'"), std::string::npos)
+        << error;
+  }
+}
+
+TEST(CallBuffers, RuleInputsMustBeFinite) {
+  Signature rule;
+  rule.entry = "plan";
+  rule.kind = "balance";
+  rule.params = {param("loads", false, "tensor", "float32", {4}),
+                 param("plan", true, "tensor", "int32", {4})};
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    CallBuffers call(rule);
+    std::vector<float> v = {1, 2, bad, 4};
+    std::string error;
+    EXPECT_FALSE(call.bind("loads", npy::makeF32({4}, v.data()), "argument 'loads'", error));
+    EXPECT_NE(error.find("argument 'loads': holds"), std::string::npos) << error;
+    EXPECT_NE(error.find("at flat index 2"), std::string::npos) << error;
+  }
+}
+
+} // namespace
