@@ -1,18 +1,21 @@
-#!/usr/bin/python3
 """Python access to policies compiled by moe-compile (ctypes, no extra dependencies).
 
     from switchyard import CompiledRouter
     router = CompiledRouter("policies/xshare.mlir", knobs={"budget": 8})
     out = router(logits=np.float32 array [T, E])   # dict: topk_ids, topk_weights, ...
 
-The router's inputs, outputs and their shapes come from `moe-run --list`; the calling
-convention is the one moe-compile's header documents: num_tokens, then one pointer per
-input and output in signature order (a placement as replica_count, log2phy), scalars
-by value.
+The entry's parameters come from the NAME.abi.json that moe-compile writes next to the
+library (the signature the C runtime binds against); every input is checked the way
+`moe-run` checks it (names, shapes, dtypes, the token count, placements, finite rule
+inputs, the phase) and every problem, including the compiler's own diagnostics, is a
+SwitchyardError with the message the tools print. The calling convention is the one
+moe-compile's header documents: num_tokens, then one pointer per input and output in
+signature order (a placement as replica_count, log2phy), scalars by value.
 """
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -21,18 +24,30 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("SWITCHYARD_BUILD_DIR", os.path.join(ROOT, "build"))
 
-_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.uint8}
+_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "int8": np.uint8,
+           "bool": np.uint8}
+
+
+class SwitchyardError(RuntimeError):
+    """A compiler diagnostic or a bad input, worded as the command-line tools word it."""
 
 
 def _tool(name):
     return os.path.join(BUILD, "bin", name)
 
 
+def _run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        message = (result.stderr or result.stdout).strip()
+        raise SwitchyardError(message or f"{os.path.basename(cmd[0])} exited with "
+                              f"{result.returncode}")
+    return result.stdout
+
+
 def describe(policy_path):
-    """The routers of a policy file, as moe-run --list prints them."""
-    text = subprocess.run([_tool("moe-run"), policy_path, "--list"], check=True,
-                          capture_output=True, text=True).stdout
-    return json.loads(text)["entries"]
+    """The routers and rules of a policy file, as moe-run --list prints them."""
+    return json.loads(_run([_tool("moe-run"), policy_path, "--list"]))["entries"]
 
 
 # (policy file in policies/, router entry): every shipped router that compiles to a GPU
@@ -43,64 +58,204 @@ GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"),
                ("expertflow", "expertflow_route")]
 
 
+def _shape_text(param):
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in param["shape"]) + "]"
+
+
+def _size(param, tokens):
+    a, b, d = param["size_rule"]
+    return tuple((a * tokens + b + d - 1) // d if s < 0 else s for s in param["shape"])
+
+
+def _as_float32(name, array):
+    if array.dtype == np.float32:
+        return array
+    if array.dtype == np.float16:
+        return array.astype(np.float32)
+    if array.dtype == np.float64:
+        raise SwitchyardError(f"{name}: float64 data is not narrowed implicitly (the "
+                              "conversion is lossy); pass float32")
+    raise SwitchyardError(f"{name}: expected float32 data, got {array.dtype}")
+
+
+def _as_int32(name, array):
+    if array.dtype in (np.int32, np.int8, np.uint8):
+        return array.astype(np.int32)
+    if array.dtype == np.int64:
+        if array.size and (array.min() < -2**31 or array.max() >= 2**31):
+            raise SwitchyardError(f"{name}: int64 values do not all fit in int32")
+        return array.astype(np.int32)
+    raise SwitchyardError(f"{name}: expected int32 data, got {array.dtype}")
+
+
+def _as_flags(name, array):
+    if array.dtype == np.bool_:
+        return array.astype(np.uint8)
+    if array.dtype in (np.int8, np.uint8, np.int32, np.int64):
+        if np.any((array != 0) & (array != 1)):
+            raise SwitchyardError(f"{name}: {array.dtype} set flags must be 0 or 1")
+        return array.astype(np.uint8)
+    raise SwitchyardError(f"{name}: expected bool data (or integers that are all 0 or 1), "
+                          f"got {array.dtype}")
+
+
+def _placement_arrays(name, value, replicas_param, table_param):
+    """An int32 log2phy table [E, <=R] padded with -1 (or [E]): replica counts and the
+    padded table, checked as moe-run checks them."""
+    experts, width = table_param["shape"]
+    table = _as_int32(f"argument '{name}'", np.asarray(value))
+    if table.ndim == 1:
+        table = table.reshape(-1, 1)
+    if table.ndim != 2 or table.shape[0] != experts or not 1 <= table.shape[1] <= width:
+        raise SwitchyardError(f"argument '{name}': expected an int32 log2phy table "
+                              f"[{experts}, <={width}] (or [{experts}]), got shape "
+                              f"{tuple(np.shape(value))}")
+    slots = experts + width - 1
+    owner = {}
+    counts = np.zeros(experts, dtype=np.int32)
+    padded = np.full((experts, width), -1, dtype=np.int32)
+    for e in range(experts):
+        row = table[e]
+        live = row[: np.argmax(row < 0)] if np.any(row < 0) else row
+        if np.any(row[len(live):] >= 0):
+            raise SwitchyardError(f"argument '{name}': expert {e} has a replica after a -1; "
+                                  "replicas must come first")
+        if len(live) == 0:
+            raise SwitchyardError(f"argument '{name}': expert {e} has no replica")
+        for r, slot in enumerate(live):
+            if slot >= slots:
+                raise SwitchyardError(f"argument '{name}': expert {e} replica {r} is slot "
+                                      f"{slot}, outside [0, {slots})")
+            if int(slot) in owner:
+                raise SwitchyardError(f"argument '{name}': slot {slot} holds both expert "
+                                      f"{owner[int(slot)]} and expert {e}")
+            owner[int(slot)] = e
+        counts[e] = len(live)
+        padded[e, :len(live)] = live
+    return counts, padded
+
+
 class CompiledRouter:
-    """One router of a policy, compiled to a shared library and callable on numpy arrays."""
+    """One router (or rule) of a policy, compiled to a shared library and callable on
+    numpy arrays."""
 
     def __init__(self, policy_path, entry=None, knobs=None, workdir=None, lane_parallel=False):
         entries = describe(policy_path)
+        names = [e["name"] for e in entries]
         if entry is None:
             if len(entries) != 1:
-                raise ValueError(f"{policy_path} has several routers; pass entry=")
-            entry = entries[0]["name"]
+                raise SwitchyardError(f"{policy_path} has several entries ({', '.join(names)});"
+                                      " pass entry=")
+            entry = names[0]
+        if entry not in names:
+            raise SwitchyardError(f"no router or rule @{entry} in {policy_path} (entries: "
+                                  f"{', '.join(names)})")
         self.info = next(e for e in entries if e["name"] == entry)
         self.name = entry
-        self._workdir = workdir or tempfile.mkdtemp(prefix="switchyard-")
-        cmd = [_tool("moe-compile"), policy_path, "-o", self._workdir, "--entry", entry]
-        for key, value in (knobs or {}).items():
-            cmd += ["--set", f"{key}={value}"]
-        if lane_parallel:  # the GPU form of the per-token code, run on the host
-            cmd.append("--lane-parallel")
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        self._lib = ctypes.CDLL(os.path.join(self._workdir, f"lib{entry}.so"))
+        # Without a workdir the artifacts live in a temporary directory only until the
+        # library is loaded (a loaded library stays mapped after its file is removed).
+        out = workdir or tempfile.mkdtemp(prefix="switchyard-")
+        try:
+            cmd = [_tool("moe-compile"), policy_path, "-o", out, "--entry", entry]
+            for key, value in (knobs or {}).items():
+                cmd += ["--set", f"{key}={value}"]
+            if lane_parallel:  # the GPU form of the per-token code, run on the host
+                cmd.append("--lane-parallel")
+            _run(cmd)
+            with open(os.path.join(out, f"{entry}.abi.json")) as f:
+                self.signature = json.load(f)
+            self._lib = ctypes.CDLL(os.path.join(out, f"lib{entry}.so"))
+        finally:
+            if workdir is None:
+                shutil.rmtree(out, ignore_errors=True)
         self._fn = getattr(self._lib, entry)
         self._fn.restype = ctypes.c_int32
+        self._params = self.signature["params"]
+        self._is_rule = self.signature["kind"] != "router"
 
-    @staticmethod
-    def _shape(port, tokens):
-        a, b, d = port["size_rule"]
-        return tuple((a * tokens + b + d - 1) // d if s == "?" else s for s in port["shape"])
+    def _input_names(self):
+        names = []
+        for p in self._params:
+            base = p["name"].split(".")[0]
+            if p["role"] == "in" and base not in names:
+                names.append(base)
+        return names
 
     def prepare(self, **inputs):
-        """Binds inputs and allocates outputs; returns (args, outputs) for call()."""
-        tokens = None
-        for port in self.info["arguments"]:
-            if port["shape"] and port["shape"][0] == "?":
-                tokens = np.asarray(inputs[port["name"]]).shape[0]
-                break
-        tokens = tokens or 0
-        args, keep = [ctypes.c_int64(tokens)], []
-        for port in self.info["arguments"]:
-            value = inputs[port["name"]]
-            if port["kind"] == "scalar":
-                args.append(ctypes.c_int32(int(value)))
+        """Checks and binds inputs, allocates outputs; returns (args, outputs) for call()."""
+        names = self._input_names()
+        for name in inputs:
+            if name not in names:
+                raise SwitchyardError(f"unknown argument '{name}' for @{self.name} (its "
+                                      f"arguments: {', '.join(names)})")
+        for p in self._params:
+            base = p["name"].split(".")[0]
+            if p["role"] == "in" and base not in inputs:
+                shape = "" if p["kind"] == "scalar" else " " + _shape_text(p)
+                raise SwitchyardError(f"missing required argument '{base}' ({p['dtype']}"
+                                      f"{shape}): pass {base}=...")
+        tokens, tokens_from = None, None
+        args, keep = [None], []
+        params = iter(enumerate(self._params))
+        for i, p in params:
+            if p["role"] != "in":
                 continue
-            if port["kind"] == "placement":
-                table = np.asarray(value, dtype=np.int32)
-                table = table.reshape(table.shape[0], -1)
-                replicas = np.ascontiguousarray((table >= 0).sum(axis=1), dtype=np.int32)
-                padded = np.full(port["shape"], -1, dtype=np.int32)
-                padded[:, :table.shape[1]] = table
-                for arr in (replicas, padded):
+            name = p["name"].split(".")[0]
+            what = f"argument '{name}'"
+            value = inputs[name]
+            if p["kind"] == "scalar":
+                if isinstance(value, (bool, np.bool_)) or not float(value).is_integer():
+                    raise SwitchyardError(f"{what}: expected an integer ({p['dtype']}), got "
+                                          f"{value!r}")
+                value = int(value)
+                if p["dtype"] == "int32" and not -2**31 <= value < 2**31:
+                    raise SwitchyardError(f"{what}: {value} does not fit in int32")
+                if name == "phase" and not 0 <= value <= 2:
+                    raise SwitchyardError(f"{what}: {value} is not a phase (0 prefill, "
+                                          "1 decode, 2 mixed)")
+                args.append((ctypes.c_int64 if p["dtype"] == "int64" else ctypes.c_int32)(value))
+                continue
+            if p["kind"] == "placement_replicas":
+                _, table_param = next(params)
+                for arr in _placement_arrays(name, value, p, table_param):
                     keep.append(arr)
                     args.append(arr.ctypes.data_as(ctypes.c_void_p))
                 continue
-            arr = np.ascontiguousarray(value, dtype=_DTYPES[port["dtype"]])
-            keep.append(arr)
-            args.append(arr.ctypes.data_as(ctypes.c_void_p))
+            array = np.asarray(value)
+            shape = p["shape"]
+            if array.ndim != len(shape) or any(d >= 0 and a != d
+                                               for a, d in zip(array.shape, shape)):
+                dtype = "bool" if p["kind"] == "set" else p["dtype"]
+                raise SwitchyardError(f"{what}: expected {dtype} {_shape_text(p)}, got shape "
+                                      f"{tuple(array.shape)}")
+            if shape and shape[0] < 0:
+                if tokens is None:
+                    tokens, tokens_from = array.shape[0], what
+                elif array.shape[0] != tokens:
+                    raise SwitchyardError(f"{what}: has {array.shape[0]} tokens but "
+                                          f"{tokens_from} has {tokens}")
+            if p["kind"] == "set":
+                array = _as_flags(what, array)
+            elif p["dtype"] == "float32":
+                array = _as_float32(what, array)
+                if self._is_rule and not np.all(np.isfinite(array)):
+                    flat = int(np.flatnonzero(~np.isfinite(array))[0])
+                    kind = "NaN" if np.isnan(array.flat[flat]) else "an infinity"
+                    raise SwitchyardError(f"{what}: holds {kind} at flat index {flat}; a "
+                                          "rule's inputs must be finite numbers")
+            else:
+                array = _as_int32(what, array)
+            array = np.ascontiguousarray(array)
+            keep.append(array)
+            args.append(array.ctypes.data_as(ctypes.c_void_p))
+        tokens = tokens or 0
+        args[0] = ctypes.c_int64(tokens)
         outputs = {}
-        for port in self.info["results"]:
-            arr = np.zeros(self._shape(port, tokens), dtype=_DTYPES[port["dtype"]])
-            outputs[port["name"]] = arr
+        for p in self._params:
+            if p["role"] != "out":
+                continue
+            arr = np.zeros(_size(p, tokens), dtype=_DTYPES[p["dtype"]])
+            outputs[p["name"]] = arr
             args.append(arr.ctypes.data_as(ctypes.c_void_p))
         return (args, keep), outputs
 
@@ -108,14 +263,14 @@ class CompiledRouter:
         args, _ = prepared
         status = self._fn(*args)
         if status != 0:
-            raise RuntimeError(f"{self.name} returned {status}")
+            raise SwitchyardError(f"@{self.name} returned status {status}")
 
     def __call__(self, **inputs):
         prepared, outputs = self.prepare(**inputs)
         self.call(prepared)
-        for port in self.info["results"]:
-            if port["dtype"] == "bool":
-                outputs[port["name"]] = outputs[port["name"]].astype(bool)
+        for p in self._params:
+            if p["role"] == "out" and p["kind"] == "set":
+                outputs[p["name"]] = outputs[p["name"]].astype(bool)
         return outputs
 
 

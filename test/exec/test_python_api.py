@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""scripts/switchyard.py (the ctypes binding of compiled policies) checks every input
+the way moe-run does, raises the compiler's own diagnostics, and leaves no temporary
+directory behind. Run: python3 test/exec/test_python_api.py --build build"""
+import argparse
+import glob
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+POLICIES = os.path.join(ROOT, "policies")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", required=True)
+    args = parser.parse_args()
+    os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(args.build)
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import switchyard as sy
+
+    passed = failed = 0
+
+    def check(label, ok, detail=""):
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+            print(f"ok   {label}")
+        else:
+            failed += 1
+            print(f"FAIL {label} {detail}")
+
+    def raises(label, fn, needle):
+        try:
+            fn()
+        except sy.SwitchyardError as e:
+            check(label, needle in str(e), f"(message: {e})")
+            return
+        check(label, False, "(no error)")
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    xshare = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"))
+    spec = sy.CompiledRouter(os.path.join(POLICIES, "xshare_spec.mlir"))
+    ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"))
+    eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"))
+    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    check("no temporary directory left behind", after <= before, f"{sorted(after - before)}")
+
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((6, 128)).astype(np.float32)
+    out = xshare(logits=logits)
+    check("a call returns every output", out["topk_ids"].shape == (6, 4) and
+          out["selected"].dtype == bool and out["expert_counts"].sum() == 24)
+
+    raises("unknown input name", lambda: xshare(logits=logits, logit=logits),
+           "unknown argument 'logit' for @xshare (its arguments: logits)")
+    raises("missing input", lambda: xshare(), "missing required argument 'logits' (float32 [?, 128])")
+    raises("wrong expert count", lambda: xshare(logits=logits[:, :64]),
+           "argument 'logits': expected float32 [?, 128], got shape (6, 64)")
+    raises("wrong rank", lambda: xshare(logits=logits[0]),
+           "argument 'logits': expected float32 [?, 128], got shape (128,)")
+    raises("float64 is not narrowed", lambda: xshare(logits=logits.astype(np.float64)),
+           "float64 data is not narrowed implicitly")
+    raises("integers are not logits", lambda: xshare(logits=np.zeros((6, 128), np.int32)),
+           "expected float32 data, got int32")
+
+    raises("token counts must agree", lambda: spec(logits=logits,
+                                                   request_ids=np.zeros(5, np.int32)),
+           "argument 'request_ids': has 5 tokens but argument 'logits' has 6")
+
+    ep_inputs = {"logits": rng.standard_normal((4, 256)).astype(np.float32),
+                 "bias": np.zeros(256, np.float32),
+                 "placement": np.arange(256, dtype=np.int32).reshape(256, 1)}
+    out = ep(**ep_inputs)
+    check("placement binds", out["topk_ids"].shape == (4, 8))
+    shared = ep_inputs["placement"].copy()
+    shared[7, 0] = 3
+    raises("a slot held twice", lambda: ep(**{**ep_inputs, "placement": shared}),
+           "argument 'placement': slot 3 holds both expert 3 and expert 7")
+    raises("a placement of the wrong size", lambda: ep(**{**ep_inputs,
+                                                          "placement": np.arange(8, dtype=np.int32)}),
+           "expected an int32 log2phy table [256, <=1] (or [256])")
+
+    lynx = sy.CompiledRouter(os.path.join(POLICIES, "lynx.mlir"))
+    lynx_logits = rng.standard_normal((3, 60)).astype(np.float32)
+    check("a phase binds", lynx(logits=lynx_logits, phase=1)["topk_ids"].shape == (3, 4))
+    raises("a phase outside {0, 1, 2}", lambda: lynx(logits=lynx_logits, phase=3),
+           "argument 'phase': 3 is not a phase (0 prefill, 1 decode, 2 mixed)")
+    raises("a phase that is not an integer", lambda: lynx(logits=lynx_logits, phase=1.5),
+           "argument 'phase': expected an integer (int32), got 1.5")
+
+    loads = (rng.random(256) * 10).astype(np.float32)
+    plan = eplb(loads=loads)
+    check("a rule runs", plan["phy2log"].shape[0] >= 256)
+    bad = loads.copy()
+    bad[5] = np.inf
+    raises("rule inputs must be finite", lambda: eplb(loads=bad),
+           "argument 'loads': holds an infinity at flat index 5")
+    bad[5] = np.nan
+    raises("rule inputs must not be NaN", lambda: eplb(loads=bad),
+           "argument 'loads': holds NaN at flat index 5")
+
+    raises("compiler diagnostics surface", lambda: sy.CompiledRouter(
+        os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}), "budget must be in [0, inf]")
+    raises("unknown knob", lambda: sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"),
+                                                     knobs={"budgte": 3}), "budgte")
+    raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
+                                                      entry="nope"), "no router or rule @nope")
+    final = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    check("failed compilations leave nothing behind", final <= before, f"{sorted(final - before)}")
+
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
