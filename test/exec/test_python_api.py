@@ -3,7 +3,6 @@
 the way moe-run does, raises the compiler's own diagnostics, and leaves no temporary
 directory behind. Run: python3 test/exec/test_python_api.py --build build"""
 import argparse
-import glob
 import os
 import sys
 import tempfile
@@ -41,12 +40,16 @@ def main():
             return
         check(label, False, "(no error)")
 
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    # A private temporary root: other tests running in parallel make their own
+    # switchyard-* directories in the system one.
+    root = tempfile.mkdtemp(prefix="python-api-")
+    tempfile.tempdir = root
+    before = set(os.listdir(root))
     xshare = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"))
     spec = sy.CompiledRouter(os.path.join(POLICIES, "xshare_spec.mlir"))
     ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"))
     eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"))
-    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    after = set(os.listdir(root))
     check("no temporary directory left behind", after <= before, f"{sorted(after - before)}")
 
     rng = np.random.default_rng(0)
@@ -109,9 +112,10 @@ def main():
                                                      knobs={"budgte": 3}), "budgte")
     raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
                                                       entry="nope"), "no router or rule @nope")
-    final = set(glob.glob(os.path.join(tempfile.gettempdir(), "switchyard-*")))
+    final = set(os.listdir(root))
     check("failed compilations leave nothing behind", final <= before, f"{sorted(final - before)}")
 
+    os.rmdir(root)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
