@@ -50,7 +50,15 @@ static ParseResult parseFunctionLike(OpAsmParser &parser, OperationState &result
       }))
     return failure();
 
+  SMLoc attrLoc = parser.getCurrentLocation();
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  // As the generated parsers do: an inherent attribute of the wrong kind (`experts =
+  // 1.5`) is an error here; op creation would drop it silently (and a default-valued
+  // one would then be read as null).
+  if (failed(result.name.verifyInherentAttrs(result.attributes, [&]() {
+        return parser.emitError(attrLoc) << "'" << result.name << "' op ";
+      })))
     return failure();
 
   Builder &b = parser.getBuilder();

@@ -1700,3 +1700,65 @@ moe.residency @ema_experts(%s: tensor<4xf32>, %c: tensor<4xi32>) -> (out: tensor
   %r = moe.ema %s, %c alpha(%a : f32) : tensor<4xf32>, tensor<4xi32>
   moe.yield %r : tensor<4xf32>
 }
+
+//===----------------------------------------------------------------------===//
+// Hardening (issue 11): unknown attributes, ops that cannot be compiled in a policy,
+// types compiled code cannot pass, and sizes / knob values beyond what compiled code
+// computes in its integer types.
+//===----------------------------------------------------------------------===//
+
+// -----
+
+moe.router @unknown_attr(%x: tensor<?x8xf32>) -> (ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.route' op has no attribute 'capacity' (its attributes: k, renormalize, scaling, operandSegmentSizes)}}
+  %ids, %w = moe.route %x k = 2 {capacity = 5} : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op has no attribute 'capacity'}}
+moe.router @unknown_router_attr(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2, capacity = 5} {
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+moe.balance @unknown_moe_attr(%l: tensor<8xf32>) -> (out: tensor<1xf32>) attributes {experts = 8} {
+  // expected-error @+1 {{unknown attribute 'moe.extra' in the moe namespace}}
+  %i = moe.imbalance %l {moe.extra = 1} : tensor<8xf32> -> tensor<1xf32>
+  moe.yield %i : tensor<1xf32>
+}
+
+// -----
+
+// A moe.* attribute on another op must have the shape the passes read.
+// expected-error @+1 {{attribute 'moe.abi' must be a non-empty array of parameter descriptions}}
+func.func private @bad_abi() attributes {moe.abi = 1}
+
+// -----
+
+// expected-error @+1 {{unknown attribute 'moe.frobnicate' in the moe namespace}}
+func.func private @unknown_moe_namespace() attributes {moe.frobnicate = 1}
+
+// -----
+
+// An inherent attribute of the wrong kind in a router's attribute dictionary is an
+// error at parse time (it used to be dropped; shared_experts then read as null and the
+// verifier crashed).
+moe.router @float_shared(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    // expected-error @+1 {{'moe.router' op attribute 'shared_experts' failed to satisfy constraint: 64-bit signless integer attribute}}
+    attributes {experts = 8, top_k = 2, shared_experts = 0.0} {
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+moe.residency @float_experts(%h: tensor<8xf32>) -> (out: tensor<8xf32>)
+    // expected-error @+1 {{'moe.residency' op attribute 'experts' failed to satisfy constraint: 64-bit signless integer attribute}}
+    attributes {experts = 1.5} {
+  moe.yield %h : tensor<8xf32>
+}
+

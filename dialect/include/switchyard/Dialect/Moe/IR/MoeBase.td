@@ -39,6 +39,8 @@ def Moe_Dialect : Dialect {
     void registerTypes();
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+  // `moe.*` attributes on other ops (what the lowering passes attach) are checked.
+  let hasOperationAttrVerify = 1;
 }
 
 // A 64-bit integer attribute read back as a signed value, so that verifiers see a
@@ -48,7 +50,13 @@ def Moe_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t",
   let convertFromStorage = "$_self.getValue().getSExtValue()";
 }
 
+// Every moe op rejects attributes it does not define (a misspelt `{capacity = 5}` would
+// otherwise be accepted and ignored); see verifyNoUnknownAttributes in MoeOps.h.
+def Moe_NoUnknownAttributes : NativeOpTrait<"NoUnknownAttributes"> {
+  let cppNamespace = "::switchyard::moe";
+}
+
 class Moe_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Moe_Dialect, mnemonic, traits>;
+    : Op<Moe_Dialect, mnemonic, !listconcat(traits, [Moe_NoUnknownAttributes])>;
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEBASE_TD

@@ -15,6 +15,25 @@
 
 #include "switchyard/Dialect/Moe/IR/MoeEnums.h.inc"
 
+namespace switchyard::moe {
+
+/// Verifies that `op` carries no attribute besides its own (inherent) ones, and those
+/// in the namespace of another loaded dialect: a misspelt or unknown attribute on a
+/// moe op would otherwise be accepted and silently ignored.
+mlir::LogicalResult verifyNoUnknownAttributes(mlir::Operation *op);
+
+/// The trait every moe op has (Moe_Op in MoeBase.td): verifyNoUnknownAttributes.
+template <typename ConcreteType>
+class NoUnknownAttributes
+    : public mlir::OpTrait::TraitBase<ConcreteType, NoUnknownAttributes> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return verifyNoUnknownAttributes(op);
+  }
+};
+
+} // namespace switchyard::moe
+
 #define GET_TYPEDEF_CLASSES
 #include "switchyard/Dialect/Moe/IR/MoeOpsTypes.h.inc"
 
