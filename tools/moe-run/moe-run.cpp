@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Host/Compiler.h"
 #include "switchyard/Host/Policy.h"
@@ -20,6 +21,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Path.h"
 
 #include <map>
@@ -45,12 +47,25 @@ static cl::opt<bool> laneParallel(
 static cl::opt<bool> list("list", cl::desc("print every router's inputs, outputs and knobs "
                                            "as JSON and exit"));
 
+/// The most tokens (rows of the dynamic dimension) one call takes, and the most bytes
+/// one result buffer may need (sizes are computed in checked 64-bit arithmetic first).
+static constexpr int64_t kMaxTokens = INT32_MAX;
+static constexpr int64_t kMaxResultBytes = int64_t(1) << 34;
+
 static int fail(const std::string &message) {
   llvm::errs() << "moe-run: error: " << message << "\n";
   return 1;
 }
 
 namespace {
+/// What values an input may hold, beyond its dtype and shape: derived from how the
+/// entry uses it (before lowering), checked when it is bound.
+struct InputRule {
+  bool phase = false;      // a moe.when phase: 0 prefill, 1 decode, 2 mixed
+  int64_t idExperts = -1;  // expert ids (topk ids): -1 (no expert) or [0, E)
+  bool finite = false;     // rule statistics: no NaN, no +-inf
+};
+
 /// Host buffers for one call of a compiled router.
 struct Call {
   int64_t tokens = -1;
@@ -61,9 +76,69 @@ struct Call {
 };
 } // namespace
 
+/// The rules for each argument of `entry` (the only policy function left in `module`).
+static std::map<std::string, InputRule> inputRules(mlir::ModuleOp module) {
+  std::map<std::string, InputRule> rules;
+  for (moe::PolicyFunction f : moe::getPolicyFunctions(module)) {
+    mlir::Block &body = f.getBodyBlock();
+    for (auto [name, arg] : llvm::zip(f.getArgNames(), body.getArguments())) {
+      InputRule &rule = rules[mlir::cast<mlir::StringAttr>(name).getValue().str()];
+      rule.finite = !f.isRouter();
+      for (mlir::OpOperand &use : arg.getUses()) {
+        mlir::Operation *user = use.getOwner();
+        if (auto when = mlir::dyn_cast<moe::WhenOp>(user); when && when.getPhase() == arg)
+          rule.phase = true;
+        mlir::Value ids;
+        if (auto op = mlir::dyn_cast<moe::ExpertCountsOp>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::AlignBlocksOp>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::RemapPhysicalOp>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::BinScoreOp>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::ConfidentTop1Op>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::GpuRequestsOp>(user))
+          ids = op.getIds();
+        else if (auto op = mlir::dyn_cast<moe::ResidentFirstOp>(user))
+          ids = op.getIds();
+        if (ids == arg)
+          rule.idExperts = f.getExperts();
+      }
+    }
+  }
+  return rules;
+}
+
+/// Checks values against an input's rule; `what` names the argument.
+static bool checkInts(const std::vector<int32_t> &v, const InputRule &rule,
+                      const std::string &what, std::string &error) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (rule.phase && (v[i] < 0 || v[i] > 2)) {
+      error = what + ": phase " + std::to_string(v[i]) +
+              " is not one of 0 (prefill), 1 (decode), 2 (mixed)";
+      return false;
+    }
+    if (rule.idExperts >= 0 && (v[i] < -1 || v[i] >= rule.idExperts)) {
+      error = what + ": expert id " + std::to_string(v[i]) + " at flat index " +
+              std::to_string(i) + " is outside [-1, " + std::to_string(rule.idExperts) +
+              ") (-1: no expert)";
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Records the token count an input implies, or reports a disagreement.
 static bool noteTokens(Call &call, int64_t tokens, const std::string &what,
                        std::string &error) {
+  // Token indices are i32 in the compiled code (sorted_token_ids, orders).
+  if (tokens > kMaxTokens) {
+    error = what + ": " + std::to_string(tokens) + " tokens (rows) is more than the " +
+            std::to_string(kMaxTokens) + " a call supports";
+    return false;
+  }
   if (call.tokens < 0) {
     call.tokens = tokens;
     call.tokensFrom = what;
@@ -103,7 +178,7 @@ static bool parseInteger(llvm::StringRef text, int64_t &value) {
 
 /// Loads a scalar input: an integer literal, or a .npy file holding one integer.
 static bool bindScalar(const host::AbiParam &p, const std::string &source, Call &call,
-                       size_t index, std::string &error) {
+                       size_t index, const InputRule &rule, std::string &error) {
   int64_t v;
   bool isInt32 = p.dtype == "int32";
   auto inRange = [&](int64_t x) {
@@ -119,6 +194,8 @@ static bool bindScalar(const host::AbiParam &p, const std::string &source, Call 
       error = "argument '" + p.name + "': " + source + " does not fit in " + p.dtype;
       return false;
     }
+    if (!checkInts({static_cast<int32_t>(v)}, rule, "argument '" + p.name + "'", error))
+      return false;
     call.scalars[index] = v;
     return true;
   }
@@ -131,6 +208,8 @@ static bool bindScalar(const host::AbiParam &p, const std::string &source, Call 
     error = what + ": expected one integer, got shape " + npy::formatShape(a.shape);
     return false;
   }
+  if (!checkInts(ints, rule, what, error))
+    return false;
   call.scalars[index] = ints[0];
   return true;
 }
@@ -198,21 +277,23 @@ static bool bindPlacement(const std::vector<host::AbiParam> &abi, size_t index,
   return true;
 }
 
-/// A rule's statistics (loads, hotness) must be numbers: a NaN would silently decide a
-/// plan. (Routers take NaN logits: they rank below every number.)
-static bool rejectNaN(const std::vector<float> &v, const std::string &what,
-                      std::string &error) {
+/// A rule's statistics (loads, hotness) must be finite numbers: a NaN or an infinity
+/// would silently decide a plan (sums become inf or NaN). (Routers take NaN and
+/// infinite logits: NaN ranks below every number, -inf masks an expert.)
+static bool rejectNonFinite(const std::vector<float> &v, const std::string &what,
+                            std::string &error) {
   for (size_t i = 0; i < v.size(); ++i)
-    if (std::isnan(v[i])) {
-      error = what + ": holds NaN at flat index " + std::to_string(i) +
-              "; a rule's inputs must be numbers";
+    if (!std::isfinite(v[i])) {
+      error = what + ": holds " +
+              (std::isnan(v[i]) ? std::string("NaN") : v[i] > 0 ? "+inf" : "-inf") +
+              " at flat index " + std::to_string(i) + "; a rule's inputs must be finite";
       return false;
     }
   return true;
 }
 
 static bool bindBuffer(const host::AbiParam &p, const std::string &source, Call &call,
-                       size_t index, bool isRule, std::string &error) {
+                       size_t index, const InputRule &rule, std::string &error) {
   std::string what = "argument '" + p.name + "' (" + source + ")";
   npy::Array a;
   if (!npy::load(source, what, a, error) || !checkShape(a, p, what, call, error))
@@ -225,21 +306,49 @@ static bool bindBuffer(const host::AbiParam &p, const std::string &source, Call 
     bytes = std::move(flags);
   } else if (p.dtype == "float32") {
     std::vector<float> v;
-    if (!npy::toFloat32(a, what, v, error) || (isRule && !rejectNaN(v, what, error)))
+    if (!npy::toFloat32(a, what, v, error) ||
+        (rule.finite && !rejectNonFinite(v, what, error)))
       return false;
     bytes.resize(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
+    if (!v.empty()) // memcpy's pointers must not be null, even for 0 bytes
+      std::memcpy(bytes.data(), v.data(), bytes.size());
   } else if (p.dtype == "int32") {
     std::vector<int32_t> v;
-    if (!npy::toInt32(a, what, v, error))
+    if (!npy::toInt32(a, what, v, error) || !checkInts(v, rule, what, error))
       return false;
     bytes.resize(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
+    if (!v.empty())
+      std::memcpy(bytes.data(), v.data(), bytes.size());
   } else {
     error = what + ": inputs of type " + p.dtype + " are not supported";
     return false;
   }
   return true;
+}
+
+/// The size in bytes of result `p` for `tokens` tokens, in checked 64-bit arithmetic;
+/// nothing when it overflows or a dimension exceeds INT32_MAX (compiled code indexes
+/// tokens and padded rows with i32 values).
+static std::optional<int64_t> resultBytes(const host::AbiParam &p, int64_t tokens) {
+  int64_t bytes = p.elementBytes();
+  for (int64_t d : p.shape) {
+    if (d < 0) {
+      auto [a, b, divisor] = p.sizeRule;
+      std::optional<int64_t> n = llvm::checkedMul(a, tokens);
+      if (n)
+        n = llvm::checkedAdd(*n, b);
+      if (n)
+        n = llvm::checkedAdd(*n, divisor - 1);
+      if (!n || divisor < 1 || *n / divisor > INT32_MAX)
+        return std::nullopt;
+      d = *n / divisor;
+    }
+    std::optional<int64_t> next = llvm::checkedMul(bytes, d);
+    if (!next)
+      return std::nullopt;
+    bytes = *next;
+  }
+  return bytes;
 }
 
 static bool writeOutput(const host::AbiParam &p, const std::vector<uint8_t> &bytes,
@@ -302,6 +411,7 @@ int main(int argc, char **argv) {
       return fail("missing required argument '" + p.name + "' (" + p.dtype + " " +
                   p.shapeText + "): pass --arg " + p.name + "=path.npy");
 
+  std::map<std::string, InputRule> rules = inputRules(*module);
   if (failed(host::lowerToLLVM(*module, laneParallel)))
     return 1;
   std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
@@ -319,9 +429,9 @@ int main(int argc, char **argv) {
       ++i;
       continue;
     }
-    bool ok = p.kind == "scalar" ? bindScalar(p, sources[p.name], call, i, error)
-                                 : bindBuffer(p, sources[p.name], call, i,
-                                              info.kind != "router", error);
+    const InputRule &rule = rules[p.name];
+    bool ok = p.kind == "scalar" ? bindScalar(p, sources[p.name], call, i, rule, error)
+                                 : bindBuffer(p, sources[p.name], call, i, rule, error);
     if (!ok)
       return fail(error);
   }
@@ -329,10 +439,12 @@ int main(int argc, char **argv) {
     call.tokens = 0;
   for (size_t i = 0; i < abi.size(); ++i)
     if (abi[i].isOutput) {
-      int64_t n = 1;
-      for (int64_t d : abi[i].shapeFor(call.tokens))
-        n *= d;
-      call.storage[i].assign(n * abi[i].elementBytes(), 0);
+      std::optional<int64_t> bytes = resultBytes(abi[i], call.tokens);
+      if (!bytes || *bytes > kMaxResultBytes)
+        return fail("result '" + abi[i].name + "' for " + std::to_string(call.tokens) +
+                    " tokens would need more than " + std::to_string(kMaxResultBytes) +
+                    " bytes");
+      call.storage[i].assign(*bytes, 0);
     }
   call.buffers.resize(abi.size());
   for (size_t i = 0; i < abi.size(); ++i)
