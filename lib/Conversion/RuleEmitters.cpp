@@ -44,15 +44,33 @@ LogicalResult ema(RouterLowering &L, EmaOp op) {
 
 LogicalResult hiCapacity(RouterLowering &L, HiCapacityOp op) {
   LoopEmitter &em = L.em();
-  Value layers = L.scalar(op.getLayers());
-  Value lowAll = em.mulI(em.mulI(layers, em.i64(op.getExperts())), L.scalar(op.getLoBytes()));
-  Value free = em.subI(em.subI(L.scalar(op.getBudget()), L.scalar(op.getFixed())), lowAll);
-  free = em.select(em.cmpI(P::slt, free, em.i64(0)), em.i64(0), free);
-  Value perLayer = em.mulI(layers, L.scalar(op.getHiBytes()));
-  perLayer = em.select(em.cmpI(P::slt, perLayer, em.i64(1)), em.i64(1), perLayer);
-  Value n = arith::DivSIOp::create(em.builder(), em.location(), free, perLayer);
-  L.setScalar(op.getResult(), em.minUI(n, em.i64(op.getExperts())));
+  OpBuilder &b = em.builder();
+  Location loc = em.location();
+  // In 128-bit arithmetic: products of byte counts, layers and experts near 2^63 must
+  // not wrap (each i64 operand times another and times E < 2^21 fits in 127 bits).
+  Type i128 = b.getIntegerType(128);
+  auto wide = [&](Value v) { return arith::ExtSIOp::create(b, loc, i128, v).getResult(); };
+  auto c128 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i128, v)).getResult();
+  };
+  Value layers = wide(L.scalar(op.getLayers()));
+  Value lowAll = em.mulI(em.mulI(layers, c128(op.getExperts())), wide(L.scalar(op.getLoBytes())));
+  Value free = em.subI(em.subI(wide(L.scalar(op.getBudget())), wide(L.scalar(op.getFixed()))),
+                       lowAll);
+  free = em.select(em.cmpI(P::slt, free, c128(0)), c128(0), free);
+  Value perLayer = em.mulI(layers, wide(L.scalar(op.getHiBytes())));
+  perLayer = em.select(em.cmpI(P::slt, perLayer, c128(1)), c128(1), perLayer);
+  Value n = arith::DivSIOp::create(b, loc, free, perLayer);
+  n = em.select(em.cmpI(P::sgt, n, c128(op.getExperts())), c128(op.getExperts()), n);
+  L.setScalar(op.getResult(), arith::TruncIOp::create(b, loc, b.getI64Type(), n));
   return success();
+}
+
+/// An i64 parameter clamped to [lo, hi], as i32 (hi <= INT32_MAX).
+Value clampedI32(LoopEmitter &em, Value v, int64_t lo, int64_t hi) {
+  v = em.select(em.cmpI(P::slt, v, em.i64(lo)), em.i64(lo), v);
+  v = em.select(em.cmpI(P::sgt, v, em.i64(hi)), em.i64(hi), v);
+  return em.toI32(v);
 }
 
 /// Removes the `count` lowest-ranked members of `set`.
@@ -101,8 +119,9 @@ LogicalResult hotSet(RouterLowering &L, HotSetOp op) {
     });
     return success();
   }
-  // Rank slack: members whose overall rank is below n + slack stay.
-  Value limit = em.addI(capacity, L.scalar(op.getRankSlack()));
+  // Rank slack: members whose overall rank is below n + slack stay (a slack beyond n
+  // keeps everyone; clamping it keeps the sum from wrapping).
+  Value limit = em.addI(capacity, em.toI64(emit::clampedCount(em, L.scalar(op.getRankSlack()), n)));
   em.loop(n, [&](Value e) {
     Value v = em.load(s, e);
     Value rank = em.loopCarried(em.idx(0), em.idx(n), {em.i64(0)}, [&](Value j, ValueRange it) {
@@ -467,8 +486,9 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
   int64_t gpus = type.getDimSize(0), experts = type.getDimSize(1);
   Value req = L.mem(op.getRequests()), m = L.allocFull(op.getPlacement());
   LibraLoads model(L, req, gpus, experts);
-  Value n = L.scalar(op.getExtra());
-  n = em.select(em.cmpI(P::slt, n, em.i64(0)), em.i64(0), n);
+  // At most one extra replica per expert can be placed: clamping to E keeps the float
+  // product below exact-conversion range.
+  Value n = em.toI64(emit::clampedCount(em, L.scalar(op.getExtra()), experts));
   // L = floor(N * alpha), at most N.
   Value local = arith::FPToSIOp::create(
       b, em.location(), b.getI64Type(),
@@ -765,7 +785,11 @@ LogicalResult stepSize(RouterLowering &L, StepSizeOp op) {
   Value es = em.toF32(L.scalar(op.getExpertBytes()));
   Value q = em.divF(em.mulF(ne, es), em.mulF(L.scalar(op.getBandwidth()), L.scalar(op.getLayerTime())));
   Value c = math::CeilOp::create(b, loc, q);
-  c = arith::MinNumFOp::create(b, loc, c, em.toF32(L.scalar(op.getLayers())));
+  // Clamped to [1, layers] with layers itself clamped into i32, so the conversion to
+  // i32 below is exact whatever the knobs (NaN from 0/0 falls back to layers).
+  c = arith::MinNumFOp::create(b, loc, c,
+                               em.toF32(clampedI32(em, L.scalar(op.getLayers()), 1,
+                                                   kMaxLayers)));
   c = arith::MaxNumFOp::create(b, loc, c, em.f32(1));
   Value out = L.allocFull(op.getResult());
   em.store(arith::FPToSIOp::create(b, loc, b.getI32Type(), c), out, em.idx(0));
@@ -777,9 +801,11 @@ LogicalResult stepFeedback(RouterLowering &L, StepFeedbackOp op) {
   Value zero = em.idx(0);
   Value step = L.allocFull(op.getStepOut()), stalls = L.allocFull(op.getStallOut());
   Value overs = L.allocFull(op.getOverfetchOut()), trace = L.allocFull(op.getTrace());
-  Value layers = em.toI32(L.scalar(op.getLayers()));
-  Value stallLimit = em.toI32(L.scalar(op.getStallThreshold()));
-  Value overLimit = em.toI32(L.scalar(op.getOverfetchThreshold()));
+  // Knobs are i64; the state is i32. Clamp instead of truncating (a layer count of 2^32
+  // must not become 0).
+  Value layers = clampedI32(em, L.scalar(op.getLayers()), 1, INT32_MAX);
+  Value stallLimit = clampedI32(em, L.scalar(op.getStallThreshold()), 0, INT32_MAX - 1);
+  Value overLimit = clampedI32(em, L.scalar(op.getOverfetchThreshold()), 1, INT32_MAX);
   Value given = em.load(L.mem(op.getStep()), zero);
   Value start = em.select(em.cmpI(P::sgt, given, em.i32(0)), given,
                           em.load(L.mem(op.getInitial()), zero));
@@ -838,7 +864,7 @@ LogicalResult twoLevelLru(RouterLowering &L, TwoLevelLruOp op) {
   em.store(em.toI32(emit::popcount(em, res, n)), counters, em.idx(0));
   em.store(em.i32(0), counters, em.idx(1));
   em.store(em.i32(0), counters, em.idx(2));
-  Value capacity = em.toI32(L.scalar(op.getCapacity()));
+  Value capacity = clampedI32(em, L.scalar(op.getCapacity()), 1, n);
   auto push = [&](Value list, int64_t slot, Value id) {
     Value at = em.load(counters, em.idx(slot));
     em.store(id, list, em.toIndex(at));
