@@ -135,6 +135,22 @@ def _placement_arrays(name, value, replicas_param, table_param):
     return counts, padded
 
 
+def _check_values(param, what, values):
+    """The value rule the compiler records for an input (NAME.abi.json "values")."""
+    flat = np.asarray(values).reshape(-1)
+    if param.get("values") == "phase":
+        bad = np.flatnonzero((flat < 0) | (flat > 2))
+        if bad.size:
+            raise SwitchyardError(f"{what}: phase {flat[bad[0]]} is not one of 0 (prefill), "
+                                  "1 (decode), 2 (mixed)")
+    elif param.get("values") == "expert_ids":
+        bound = param["id_bound"]
+        bad = np.flatnonzero((flat < -1) | (flat >= bound))
+        if bad.size:
+            raise SwitchyardError(f"{what}: expert id {flat[bad[0]]} at flat index {bad[0]} "
+                                  f"is outside [-1, {bound}) (-1: no expert)")
+
+
 class CompiledRouter:
     """One router (or rule) of a policy, compiled to a shared library and callable on
     numpy arrays."""
@@ -210,9 +226,7 @@ class CompiledRouter:
                 value = int(value)
                 if p["dtype"] == "int32" and not -2**31 <= value < 2**31:
                     raise SwitchyardError(f"{what}: {value} does not fit in int32")
-                if name == "phase" and not 0 <= value <= 2:
-                    raise SwitchyardError(f"{what}: {value} is not a phase (0 prefill, "
-                                          "1 decode, 2 mixed)")
+                _check_values(p, what, np.array([value]))
                 args.append((ctypes.c_int64 if p["dtype"] == "int64" else ctypes.c_int32)(value))
                 continue
             if p["kind"] == "placement_replicas":
@@ -240,11 +254,13 @@ class CompiledRouter:
                 array = _as_float32(what, array)
                 if self._is_rule and not np.all(np.isfinite(array)):
                     flat = int(np.flatnonzero(~np.isfinite(array))[0])
-                    kind = "NaN" if np.isnan(array.flat[flat]) else "an infinity"
+                    x = array.flat[flat]
+                    kind = "NaN" if np.isnan(x) else "+inf" if x > 0 else "-inf"
                     raise SwitchyardError(f"{what}: holds {kind} at flat index {flat}; a "
-                                          "rule's inputs must be finite numbers")
+                                          "rule's inputs must be finite")
             else:
                 array = _as_int32(what, array)
+                _check_values(p, what, array)
             array = np.ascontiguousarray(array)
             keep.append(array)
             args.append(array.ctypes.data_as(ctypes.c_void_p))

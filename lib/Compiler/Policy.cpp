@@ -14,6 +14,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -38,6 +40,51 @@ bool applyKnobs(ModuleOp module, ArrayRef<std::string> overrides) {
   return succeeded(moe::setKnobs(module, overrides)) && succeeded(verify(module));
 }
 
+bool checkPolicyText(llvm::SourceMgr &mgr, unsigned bufferId) {
+  const llvm::MemoryBuffer *buffer = mgr.getMemoryBuffer(bufferId);
+  StringRef text = buffer->getBuffer();
+  auto error = [&](const char *at, const Twine &message) {
+    auto [line, column] = mgr.getLineAndColumn(SMLoc::getFromPointer(at), bufferId);
+    llvm::errs() << buffer->getBufferIdentifier() << ":" << line << ":" << column
+                 << ": error: " << message << "\n";
+    return false;
+  };
+  const auto *begin = reinterpret_cast<const llvm::UTF8 *>(text.begin());
+  const auto *end = reinterpret_cast<const llvm::UTF8 *>(text.end());
+  for (const llvm::UTF8 *p = begin; p != end;) {
+    unsigned char c = *p;
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f') || c == 0x7f)
+        return error(reinterpret_cast<const char *>(p),
+                     "byte 0x" + llvm::utohexstr(c, /*LowerCase=*/true, /*Width=*/2) +
+                         (c == 0 ? " (NUL)" : " (a control character)") +
+                         ": a policy file must be UTF-8 text");
+      ++p;
+      continue;
+    }
+    unsigned length = llvm::getNumBytesForUTF8(c);
+    if (length > static_cast<unsigned>(end - p) || !llvm::isLegalUTF8Sequence(p, p + length))
+      return error(reinterpret_cast<const char *>(p),
+                   "invalid UTF-8 (byte 0x" + llvm::utohexstr(c, true, 2) +
+                       "): a policy file must be UTF-8 text");
+    p += length;
+  }
+  // Something besides whitespace and comments.
+  for (StringRef rest = text; !rest.empty();) {
+    rest = rest.ltrim();
+    if (rest.starts_with("//")) {
+      rest = rest.drop_until([](char c) { return c == '\n'; });
+      continue;
+    }
+    if (!rest.empty())
+      return true;
+  }
+  auto [line, column] = mgr.getLineAndColumn(SMLoc::getFromPointer(text.end()), bufferId);
+  llvm::errs() << buffer->getBufferIdentifier() << ":" << line << ":" << column
+               << ": error: the file holds no operations (an empty policy)\n";
+  return false;
+}
+
 std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
   auto policy = std::make_unique<PolicyFile>();
   std::string error;
@@ -46,7 +93,9 @@ std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
     llvm::errs() << "error: cannot open policy '" << path << "': " << error << "\n";
     return nullptr;
   }
-  policy->sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  unsigned id = policy->sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  if (!checkPolicyText(policy->sourceMgr, id))
+    return nullptr;
   policy->handler =
       std::make_unique<SourceMgrDiagnosticHandler>(policy->sourceMgr, &context);
   policy->module = parseSourceFile<ModuleOp>(policy->sourceMgr, &context);
@@ -210,6 +259,10 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
     }
     if (auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(dict.get("size")))
       p.sizeRule = {rule[0], rule[1], rule[2]};
+    if (auto values = dyn_cast_or_null<StringAttr>(dict.get("values")))
+      p.values = values.getValue().str();
+    if (auto bound = dyn_cast_or_null<IntegerAttr>(dict.get("id_bound")))
+      p.idBound = bound.getInt();
     params.push_back(std::move(p));
   }
   return params;

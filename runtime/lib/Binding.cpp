@@ -28,7 +28,31 @@ bool CallBuffers::isScalar(const std::string &name) const {
   return i >= 0 && sig.params[i].kind == "scalar";
 }
 
+/// Checks integer values against an input's value rule.
+static bool checkValues(const Param &p, const int32_t *v, size_t n, const std::string &what,
+                        std::string &error) {
+  for (size_t i = 0; i < n; ++i) {
+    if (p.values == "phase" && (v[i] < 0 || v[i] > 2)) {
+      error = what + ": phase " + std::to_string(v[i]) +
+              " is not one of 0 (prefill), 1 (decode), 2 (mixed)";
+      return false;
+    }
+    if (p.values == "expert_ids" && (v[i] < -1 || v[i] >= p.idBound)) {
+      error = what + ": expert id " + std::to_string(v[i]) + " at flat index " +
+              std::to_string(i) + " is outside [-1, " + std::to_string(p.idBound) +
+              ") (-1: no expert)";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool CallBuffers::noteTokens(int64_t tokens, const std::string &what, std::string &error) {
+  if (tokens > kMaxTokens) {
+    error = what + ": " + std::to_string(tokens) + " tokens (rows) is more than the " +
+            std::to_string(kMaxTokens) + " a call supports";
+    return false;
+  }
   if (numTokens < 0) {
     numTokens = tokens;
     tokensFrom = what;
@@ -54,11 +78,14 @@ bool CallBuffers::bindScalar(const std::string &name, int64_t value, std::string
     error = "argument '" + name + "': " + std::to_string(value) + " does not fit in int32";
     return false;
   }
-  // The phase of a batch (LYNX's gate): 0 prefill, 1 decode, 2 mixed.
-  if (name == "phase" && (value < 0 || value > 2)) {
-    error = "argument 'phase': " + std::to_string(value) +
-            " is not a phase (0 prefill, 1 decode, 2 mixed)";
-    return false;
+  if (!p.values.empty()) {
+    if (value < INT32_MIN || value > INT32_MAX) {
+      error = "argument '" + name + "': " + std::to_string(value) + " is out of range";
+      return false;
+    }
+    int32_t narrow = static_cast<int32_t>(value);
+    if (!checkValues(p, &narrow, 1, "argument '" + name + "'", error))
+      return false;
   }
   scalarValues[i] = value;
   bound[i] = true;
@@ -100,6 +127,8 @@ bool CallBuffers::bind(const std::string &name, const npy::Array &array,
       error = what + ": expected one integer, got shape " + npy::formatShape(array.shape);
       return false;
     }
+    if (!checkValues(p, ints.data(), 1, what, error))
+      return false;
     return bindScalar(name, ints[0], error);
   }
   if (p.kind == "placement_replicas")
@@ -131,9 +160,9 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     if (sig.isRule())
       for (size_t k = 0; k < v.size(); ++k)
         if (!std::isfinite(v[k])) {
-          error = what + ": holds " + (std::isnan(v[k]) ? "NaN" : "an infinity") +
-                  " at flat index " + std::to_string(k) + "; a rule's inputs must be " +
-                  "finite numbers";
+          error = what + ": holds " +
+                  (std::isnan(v[k]) ? std::string("NaN") : v[k] > 0 ? "+inf" : "-inf") +
+                  " at flat index " + std::to_string(k) + "; a rule's inputs must be finite";
           return false;
         }
     bytes.resize(v.size() * 4);
@@ -141,7 +170,7 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
       std::memcpy(bytes.data(), v.data(), bytes.size());
   } else if (p.dtype == "int32") {
     std::vector<int32_t> v;
-    if (!npy::toInt32(a, what, v, error))
+    if (!npy::toInt32(a, what, v, error) || !checkValues(p, v.data(), v.size(), what, error))
       return false;
     bytes.resize(v.size() * 4);
     if (!v.empty())
@@ -232,9 +261,9 @@ bool CallBuffers::finish(std::string &error) {
     if (!p.isOutput)
       continue;
     std::optional<int64_t> n = p.elementsFor(tokens());
-    if (!n) {
-      error = "output '" + p.name + "' would be too large for " + std::to_string(tokens()) +
-              " tokens";
+    if (!n || *n > kMaxOutputBytes / p.elementBytes()) {
+      error = "result '" + p.name + "' for " + std::to_string(tokens()) +
+              " tokens would need more than " + std::to_string(kMaxOutputBytes) + " bytes";
       return false;
     }
     storage[i].assign(static_cast<size_t>(*n * p.elementBytes()), 0);

@@ -27,6 +27,8 @@ std::optional<std::vector<int64_t>> Param::shapeFor(int64_t tokens) const {
         __builtin_add_overflow(scaled, sizeRule[1] + sizeRule[2] - 1, &scaled))
       return std::nullopt;
     d = scaled / sizeRule[2];
+    if (d > INT32_MAX) // compiled code indexes tokens and padded rows with i32
+      return std::nullopt;
   }
   int64_t elements = 1;
   for (int64_t d : out)
@@ -70,7 +72,9 @@ std::string toJson(const Signature &signature) {
                       {"kind", p.kind},
                       {"dtype", p.dtype},
                       {"shape", p.shape},
-                      {"size_rule", p.sizeRule}});
+                      {"size_rule", p.sizeRule},
+                      {"values", p.values},
+                      {"id_bound", p.idBound}});
   nlohmann::json j = {{"entry", signature.entry}, {"kind", signature.kind},
                       {"params", params}};
   return j.dump(2);
@@ -133,6 +137,21 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
         return false;
       }
       p.sizeRule[k] = (*rule)[k].get<int64_t>();
+    }
+    if (auto values = o.find("values"); values != o.end()) {
+      if (!values->is_string() || (*values != "" && *values != "phase" &&
+                                   *values != "expert_ids")) {
+        error = where + ": 'values' must be \"\", \"phase\" or \"expert_ids\"";
+        return false;
+      }
+      p.values = values->get<std::string>();
+    }
+    if (auto bound = o.find("id_bound"); bound != o.end()) {
+      if (!bound->is_number_integer() || bound->get<int64_t>() < 0) {
+        error = where + ": 'id_bound' must be an integer >= 0";
+        return false;
+      }
+      p.idBound = bound->get<int64_t>();
     }
     if (p.sizeRule[0] < 0 || p.sizeRule[1] < 0 || p.sizeRule[2] < 1) {
       error = where + ": 'size_rule' must be [a >= 0, b >= 0, d >= 1]";

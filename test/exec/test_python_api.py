@@ -91,7 +91,7 @@ def main():
     lynx_logits = rng.standard_normal((3, 60)).astype(np.float32)
     check("a phase binds", lynx(logits=lynx_logits, phase=1)["topk_ids"].shape == (3, 4))
     raises("a phase outside {0, 1, 2}", lambda: lynx(logits=lynx_logits, phase=3),
-           "argument 'phase': 3 is not a phase (0 prefill, 1 decode, 2 mixed)")
+           "argument 'phase': phase 3 is not one of 0 (prefill), 1 (decode), 2 (mixed)")
     raises("a phase that is not an integer", lambda: lynx(logits=lynx_logits, phase=1.5),
            "argument 'phase': expected an integer (int32), got 1.5")
 
@@ -101,7 +101,7 @@ def main():
     bad = loads.copy()
     bad[5] = np.inf
     raises("rule inputs must be finite", lambda: eplb(loads=bad),
-           "argument 'loads': holds an infinity at flat index 5")
+           "argument 'loads': holds +inf at flat index 5")
     bad[5] = np.nan
     raises("rule inputs must not be NaN", lambda: eplb(loads=bad),
            "argument 'loads': holds NaN at flat index 5")
@@ -110,6 +110,13 @@ def main():
         os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}), "budget must be in [0, inf]")
     raises("unknown knob", lambda: sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"),
                                                      knobs={"budgte": 3}), "budgte")
+    libra = sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"), entry="libra")
+    ids = rng.integers(0, 128, (6, 8)).astype(np.int32)
+    gpus = rng.integers(0, 8, 6).astype(np.int32)
+    check("expert ids bind", libra(next_topk_ids=ids, token_gpu=gpus) is not None)
+    ids[2, 3] = 128
+    raises("expert ids out of range", lambda: libra(next_topk_ids=ids, token_gpu=gpus),
+           "argument 'next_topk_ids': expert id 128 at flat index 19 is outside [-1, 128)")
     raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
                                                       entry="nope"), "no router or rule @nope")
     final = set(os.listdir(root))

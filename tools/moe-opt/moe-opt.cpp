@@ -4,15 +4,48 @@
 // (and the core transforms such as -canonicalize and -cse) and prints the result.
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Compiler/Policy.h"
 #include "switchyard/InitAllDialects.h"
 #include "switchyard/InitAllPasses.h"
 
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 int main(int argc, char **argv) {
   switchyard::registerAllPasses();
   mlir::DialectRegistry registry;
   switchyard::registerAllDialects(registry);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Switchyard moe policy optimizer\n", registry));
+  // MlirOptMain, with the input checked first: a policy must be non-empty text (the
+  // MLIR lexer skips NUL bytes, so a file of NULs would print an empty module).
+  llvm::InitLLVM init(argc, argv);
+  auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Switchyard moe policy optimizer\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(inputFile, &error);
+  if (!file) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  unsigned id = sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(file->getBuffer(), file->getBufferIdentifier()),
+      llvm::SMLoc());
+  if (!switchyard::host::checkPolicyText(sourceMgr, id))
+    return 1;
+  std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (failed(mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
 }

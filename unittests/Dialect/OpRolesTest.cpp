@@ -48,10 +48,12 @@ TEST_F(MoeOpRoles, EveryOpHasExactlyOneRole) {
 }
 
 TEST_F(MoeOpRoles, RowWiseOpsAreTokenOrRouteStage) {
-  for (RegisteredOperationName name : moeOps())
-    if (name.hasTrait<role::RowWise>())
+  for (RegisteredOperationName name : moeOps()) {
+    if (name.hasTrait<role::RowWise>()) {
       EXPECT_TRUE(name.hasTrait<role::TokenStage>() || name.hasTrait<role::RouteStage>())
           << name.getStringRef().str();
+    }
+  }
 }
 
 TEST_F(MoeOpRoles, EveryComputeOpHasALoopLowering) {

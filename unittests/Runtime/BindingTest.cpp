@@ -30,6 +30,12 @@ Param param(std::string name, bool out, std::string kind, std::string dtype,
   return p;
 }
 
+Param phase() {
+  Param p = param("phase", false, "scalar", "int32", {});
+  p.values = "phase";
+  return p;
+}
+
 /// A router like policies/xshare_ep.mlir at E = 4: logits [T, 4], a placement over 4
 /// experts with up to 2 replicas, a phase, and three outputs (one block-aligned).
 Signature router() {
@@ -39,7 +45,7 @@ Signature router() {
   s.params = {param("logits", false, "tensor", "float32", {-1, 4}),
               param("placement.replica_count", false, "placement_replicas", "int32", {4}),
               param("placement.log2phy", false, "placement_log2phy", "int32", {4, 2}),
-              param("phase", false, "scalar", "int32", {}),
+              phase(),
               param("topk_ids", true, "tensor", "int32", {-1, 2}),
               param("selected", true, "set", "int8", {4}),
               param("sorted_token_ids", true, "tensor", "int32", {-1}, {2, 12, 1})};
@@ -73,6 +79,7 @@ TEST(Signature, JsonRoundTrip) {
     EXPECT_EQ(back.params[i].dtype, s.params[i].dtype);
     EXPECT_EQ(back.params[i].shape, s.params[i].shape);
     EXPECT_EQ(back.params[i].sizeRule, s.params[i].sizeRule);
+    EXPECT_EQ(back.params[i].values, s.params[i].values);
   }
   EXPECT_EQ(back.inputNames(), (std::vector<std::string>{"logits", "placement", "phase"}));
 }
@@ -149,7 +156,10 @@ TEST(CallBuffers, EveryBadInputNamesTheArgument) {
   {
     CallBuffers call(router());
     EXPECT_FALSE(call.bindScalar("phase", 3, error));
-    EXPECT_NE(error.find("argument 'phase': 3 is not a phase"), std::string::npos) << error;
+    EXPECT_NE(error.find("argument 'phase': phase 3 is not one of 0 (prefill), 1 (decode), "
+                         "2 (mixed)"),
+              std::string::npos)
+        << error;
     EXPECT_FALSE(call.bindScalar("phase", int64_t(1) << 40, error));
     EXPECT_NE(error.find("does not fit in int32"), std::string::npos) << error;
   }
@@ -182,8 +192,30 @@ TEST(CallBuffers, RuleInputsMustBeFinite) {
     std::string error;
     EXPECT_FALSE(call.bind("loads", npy::makeF32({4}, v.data()), "argument 'loads'", error));
     EXPECT_NE(error.find("argument 'loads': holds"), std::string::npos) << error;
-    EXPECT_NE(error.find("at flat index 2"), std::string::npos) << error;
+    EXPECT_NE(error.find("at flat index 2; a rule's inputs must be finite"),
+              std::string::npos)
+        << error;
   }
+}
+
+TEST(CallBuffers, ExpertIdsMustBeExperts) {
+  Signature rule;
+  rule.entry = "plan";
+  rule.kind = "balance";
+  Param ids = param("ids", false, "tensor", "int32", {-1, 2});
+  ids.values = "expert_ids";
+  ids.idBound = 8;
+  rule.params = {ids, param("plan", true, "tensor", "int32", {8})};
+  std::string error;
+  {
+    CallBuffers call(rule);
+    EXPECT_TRUE(call.bind("ids", i32({2, 2}, {0, -1, 7, 3}), "argument 'ids'", error)) << error;
+  }
+  CallBuffers call(rule);
+  EXPECT_FALSE(call.bind("ids", i32({2, 2}, {0, 1, 8, 3}), "argument 'ids'", error));
+  EXPECT_NE(error.find("argument 'ids': expert id 8 at flat index 2 is outside [-1, 8)"),
+            std::string::npos)
+      << error;
 }
 
 } // namespace

@@ -37,6 +37,13 @@ struct PolicyFile {
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
 
+/// Rejects buffer `bufferId` of `mgr` unless it can be a policy: UTF-8 text without NUL
+/// or other control bytes (except tab, newline, carriage return, form feed) that holds
+/// more than whitespace and `//` comments. (MLIR's lexer skips NUL bytes, so a file of
+/// NULs would otherwise parse as an empty module.) Prints `file:line:col: error: ...`;
+/// false when rejected.
+bool checkPolicyText(llvm::SourceMgr &mgr, unsigned bufferId);
+
 /// Parses and verifies `path`; null (after printing the errors) when it is invalid.
 std::unique_ptr<PolicyFile> loadPolicy(mlir::MLIRContext &context, llvm::StringRef path);
 

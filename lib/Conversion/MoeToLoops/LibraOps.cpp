@@ -100,8 +100,9 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
   int64_t gpus = type.getDimSize(0), experts = type.getDimSize(1);
   Value req = L.mem(op.getRequests()), m = L.allocFull(op.getPlacement());
   LibraLoads model(L, req, gpus, experts);
-  Value n = L.scalar(op.getExtra());
-  n = em.select(em.cmpI(P::slt, n, em.i64(0)), em.i64(0), n);
+  // At most one extra replica per expert can be placed: clamping to E keeps the float
+  // product below exact-conversion range.
+  Value n = em.toI64(emit::clampedCount(em, L.scalar(op.getExtra()), experts));
   // L = floor(N * alpha), at most N.
   Value local = arith::FPToSIOp::create(
       b, em.location(), b.getI64Type(),

@@ -94,6 +94,14 @@ inline int64_t sizeOf(mlir::Value v) {
 inline mlir::Value buffer(RouterLowering &L, int64_t n, mlir::Type elem) {
   return L.scratch(n, elem);
 }
+/// An i64 parameter clamped to [lo, hi], as i32 (hi <= INT32_MAX): knob values are
+/// i64, rule state is i32, and truncating would turn 2^32 into 0.
+inline mlir::Value clampedI32(LoopEmitter &em, mlir::Value v, int64_t lo, int64_t hi) {
+  using P = mlir::arith::CmpIPredicate;
+  v = em.select(em.cmpI(P::slt, v, em.i64(lo)), em.i64(lo), v);
+  v = em.select(em.cmpI(P::sgt, v, em.i64(hi)), em.i64(hi), v);
+  return em.toI32(v);
+}
 /// The maximum of a row of n scores.
 mlir::Value maxOfRow(RouterLowering &L, RowRef x, int64_t n);
 /// Picks the k best of a row among the eligible ids not yet marked in `taken`, marks

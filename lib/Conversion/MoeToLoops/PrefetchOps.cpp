@@ -55,7 +55,11 @@ LogicalResult stepSize(RouterLowering &L, StepSizeOp op) {
   Value es = em.toF32(L.scalar(op.getExpertBytes()));
   Value q = em.divF(em.mulF(ne, es), em.mulF(L.scalar(op.getBandwidth()), L.scalar(op.getLayerTime())));
   Value c = math::CeilOp::create(b, loc, q);
-  c = arith::MinNumFOp::create(b, loc, c, em.toF32(L.scalar(op.getLayers())));
+  // Clamped to [1, layers] with layers itself clamped into i32, so the conversion to
+  // i32 below is exact whatever the knobs (NaN from 0/0 falls back to layers).
+  c = arith::MinNumFOp::create(b, loc, c,
+                               em.toF32(clampedI32(em, L.scalar(op.getLayers()), 1,
+                                                   kMaxLayers)));
   c = arith::MaxNumFOp::create(b, loc, c, em.f32(1));
   Value out = L.allocFull(op.getResult());
   em.store(arith::FPToSIOp::create(b, loc, b.getI32Type(), c), out, em.idx(0));
@@ -67,9 +71,11 @@ LogicalResult stepFeedback(RouterLowering &L, StepFeedbackOp op) {
   Value zero = em.idx(0);
   Value step = L.allocFull(op.getStepOut()), stalls = L.allocFull(op.getStallOut());
   Value overs = L.allocFull(op.getOverfetchOut()), trace = L.allocFull(op.getTrace());
-  Value layers = em.toI32(L.scalar(op.getLayers()));
-  Value stallLimit = em.toI32(L.scalar(op.getStallThreshold()));
-  Value overLimit = em.toI32(L.scalar(op.getOverfetchThreshold()));
+  // Knobs are i64; the state is i32. Clamp instead of truncating (a layer count of 2^32
+  // must not become 0).
+  Value layers = clampedI32(em, L.scalar(op.getLayers()), 1, INT32_MAX);
+  Value stallLimit = clampedI32(em, L.scalar(op.getStallThreshold()), 0, INT32_MAX - 1);
+  Value overLimit = clampedI32(em, L.scalar(op.getOverfetchThreshold()), 1, INT32_MAX);
   Value given = em.load(L.mem(op.getStep()), zero);
   Value start = em.select(em.cmpI(P::sgt, given, em.i32(0)), given,
                           em.load(L.mem(op.getInitial()), zero));
@@ -128,7 +134,7 @@ LogicalResult twoLevelLru(RouterLowering &L, TwoLevelLruOp op) {
   em.store(em.toI32(emit::popcount(em, res, n)), counters, em.idx(0));
   em.store(em.i32(0), counters, em.idx(1));
   em.store(em.i32(0), counters, em.idx(2));
-  Value capacity = em.toI32(L.scalar(op.getCapacity()));
+  Value capacity = clampedI32(em, L.scalar(op.getCapacity()), 1, n);
   auto push = [&](Value list, int64_t slot, Value id) {
     Value at = em.load(counters, em.idx(slot));
     em.store(id, list, em.toIndex(at));

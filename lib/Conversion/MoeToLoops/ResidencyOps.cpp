@@ -32,14 +32,25 @@ LogicalResult ema(RouterLowering &L, EmaOp op) {
 
 LogicalResult hiCapacity(RouterLowering &L, HiCapacityOp op) {
   LoopEmitter &em = L.em();
-  Value layers = L.scalar(op.getLayers());
-  Value lowAll = em.mulI(em.mulI(layers, em.i64(op.getExperts())), L.scalar(op.getLoBytes()));
-  Value free = em.subI(em.subI(L.scalar(op.getBudget()), L.scalar(op.getFixed())), lowAll);
-  free = em.select(em.cmpI(P::slt, free, em.i64(0)), em.i64(0), free);
-  Value perLayer = em.mulI(layers, L.scalar(op.getHiBytes()));
-  perLayer = em.select(em.cmpI(P::slt, perLayer, em.i64(1)), em.i64(1), perLayer);
-  Value n = arith::DivSIOp::create(em.builder(), em.location(), free, perLayer);
-  L.setScalar(op.getResult(), em.minUI(n, em.i64(op.getExperts())));
+  OpBuilder &b = em.builder();
+  Location loc = em.location();
+  // In 128-bit arithmetic: products of byte counts, layers and experts near 2^63 must
+  // not wrap (each i64 operand times another and times E < 2^21 fits in 127 bits).
+  Type i128 = b.getIntegerType(128);
+  auto wide = [&](Value v) { return arith::ExtSIOp::create(b, loc, i128, v).getResult(); };
+  auto c128 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i128, v)).getResult();
+  };
+  Value layers = wide(L.scalar(op.getLayers()));
+  Value lowAll = em.mulI(em.mulI(layers, c128(op.getExperts())), wide(L.scalar(op.getLoBytes())));
+  Value free = em.subI(em.subI(wide(L.scalar(op.getBudget())), wide(L.scalar(op.getFixed()))),
+                       lowAll);
+  free = em.select(em.cmpI(P::slt, free, c128(0)), c128(0), free);
+  Value perLayer = em.mulI(layers, wide(L.scalar(op.getHiBytes())));
+  perLayer = em.select(em.cmpI(P::slt, perLayer, c128(1)), c128(1), perLayer);
+  Value n = arith::DivSIOp::create(b, loc, free, perLayer);
+  n = em.select(em.cmpI(P::sgt, n, c128(op.getExperts())), c128(op.getExperts()), n);
+  L.setScalar(op.getResult(), arith::TruncIOp::create(b, loc, b.getI64Type(), n));
   return success();
 }
 
@@ -89,8 +100,9 @@ LogicalResult hotSet(RouterLowering &L, HotSetOp op) {
     });
     return success();
   }
-  // Rank slack: members whose overall rank is below n + slack stay.
-  Value limit = em.addI(capacity, L.scalar(op.getRankSlack()));
+  // Rank slack: members whose overall rank is below n + slack stay (a slack beyond n
+  // keeps everyone; clamping it keeps the sum from wrapping).
+  Value limit = em.addI(capacity, em.toI64(emit::clampedCount(em, L.scalar(op.getRankSlack()), n)));
   em.loop(n, [&](Value e) {
     Value v = em.load(s, e);
     Value rank = em.loopCarried(em.idx(0), em.idx(n), {em.i64(0)}, [&](Value j, ValueRange it) {

@@ -24,6 +24,7 @@
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
@@ -304,12 +305,32 @@ LogicalResult RouterLowering::lowerBlock(Block &block) {
   return success();
 }
 
+/// What values an argument of the policy may hold, beyond its type, from how the body
+/// uses it: a moe.when's phase (0, 1, 2), or expert ids (-1 or [0, E)) read by an op
+/// that indexes per-expert data with them. The runtime checks inputs against it.
+static std::pair<StringRef, int64_t> valueRule(BlockArgument arg, int64_t experts) {
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto when = dyn_cast<WhenOp>(user); when && when.getPhase() == arg)
+      return {"phase", 0};
+    Value ids = TypeSwitch<Operation *, Value>(user)
+                    .Case<ExpertCountsOp, AlignBlocksOp, RemapPhysicalOp, BinScoreOp,
+                          ConfidentTop1Op, GpuRequestsOp, ResidentFirstOp>(
+                        [](auto op) { return op.getIds(); })
+                    .Default([](Operation *) { return Value(); });
+    if (ids == arg)
+      return {"expert_ids", experts};
+  }
+  return {"", 0};
+}
+
 FailureOr<func::FuncOp> RouterLowering::run() {
   MLIRContext *ctx = router.getOperation()->getContext();
   Location loc = router.getLoc();
   Builder attrs(ctx);
   SmallVector<Type> params{b.getIndexType()};
   SmallVector<Attribute> abi;
+  std::pair<StringRef, int64_t> values{"", 0}; // the value rule of the next argument
   auto describe = [&](StringRef name, StringRef role, StringRef kind, Type type,
                       std::optional<std::array<int64_t, 3>> rule) {
     SmallVector<NamedAttribute> fields{
@@ -319,6 +340,10 @@ FailureOr<func::FuncOp> RouterLowering::run() {
         attrs.getNamedAttr("type", TypeAttr::get(type))};
     if (rule)
       fields.push_back(attrs.getNamedAttr("size", attrs.getDenseI64ArrayAttr(*rule)));
+    if (!values.first.empty() && role == "in") {
+      fields.push_back(attrs.getNamedAttr("values", attrs.getStringAttr(values.first)));
+      fields.push_back(attrs.getNamedAttr("id_bound", attrs.getI64IntegerAttr(values.second)));
+    }
     abi.push_back(attrs.getDictionaryAttr(fields));
     params.push_back(type);
   };
@@ -328,6 +353,7 @@ FailureOr<func::FuncOp> RouterLowering::run() {
   auto yield = cast<YieldOp>(router.getBodyBlock().getTerminator());
   for (auto [i, type] : llvm::enumerate(router.getArgumentTypes())) {
     StringRef name = cast<StringAttr>(router.getArgNames()[i]).getValue();
+    values = valueRule(router.getBodyBlock().getArgument(i), router.getExperts());
     if (auto placement = dyn_cast<PlacementType>(type)) {
       int64_t e = placement.getExperts();
       describe((name + ".replica_count").str(), "in", "placement_replicas",
@@ -349,6 +375,7 @@ FailureOr<func::FuncOp> RouterLowering::run() {
                                   << " cannot be passed to compiled code";
     }
   }
+  values = {"", 0};
   for (auto [j, type] : llvm::enumerate(router.getResultTypes())) {
     StringRef name = cast<StringAttr>(router.getResultNames()[j]).getValue();
     if (!isa<ExpertSetType, RankedTensorType>(type))

@@ -72,9 +72,10 @@ LogicalResult fillPerDevice(RouterLowering &L, FillPerDeviceOp op) {
                                        em.i32(placement.getSlotsPerDevice()));
     return em.select(em.cmpI(P::slt, slot, em.i32(0)), em.i32(-1), dev);
   };
-  Value budget = L.scalar(op.getBudget());
-  Value target = em.mulI(em.select(em.cmpI(P::slt, budget, em.i64(0)), em.i64(0), budget),
-                         em.i64(devices));
+  // A per-device budget beyond n takes every expert either way; clamping it first keeps
+  // budget * devices from wrapping for budgets near 2^63.
+  Value budget = em.toI64(clampedCount(em, L.scalar(op.getBudget()), n));
+  Value target = em.mulI(budget, em.i64(devices));
   // XShare Alg. 5: rounds over the devices while |S| < m_g * G, until a round adds
   // nothing. At most n rounds can add an expert.
   Value state = L.scratch(2, b.getI64Type()); // [|S|, done]

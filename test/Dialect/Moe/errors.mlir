@@ -1683,7 +1683,7 @@ moe.prefetch @feedback_threshold(%s: tensor<1xi32>, %ev: tensor<?xi32>)
   %a = arith.constant 2 : i64
   %b = arith.constant 0 : i64
   %l = arith.constant 4 : i64
-  // expected-error @+1 {{'moe.step_feedback' op overfetch_threshold must be in [1, inf], got 0}}
+  // expected-error @+1 {{'moe.step_feedback' op overfetch_threshold must be in [1, 2147483647], got 0}}
   %x, %y, %z, %t = moe.step_feedback %s, %s, %s, %s, %ev stall_threshold(%a : i64)
       overfetch_threshold(%b : i64) layers(%l : i64)
       : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
@@ -1699,4 +1699,190 @@ moe.residency @ema_experts(%s: tensor<4xf32>, %c: tensor<4xi32>) -> (out: tensor
   // expected-error @+1 {{'moe.ema' op hotness has 4 experts but the enclosing residency rule has 8}}
   %r = moe.ema %s, %c alpha(%a : f32) : tensor<4xf32>, tensor<4xi32>
   moe.yield %r : tensor<4xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// Hardening (issue 11): unknown attributes, ops that cannot be compiled in a policy,
+// types compiled code cannot pass, and sizes / knob values beyond what compiled code
+// computes in its integer types.
+//===----------------------------------------------------------------------===//
+
+// -----
+
+moe.router @unknown_attr(%x: tensor<?x8xf32>) -> (ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.route' op has no attribute 'capacity' (its attributes: k, renormalize, scaling, operandSegmentSizes)}}
+  %ids, %w = moe.route %x k = 2 {capacity = 5} : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op has no attribute 'capacity'}}
+moe.router @unknown_router_attr(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2, capacity = 5} {
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+moe.balance @unknown_moe_attr(%l: tensor<8xf32>) -> (out: tensor<1xf32>) attributes {experts = 8} {
+  // expected-error @+1 {{unknown attribute 'moe.extra' in the moe namespace}}
+  %i = moe.imbalance %l {moe.extra = 1} : tensor<8xf32> -> tensor<1xf32>
+  moe.yield %i : tensor<1xf32>
+}
+
+// -----
+
+// A moe.* attribute on another op must have the shape the passes read.
+// expected-error @+1 {{attribute 'moe.abi' must be a non-empty array of parameter descriptions}}
+func.func private @bad_abi() attributes {moe.abi = 1}
+
+// -----
+
+// expected-error @+1 {{unknown attribute 'moe.frobnicate' in the moe namespace}}
+func.func private @unknown_moe_namespace() attributes {moe.frobnicate = 1}
+
+// -----
+
+// An inherent attribute of the wrong kind in a router's attribute dictionary is an
+// error at parse time (it used to be dropped; shared_experts then read as null and the
+// verifier crashed).
+moe.router @float_shared(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    // expected-error @+1 {{'moe.router' op attribute 'shared_experts' failed to satisfy constraint: 64-bit signless integer attribute}}
+    attributes {experts = 8, top_k = 2, shared_experts = 0.0} {
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+moe.residency @float_experts(%h: tensor<8xf32>) -> (out: tensor<8xf32>)
+    // expected-error @+1 {{'moe.residency' op attribute 'experts' failed to satisfy constraint: 64-bit signless integer attribute}}
+    attributes {experts = 1.5} {
+  moe.yield %h : tensor<8xf32>
+}
+
+// -----
+
+moe.router @tensor_dim(%x: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tensor.dim' op cannot be compiled in a router: a policy body holds moe ops, moe.knob and scalar arith.constant ops only}}
+  %d = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %ids, %w = moe.route %x k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.residency @arith_in_rule(%h: tensor<8xf32>) -> (out: tensor<8xf32>) attributes {experts = 8} {
+  %a = moe.knob "a" = 1 : i64
+  // expected-error @+1 {{'arith.addi' op cannot be compiled in a residency rule}}
+  %b = arith.addi %a, %a : i64
+  moe.yield %h : tensor<8xf32>
+}
+
+// -----
+
+moe.router @tensor_constant(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'arith.constant' op of type 'tensor<8xf32>' cannot be compiled in a router: only scalar constants (integers and floats) can}}
+  %c = arith.constant dense<1.0> : tensor<8xf32>
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op argument 'x' has type 'f64', which compiled code cannot take}}
+moe.router @f64_scalar(%ids: tensor<?x2xi32>, %x: f64) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2} {
+  moe.yield %ids : tensor<?x2xi32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op result 'q' has type '!moe.placement<experts = 8, devices = 1, slots = 8>', which compiled code cannot return}}
+moe.router @placement_result(%p: !moe.placement<experts = 8, devices = 1, slots = 8>) -> (q: !moe.placement<experts = 8, devices = 1, slots = 8>)
+    attributes {experts = 8, top_k = 2} {
+  moe.yield %p : !moe.placement<experts = 8, devices = 1, slots = 8>
+}
+
+// -----
+
+moe.router @when_scalar(%x: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.when' op results must be tensors or expert sets (what a phase gate can hold in a buffer), got 'i64'}}
+  %n = moe.when %x : tensor<?x8xf32> max_tokens = 4 -> (i64) {
+    %a = arith.constant 1 : i64
+    moe.yield %a : i64
+  } else {
+    %b = arith.constant 2 : i64
+    moe.yield %b : i64
+  }
+  %ids, %w = moe.route %x k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op experts must be <= 1048576, got 1099511627776}}
+moe.router @huge_experts(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 1099511627776, top_k = 2} {
+  moe.yield %x : tensor<?x2xi32>
+}
+
+// -----
+
+// expected-error @+1 {{an expert set holds at most 1048576 experts, got 2147483648}}
+func.func private @huge_set(!moe.set<2147483648>)
+
+// -----
+
+// expected-error @+1 {{a placement of 8 experts over 9223372036854775800 slots is too large}}
+func.func private @huge_placement(!moe.placement<experts = 8, devices = 8, slots = 9223372036854775800>)
+
+// -----
+
+// expected-error @+1 {{'tensor<4611686018427387904xi32>' is too large: its static dimensions hold more than 268435456 elements}}
+moe.balance @huge_arg(%x: tensor<4611686018427387904xi32>, %l: tensor<8xf32>) -> (i: tensor<1xf32>) attributes {experts = 8} {
+  %i = moe.imbalance %l : tensor<8xf32> -> tensor<1xf32>
+  moe.yield %i : tensor<1xf32>
+}
+
+// -----
+
+moe.router @huge_block(%ids: tensor<?x2xi32>, %c: tensor<8xi32>) -> (s: tensor<?xi32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.align_blocks' op block_size must be in [1, 65536], got 4611686018427387904}}
+  %s, %b, %p = moe.align_blocks %ids, %c block_size = 4611686018427387904
+      : tensor<?x2xi32>, tensor<8xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+  moe.yield %s : tensor<?xi32>
+}
+
+// -----
+
+moe.prefetch @step_layers(%ne: tensor<1xi32>) -> (s: tensor<1xi32>) attributes {experts = 8} {
+  %es = arith.constant 100 : i64
+  %cs = arith.constant 1.0 : f32
+  %tl = arith.constant 1.0 : f32
+  %l = moe.knob "layers" = 1152921504606846976 : i64
+  // expected-error @+1 {{'moe.step_size' op layers must be in [1, 16777216], got 1152921504606846976}}
+  %s = moe.step_size %ne expert_bytes(%es : i64) bandwidth(%cs : f32) layer_time(%tl : f32)
+      layers(%l : i64) : tensor<1xi32> -> tensor<1xi32>
+  moe.yield %s : tensor<1xi32>
+}
+
+// -----
+
+moe.prefetch @feedback_stall_threshold(%s: tensor<1xi32>, %ev: tensor<?xi32>)
+    -> (o: tensor<1xi32>) attributes {experts = 8} {
+  %a = moe.knob "stall_threshold" = 4294967296 : i64
+  %b = arith.constant 1 : i64
+  %l = arith.constant 4 : i64
+  // expected-error @+1 {{'moe.step_feedback' op stall_threshold must be in [0, 2147483646], got 4294967296}}
+  %x, %y, %z, %t = moe.step_feedback %s, %s, %s, %s, %ev stall_threshold(%a : i64)
+      overfetch_threshold(%b : i64) layers(%l : i64)
+      : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+      -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
+  moe.yield %x : tensor<1xi32>
 }

@@ -1,6 +1,7 @@
 //===- MoeContainerOps.cpp - router, yield, knob, when --------------------===//
 #include "MoeVerifyUtils.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/StringSet.h"
@@ -47,7 +48,15 @@ ParseResult switchyard::moe::detail::parsePolicyOp(OpAsmParser &parser, Operatio
       }))
     return failure();
 
+  SMLoc attrLoc = parser.getCurrentLocation();
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  // As the generated parsers do: an inherent attribute of the wrong kind (`experts =
+  // 1.5`) is an error here; op creation would drop it silently (and a default-valued
+  // one would then be read as null).
+  if (failed(result.name.verifyInherentAttrs(result.attributes, [&]() {
+        return parser.emitError(attrLoc) << "'" << result.name << "' op ";
+      })))
     return failure();
 
   Builder &b = parser.getBuilder();
@@ -145,10 +154,41 @@ static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAtt
   return success();
 }
 
+/// What the C entry point and the tools can pass: f32 / i32 tensors, expert sets,
+/// placements (inputs only) and i32 / i64 scalars (inputs only). Checked after the body
+/// (whose ops report wrong operand types more precisely).
+static LogicalResult verifyAbiTypes(Operation *op) {
+  auto f = cast<PolicyOpInterface>(op);
+  ArrayAttr argNames = f.getArgNames(), resultNames = f.getResultNames();
+  ArrayRef<Type> argTypes = f.getArgumentTypes(), resultTypes = f.getResultTypes();
+  auto isDataTensor = [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && (tensor.getElementType().isF32() || tensor.getElementType().isInteger(32));
+  };
+  for (auto [i, type] : llvm::enumerate(argTypes))
+    if (!isDataTensor(type) && !isa<ExpertSetType, PlacementType>(type) &&
+        !type.isInteger(32) && !type.isInteger(64))
+      return op->emitOpError() << "argument '" << cast<StringAttr>(argNames[i]).getValue()
+                               << "' has type " << type
+                               << ", which compiled code cannot take (expected a ranked "
+                                  "tensor of f32 or i32, an expert set, a placement, or "
+                                  "an i32 / i64 scalar)";
+  for (auto [i, type] : llvm::enumerate(resultTypes))
+    if (!isDataTensor(type) && !isa<ExpertSetType>(type))
+      return op->emitOpError() << "result '" << cast<StringAttr>(resultNames[i]).getValue()
+                               << "' has type " << type
+                               << ", which compiled code cannot return (expected a ranked "
+                                  "tensor of f32 or i32, or an expert set)";
+  return success();
+}
+
 LogicalResult switchyard::moe::detail::verifyPolicyOp(Operation *op) {
   auto policy = cast<PolicyOpInterface>(op);
   if (policy.getExperts() < 1)
     return op->emitOpError() << "experts must be >= 1, got " << policy.getExperts();
+  if (policy.getExperts() > kMaxExperts)
+    return op->emitOpError() << "experts must be <= " << kMaxExperts << ", got "
+                             << policy.getExperts();
   return verifySignature(op, policy.getArgNames(), policy.getResultNames(),
                          policy.getArgumentTypes(), policy.getResultTypes());
 }
@@ -167,19 +207,69 @@ static LogicalResult verifyExpertTypes(Operation *container, Type type, int64_t 
   return success();
 }
 
-/// Types over the container's experts, unique knob names.
+/// Static sizes that fit the buffers compiled code allocates: at most
+/// kMaxStaticElements elements in the static dimensions of any tensor.
+static LogicalResult verifyStaticSize(Type type, Location loc) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  if (!shaped)
+    return success();
+  int64_t elements = 1;
+  for (int64_t d : shaped.getShape()) {
+    if (ShapedType::isDynamic(d))
+      continue;
+    if (d > kMaxStaticElements || (d && elements > kMaxStaticElements / d))
+      return emitError(loc) << type << " is too large: its static dimensions hold more "
+                                       "than "
+                            << kMaxStaticElements << " elements";
+    elements *= d;
+  }
+  return success();
+}
+
+/// Whether the host and GPU lowerings can compile `op` inside a router or rule body:
+/// a moe op (but no nested router or rule) or a scalar `arith.constant`. Anything else
+/// would pass the verifier and fail in the middle of the pipeline.
+static LogicalResult verifyLowerable(Operation *container, Operation *op) {
+  if (op->getDialect() && isa<MoeDialect>(op->getDialect()))
+    return success();
+  if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
+    if (cst.getType().isIntOrIndexOrFloat())
+      return success();
+    return op->emitOpError() << "of type " << cst.getType() << " cannot be compiled in a "
+                             << describeContainer(container)
+                             << ": only scalar constants (integers and floats) can";
+  }
+  return op->emitOpError() << "cannot be compiled in a " << describeContainer(container)
+                           << ": a policy body holds moe ops, moe.knob and scalar "
+                              "arith.constant ops only";
+}
+
+/// Types over the container's experts, static sizes in bounds, only ops the lowering
+/// knows, unique knob names.
 static LogicalResult verifyBody(Operation *container, StringRef symName, Block &block,
                                ArrayRef<Type> argTypes, int64_t experts) {
   if (block.getArgumentTypes() != argTypes)
     return container->emitOpError() << "entry block arguments do not match the signature";
   for (auto [i, type] : llvm::enumerate(argTypes))
-    if (failed(verifyExpertTypes(container, type, experts, block.getArgument(i).getLoc())))
+    if (failed(verifyExpertTypes(container, type, experts, block.getArgument(i).getLoc())) ||
+        failed(verifyStaticSize(type, block.getArgument(i).getLoc())))
       return failure();
+  for (Type type : cast<FunctionType>(
+                       container->getAttrOfType<TypeAttr>("function_type").getValue())
+                       .getResults())
+    if (failed(verifyStaticSize(type, container->getLoc())))
+      return failure();
+
+  if (failed(verifyAbiTypes(container)))
+    return failure();
 
   llvm::StringSet<> knobs;
   WalkResult walk = block.walk([&](Operation *op) {
+    if (failed(verifyLowerable(container, op)))
+      return WalkResult::interrupt();
     for (Value v : op->getResults())
-      if (failed(verifyExpertTypes(container, v.getType(), experts, op->getLoc())))
+      if (failed(verifyExpertTypes(container, v.getType(), experts, op->getLoc())) ||
+          failed(verifyStaticSize(v.getType(), op->getLoc())))
         return WalkResult::interrupt();
     if (auto knob = dyn_cast<KnobOp>(op))
       if (!knobs.insert(knob.getName()).second) {
@@ -203,6 +293,9 @@ LogicalResult RouterOp::verify() {
                          << "], got " << getTopK();
   if (getSharedExperts() < 0)
     return emitOpError() << "shared_experts must be >= 0, got " << getSharedExperts();
+  if (getSharedExperts() > kMaxExperts)
+    return emitOpError() << "shared_experts must be <= " << kMaxExperts << ", got "
+                         << getSharedExperts();
   return success();
 }
 
@@ -294,6 +387,11 @@ LogicalResult WhenOp::verify() {
     return emitOpError() << "phases need a phase operand to compare against";
   if (getPhase() && !getPhases())
     return emitOpError() << "a phase operand needs the list of phases it must be in";
+  for (Type type : getResultTypes())
+    if (!isa<RankedTensorType, ExpertSetType>(type))
+      return emitOpError() << "results must be tensors or expert sets (what a phase gate "
+                              "can hold in a buffer), got "
+                           << type;
   if (auto phases = getPhases()) {
     if (phases->empty())
       return emitOpError() << "phases must not be empty";

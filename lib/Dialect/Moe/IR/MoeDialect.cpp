@@ -12,6 +12,85 @@ using namespace switchyard::moe;
 #include "switchyard/Dialect/Moe/IR/MoeOpsDialect.cpp.inc"
 #include "switchyard/Dialect/Moe/IR/MoeEnums.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// Attributes: unknown ones on moe ops, and moe.* attributes on other ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult switchyard::moe::verifyNoUnknownAttributes(Operation *op) {
+  for (NamedAttribute attr : op->getDiscardableAttrs()) {
+    StringRef name = attr.getName().strref();
+    // An attribute in the namespace of another loaded dialect belongs to that dialect
+    // (which verifies it); everything else is a misspelling or a parameter the op does
+    // not have, and would be silently ignored.
+    auto [prefix, rest] = name.split('.');
+    if (!rest.empty() && prefix != MoeDialect::getDialectNamespace() &&
+        op->getContext()->getLoadedDialect(prefix))
+      continue;
+    InFlightDiagnostic diag = op->emitOpError() << "has no attribute '" << name << "'";
+    ArrayRef<StringAttr> known;
+    if (std::optional<RegisteredOperationName> info = op->getRegisteredInfo())
+      known = info->getAttributeNames();
+    diag << " (its attributes: ";
+    if (known.empty())
+      diag << "none";
+    llvm::interleaveComma(known, diag, [&](StringAttr a) { diag << a.getValue(); });
+    return diag << ")";
+  }
+  return success();
+}
+
+/// The `moe.*` attributes the lowering passes put on the functions and kernels they
+/// make; a policy that spells one by hand must give it the shape the passes read.
+LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto check = [&](bool ok, const Twine &what) -> LogicalResult {
+    if (ok)
+      return success();
+    return op->emitError() << "attribute '" << name << "' must be " << what;
+  };
+  auto fail = [&](const Twine &what) { return check(false, what); };
+  if (name == "moe.kind" || name == "moe.size_class")
+    return check(isa<StringAttr>(value), "a string");
+  if (name == "moe.top_k" || name == "moe.experts" || name == "moe.tokens_per_cta" ||
+      name == "moe.min_tokens" || name == "moe.max_tokens") {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return check(i && i.getType().isInteger(64) && !i.getValue().isNegative(),
+                 "a non-negative i64 integer");
+  }
+  if (name == "moe.workspace") {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    return check(a && a.size() == 2 && a[0] >= 0 && a[1] >= 0,
+                 "array<i64: bytes per token, fixed bytes>");
+  }
+  if (name == "moe.abi") {
+    auto list = dyn_cast<ArrayAttr>(value);
+    if (!list || list.empty())
+      return fail("a non-empty array of parameter descriptions");
+    for (Attribute entry : list) {
+      auto dict = dyn_cast<DictionaryAttr>(entry);
+      if (!dict || !isa_and_nonnull<StringAttr>(dict.get("name")) ||
+          !isa_and_nonnull<StringAttr>(dict.get("role")) ||
+          !isa_and_nonnull<StringAttr>(dict.get("kind")) ||
+          !isa_and_nonnull<TypeAttr>(dict.get("type")))
+        return fail("an array of {name, role, kind, type[, size]} dictionaries");
+      Type type = cast<TypeAttr>(dict.get("type")).getValue();
+      auto memref = dyn_cast<MemRefType>(type);
+      if (!memref && !type.isIntOrIndexOrFloat())
+        return fail("an array of parameters of memref or scalar type");
+      Attribute size = dict.get("size");
+      auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(size);
+      bool dynamic = memref && !memref.hasStaticShape();
+      if ((size && (!rule || rule.size() != 3 || rule[0] < 0 || rule[1] < 0 || rule[2] < 1)) ||
+          (dynamic && !rule))
+        return fail("an array whose dynamic parameters have a size rule "
+                    "array<i64: a, b, d> with a, b >= 0 and d >= 1");
+    }
+    return success();
+  }
+  return op->emitError() << "unknown attribute '" << name << "' in the moe namespace";
+}
+
 void MoeDialect::initialize() {
   addOperations<
 #define GET_OP_LIST

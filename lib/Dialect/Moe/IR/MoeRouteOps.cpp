@@ -83,8 +83,14 @@ LogicalResult AlignBlocksOp::verify() {
   FailureOr<int64_t> k = verifyIdMatrix(*this, getIds().getType(), "ids");
   if (failed(k) || failed(verifyExpertVector(*this, getCounts().getType(), "counts")))
     return failure();
-  if (getBlockSize() < 1)
-    return emitOpError() << "block_size must be >= 1, got " << getBlockSize();
+  if (getBlockSize() < 1 || getBlockSize() > kMaxBlockSize)
+    return emitOpError() << "block_size must be in [1, " << kMaxBlockSize << "], got "
+                         << getBlockSize();
+  // The padded outputs hold T*k + E*(block_size - 1) entries: the fixed part must fit.
+  int64_t experts = getCounts().getType().getDimSize(0);
+  if (experts > kMaxStaticElements / getBlockSize())
+    return emitOpError() << "block_size " << getBlockSize() << " pads " << experts
+                         << " experts to more than " << kMaxStaticElements << " entries";
   for (auto [type, name] :
        {std::pair<Type, StringRef>{getSortedTokenIds().getType(), "sorted_token_ids"},
         {getExpertIds().getType(), "expert_ids"}})

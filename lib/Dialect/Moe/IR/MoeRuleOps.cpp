@@ -23,7 +23,7 @@ LogicalResult HiCapacityOp::verify() {
   if (failed(verifyExpertCount(*this, experts, "hi_capacity")) ||
       failed(verifyIntInRange(*this, getHiBytes(), "hi_bytes", 1)) ||
       failed(verifyIntInRange(*this, getLoBytes(), "lo_bytes", 0)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1)) ||
+      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)) ||
       failed(verifyIntInRange(*this, getFixed(), "fixed", 0)) ||
       failed(verifyIntInRange(*this, getBudget(), "budget", 0)))
     return failure();
@@ -260,7 +260,7 @@ LogicalResult StepSizeOp::verify() {
   if (failed(verifyOneEntry(*this, getCount(), "count")) ||
       failed(verifyOneEntry(*this, getResult(), "result")) ||
       failed(verifyIntInRange(*this, getExpertBytes(), "expert_bytes", 0)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1)))
+      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)))
     return failure();
   for (auto [v, name] : {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}})
     if (std::optional<double> x = getKnownFloat(v); x && !(*x > 0.0 && std::isfinite(*x)))
@@ -277,9 +277,12 @@ LogicalResult StepFeedbackOp::verify() {
       return failure();
   if (getTrace().getType() != getEvents().getType())
     return emitOpError() << "trace must have one entry per event";
-  if (failed(verifyIntInRange(*this, getStallThreshold(), "stall_threshold", 0)) ||
-      failed(verifyIntInRange(*this, getOverfetchThreshold(), "overfetch_threshold", 1)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1)))
+  // The step and the counters are i32 state: thresholds and layers must fit.
+  if (failed(verifyIntInRange(*this, getStallThreshold(), "stall_threshold", 0,
+                              INT32_MAX - 1)) ||
+      failed(verifyIntInRange(*this, getOverfetchThreshold(), "overfetch_threshold", 1,
+                              INT32_MAX)) ||
+      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)))
     return failure();
   return success();
 }

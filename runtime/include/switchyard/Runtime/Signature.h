@@ -27,6 +27,11 @@ struct Param {
   std::string dtype;  // float32, int32, int64, int8 (sets: 0/1 bytes)
   std::vector<int64_t> shape;               // -1: dynamic, from sizeRule
   std::array<int64_t, 3> sizeRule{1, 0, 1}; // ceil((a*T + b) / d)
+  /// What an input's values may be, beyond its dtype (the compiler derives it from how
+  /// the entry uses the input): "" anything, "phase" 0 (prefill), 1 (decode) or
+  /// 2 (mixed), "expert_ids" -1 (no expert) or [0, idBound).
+  std::string values;
+  int64_t idBound = 0;
 
   int64_t elementBytes() const;
   /// The shape for `tokens` tokens; nullopt when an extent or the byte count would
@@ -51,8 +56,13 @@ struct Signature {
   std::vector<std::string> inputNames() const;
 };
 
+/// The most tokens one call takes (compiled code indexes tokens with i32) and the most
+/// bytes one output buffer may need.
+constexpr int64_t kMaxTokens = INT32_MAX;
+constexpr int64_t kMaxOutputBytes = int64_t(1) << 34;
+
 /// The signature as JSON: {"entry", "kind", "params": [{"name", "role", "kind",
-/// "dtype", "shape", "size_rule"}]}.
+/// "dtype", "shape", "size_rule", "values", "id_bound"}]}.
 std::string toJson(const Signature &signature);
 /// Reads toJson's format; false with a message naming the bad field otherwise.
 bool fromJson(const std::string &text, Signature &signature, std::string &error);

@@ -41,6 +41,8 @@ def Moe_Dialect : Dialect {
     void registerTypes();
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+  // `moe.*` attributes on other ops (what the lowering passes attach) are checked.
+  let hasOperationAttrVerify = 1;
 }
 
 // A 64-bit integer attribute read back as a signed value, so that verifiers see a
@@ -50,10 +52,16 @@ def Moe_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t",
   let convertFromStorage = "$_self.getValue().getSExtValue()";
 }
 
+// Every moe op rejects attributes it does not define (a misspelt `{capacity = 5}` would
+// otherwise be accepted and ignored); see verifyNoUnknownAttributes in MoeTraits.h.
+def Moe_NoUnknownAttributes : NativeOpTrait<"NoUnknownAttributes"> {
+  let cppNamespace = "::switchyard::moe::role";
+}
+
 // Every op derives from one of the role classes below, which gives it its role trait
 // (MoeInterfaces.td); Moe_Op itself is not used directly.
 class Moe_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Moe_Dialect, mnemonic, traits>;
+    : Op<Moe_Dialect, mnemonic, !listconcat(traits, [Moe_NoUnknownAttributes])>;
 
 // Containers, knobs, gates, stages, terminators.
 class Moe_StructureOp<string mnemonic, list<Trait> traits = []>

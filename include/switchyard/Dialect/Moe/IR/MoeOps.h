@@ -17,6 +17,18 @@
 #include "switchyard/Dialect/Moe/IR/MoeTraits.h"
 
 namespace switchyard::moe {
+
+/// Limits that keep every size compiled code derives from a policy inside its integer
+/// types: expert ids and counts are i32, buffers are allocated from static shapes.
+/// The verifiers reject attributes, types and knob values beyond them.
+constexpr int64_t kMaxExperts = int64_t(1) << 20;
+/// The most elements in the static dimensions of one tensor (1 GiB of f32).
+constexpr int64_t kMaxStaticElements = int64_t(1) << 28;
+/// The most layers a rule counts (step sizes are computed exactly in f32).
+constexpr int64_t kMaxLayers = int64_t(1) << 24;
+/// The largest block size of moe.align_blocks.
+constexpr int64_t kMaxBlockSize = int64_t(1) << 16;
+
 /// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements
 /// LoopLoweringOpInterface.
 class RouterLowering;

@@ -9,7 +9,24 @@
 
 #include "mlir/IR/OpDefinition.h"
 
+namespace switchyard::moe {
+/// Verifies that `op` carries no attribute besides its own (inherent) ones, and those
+/// in the namespace of another loaded dialect: a misspelt or unknown attribute on a
+/// moe op would otherwise be accepted and silently ignored.
+mlir::LogicalResult verifyNoUnknownAttributes(mlir::Operation *op);
+} // namespace switchyard::moe
+
 namespace switchyard::moe::role {
+
+/// Every moe op (Moe_Op in MoeBase.td): no unknown attributes.
+template <typename ConcreteType>
+class NoUnknownAttributes
+    : public mlir::OpTrait::TraitBase<ConcreteType, NoUnknownAttributes> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return verifyNoUnknownAttributes(op);
+  }
+};
 
 /// A per-token op of the token stage.
 template <typename ConcreteType>
