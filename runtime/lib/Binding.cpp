@@ -103,10 +103,7 @@ static bool shapeMatches(const npy::Array &a, const Param &p) {
 }
 
 static std::string expected(const Param &p) {
-  std::string s = std::string(p.dtype == "int8" ? "bool" : p.dtype) + " [";
-  for (size_t i = 0; i < p.shape.size(); ++i)
-    s += (i ? ", " : "") + (p.shape[i] < 0 ? std::string("?") : std::to_string(p.shape[i]));
-  return s + "]";
+  return std::string(p.dtype == "int8" ? "bool" : p.dtype) + " " + p.shapeText();
 }
 
 bool CallBuffers::bind(const std::string &name, const npy::Array &array,
@@ -248,11 +245,8 @@ bool CallBuffers::finish(std::string &error) {
     if (p.isOutput || bound[i])
       continue;
     std::string name = p.inputName();
-    std::string shape = "[";
-    for (size_t d = 0; d < p.shape.size(); ++d)
-      shape += (d ? ", " : "") + (p.shape[d] < 0 ? std::string("?") : std::to_string(p.shape[d]));
     error = "missing required argument '" + name + "' (" + p.dtype +
-            (p.kind == "scalar" ? "" : " " + shape + "]") + "): pass --arg " + name +
+            (p.kind == "scalar" ? "" : " " + p.shapeText()) + "): pass --arg " + name +
             "=path.npy";
     return false;
   }

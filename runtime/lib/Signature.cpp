@@ -47,6 +47,13 @@ std::optional<int64_t> Param::elementsFor(int64_t tokens) const {
   return n;
 }
 
+std::string Param::shapeText() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return s + "]";
+}
+
 std::string Param::inputName() const { return name.substr(0, name.find('.')); }
 
 int64_t Signature::findInput(const std::string &name) const {

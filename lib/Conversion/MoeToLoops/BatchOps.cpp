@@ -273,7 +273,6 @@ LogicalResult confidentTop1(RouterLowering &L, ConfidentTop1Op op) {
   return success();
 }
 
-
 } // namespace
 
 void registerBatchOpLowerings(DialectRegistry &registry) {

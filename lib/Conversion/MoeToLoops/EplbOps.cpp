@@ -253,7 +253,6 @@ LogicalResult imbalance(RouterLowering &L, ImbalanceOp op) {
 }
 
 
-
 } // namespace
 
 LogicalResult eplb(RouterLowering &L, EplbOp op) { return Eplb(L, op).run(); }

@@ -357,7 +357,6 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
   return success();
 }
 
-
 } // namespace
 
 void registerLibraOpLowerings(DialectRegistry &registry) {

@@ -225,7 +225,6 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
   return success();
 }
 
-
 } // namespace
 
 void registerPrefetchOpLowerings(DialectRegistry &registry) {

@@ -219,7 +219,6 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
   return success();
 }
 
-
 } // namespace
 
 void registerRouteOpLowerings(DialectRegistry &registry) {

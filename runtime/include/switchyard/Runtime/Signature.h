@@ -39,6 +39,8 @@ struct Param {
   std::optional<std::vector<int64_t>> shapeFor(int64_t tokens) const;
   /// The number of elements for `tokens` tokens; nullopt on overflow.
   std::optional<int64_t> elementsFor(int64_t tokens) const;
+  /// The shape as the tools print it: "[?, 128]" (? is the dynamic dimension).
+  std::string shapeText() const;
   /// The name the caller binds: "placement" for both placement parameters.
   std::string inputName() const;
 };
