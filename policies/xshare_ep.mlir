@@ -8,40 +8,41 @@
 // Scores follow DeepSeek-R1 (the paper's EP model): sigmoid gates select with the
 // correction bias, weights are the unbiased gates renormalized times 2.5.
 //
-// Shape: DeepSeek-R1, 256 routed experts, top-8, 1 shared expert, on 8 GPUs.
-// Inputs: logits f32 [T, 256], bias f32 [256], placement (the expert -> GPU map).
+// Shape: generic in E, k and the placement (e.g. DeepSeek-R1 on 8 GPUs: --model
+//        models/deepseek-v3.json is not enough, as it has no groups to bind; use
+//        --experts 256 --top-k 8 --devices 8 [--slots 288] --scaling 2.5).
+// Inputs: logits f32 [T, E], bias f32 [E], placement (the expert -> GPU map).
 // Knobs: k0 (default 1), device_budget (m_g, default 5): (k0, m_g) = (1, 5) cut the
 //        peak per-GPU load 3x at <1% accuracy cost in the paper (Table 2).
-moe.router @xshare_ep(%logits: tensor<?x256xf32>, %bias: tensor<256xf32>,
-                      %placement: !moe.placement<experts = 256, devices = 8, slots = 256>)
-    -> (topk_ids: tensor<?x8xi32>, topk_weights: tensor<?x8xf32>,
-        selected: !moe.set<256>, expert_counts: tensor<256xi32>,
-        active_experts: tensor<256xi32>, num_active: tensor<1xi32>,
+moe.router @xshare_ep(%logits: tensor<?x?xf32>, %bias: tensor<?xf32>,
+                      %placement: !moe.placement<experts = ?, devices = ?, slots = ?>)
+    -> (topk_ids: tensor<?x?xi32>, topk_weights: tensor<?x?xf32>,
+        selected: !moe.set<?>, expert_counts: tensor<?xi32>,
+        active_experts: tensor<?xi32>, num_active: tensor<1xi32>,
         sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
-        num_tokens_post_padded: tensor<1xi32>)
-    attributes {experts = 256, top_k = 8, shared_experts = 1} {
+        num_tokens_post_padded: tensor<1xi32>) {
   %k0 = moe.knob "k0" = 1 : i64
   %device_budget = moe.knob "device_budget" = 5 : i64
-  %scores = moe.sigmoid %logits : tensor<?x256xf32>
-  %biased = moe.add_bias %scores, %bias : tensor<?x256xf32>, tensor<256xf32>
-  %warm = moe.union_topk %biased, %k0 : tensor<?x256xf32> -> !moe.set<256>
-  %mass = moe.batch_reduce sum %scores : tensor<?x256xf32> -> tensor<256xf32>
+  %scores = moe.sigmoid %logits : tensor<?x?xf32>
+  %biased = moe.add_bias %scores, %bias : tensor<?x?xf32>, tensor<?xf32>
+  %warm = moe.union_topk %biased, %k0 : tensor<?x?xf32> -> !moe.set<?>
+  %mass = moe.batch_reduce sum %scores : tensor<?x?xf32> -> tensor<?xf32>
   %selected = moe.fill_per_device %warm with %mass on %placement
       budget(%device_budget : i64)
-      : tensor<256xf32>, !moe.placement<experts = 256, devices = 8, slots = 256>
-      -> !moe.set<256>
+      : tensor<?xf32>, !moe.placement<experts = ?, devices = ?, slots = ?>
+      -> !moe.set<?>
   %ids, %weights = moe.route %biased within %selected
-      weights(%scores : tensor<?x256xf32>) k = 8 renormalize scaling = 2.5
-      : tensor<?x256xf32>, !moe.set<256> -> tensor<?x8xi32>, tensor<?x8xf32>
-  %counts = moe.expert_counts %ids : tensor<?x8xi32> -> tensor<256xi32>
+      weights(%scores : tensor<?x?xf32>) k = ? renormalize scaling = 2.5
+      : tensor<?x?xf32>, !moe.set<?> -> tensor<?x?xi32>, tensor<?x?xf32>
+  %counts = moe.expert_counts %ids : tensor<?x?xi32> -> tensor<?xi32>
   // What a grouped-GEMM launcher needs: the experts that received tokens and
   // vLLM's block-aligned token order (block size 64).
   %active, %num_active = moe.compact_active %counts
-      : tensor<256xi32> -> tensor<256xi32>, tensor<1xi32>
+      : tensor<?xi32> -> tensor<?xi32>, tensor<1xi32>
   %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 64
-      : tensor<?x8xi32>, tensor<256xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+      : tensor<?x?xi32>, tensor<?xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
   moe.yield %ids, %weights, %selected, %counts, %active, %num_active,
       %sorted, %blocks, %padded
-      : tensor<?x8xi32>, tensor<?x8xf32>, !moe.set<256>, tensor<256xi32>, tensor<256xi32>, tensor<1xi32>,
+      : tensor<?x?xi32>, tensor<?x?xf32>, !moe.set<?>, tensor<?xi32>, tensor<?xi32>, tensor<1xi32>,
         tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
 }

@@ -9,7 +9,6 @@ and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
 """
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -21,23 +20,23 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 import reference as ref  # noqa: E402
-from switchyard import CompiledRouter  # noqa: E402
-from test_policies import retarget  # noqa: E402
+from switchyard import CompiledRouter, describe, native_shape  # noqa: E402
 
 POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
 
 
-def policy_for(name, experts, workdir):
-    """The shipped policy retargeted to `experts` (k = 2 at 8 experts)."""
-    text = open(os.path.join(ROOT, "policies", f"{name}.mlir")).read()
-    native_k = int(re.search(r"\btop_k = (\d+)", text).group(1))
-    k = 2 if experts <= 8 else native_k
-    if name == "deepseek_v3" and experts <= 8:
-        text = text.replace("groups = 8 keep = 4", "groups = 4 keep = 2 group_topk = 1")
-    path = os.path.join(workdir, f"{name}-{experts}.mlir")
-    with open(path, "w") as f:
-        f.write(retarget(text, experts, k))
-    return path, k
+def shape_for(name, experts):
+    """The shape binding of the generic policy at `experts` (k = 2 at 8 experts, else
+    the k of the policy's own model; DeepSeek-style groups 4 / 2 at 8 experts)."""
+    native = native_shape(name)
+    k = 2 if experts <= 8 else describe(os.path.join(ROOT, "policies", f"{name}.mlir"),
+                                        **native)[0]["top_k"]
+    shape = {"experts": experts, "top_k": k}
+    if name == "deepseek_v3":
+        shape.update(groups=4 if experts <= 8 else 8, topk_groups=2 if experts <= 8 else 4)
+    if name == "xshare_ep":
+        shape.update(devices=8, slots=experts)
+    return shape, k
 
 
 def inputs_for(experts, tokens, rng):
@@ -55,8 +54,7 @@ def reference_call(name, x, k, experts):
     if name == "deepseek_v3":
         groups = 4 if experts <= 8 else 8
         return lambda: ref.deepseek_v3(x["logits"], x["bias"], k=k, groups=groups,
-                                       topk_groups=groups // 2,
-                                       group_topk=1 if experts <= 8 else 2)
+                                       topk_groups=groups // 2)
     if name == "lynx":
         return lambda: ref.lynx(x["logits"], 1, k)
     if name == "xshare":
@@ -100,8 +98,9 @@ def main():
     print("-" * len(head))
     for name in args.policies.split(","):
         for experts in map(int, args.experts.split(",")):
-            path, k = policy_for(name, experts, workdir)
-            router = CompiledRouter(path, workdir=os.path.join(workdir, f"{name}-{experts}"))
+            shape, k = shape_for(name, experts)
+            router = CompiledRouter(os.path.join(ROOT, "policies", f"{name}.mlir"),
+                                    workdir=os.path.join(workdir, f"{name}-{experts}"), **shape)
             for tokens in map(int, args.tokens.split(",")):
                 x = inputs_for(experts, tokens, rng)
                 needed = {p["name"]: x[p["name"]] for p in router.info["arguments"]}

@@ -19,7 +19,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from switchyard import CompiledRouter  # noqa: E402
+from switchyard import CompiledRouter, native_shape, shape_flags  # noqa: E402
 
 
 def softmax(x):
@@ -77,10 +77,11 @@ def main():
     print(header)
     print("-" * len(header))
     deepseek = CompiledRouter(os.path.join(ROOT, "policies", "deepseek_v3.mlir"),
-                              workdir=os.path.join(workdir, "baseline"))
+                              workdir=os.path.join(workdir, "baseline"),
+                              **native_shape("deepseek_v3"))
     for name, gate in POLICIES:
         path = os.path.join(ROOT, "policies", f"{name}.mlir")
-        router = CompiledRouter(path, workdir=os.path.join(workdir, name))
+        router = CompiledRouter(path, workdir=os.path.join(workdir, name), **native_shape(name))
         experts, k = router.info["experts"], router.info["top_k"]
         spec = 3 if name == "xshare_spec" else 0
         logits, request_ids, bias = trace(experts, args.tokens, args.layers, spec, args.seed,
@@ -122,7 +123,8 @@ def gpu_demo(workdir):
     out = os.path.join(workdir, "gpu")
     result = subprocess.run([os.path.join(build, "bin", "moe-compile"),
                              os.path.join(ROOT, "policies", "xshare.mlir"), "--target=ptx",
-                             "--gpu-arch=sm_90", "--report", "-o", out],
+                             "--gpu-arch=sm_90", "--report", "-o", out]
+                            + shape_flags(**native_shape("xshare")),
                             capture_output=True, text=True)
     print("\nGPU kernels for xshare (moe-compile --target=ptx --gpu-arch=sm_90 --report):")
     if result.returncode != 0:
@@ -140,7 +142,8 @@ def rules_demo(workdir, seed):
     policy = lambda name: os.path.join(ROOT, "policies", f"{name}.mlir")  # noqa: E731
     # EPLB over DeepSeek-V3 routing loads.
     logits, _, bias = trace(256, tokens, 1, 0, seed, workdir)
-    deepseek = CompiledRouter(policy("deepseek_v3"), workdir=os.path.join(workdir, "ds-rules"))
+    deepseek = CompiledRouter(policy("deepseek_v3"), workdir=os.path.join(workdir, "ds-rules"),
+                              **native_shape("deepseek_v3"))
     loads = deepseek(logits=np.ascontiguousarray(logits[0]), bias=bias[0])["expert_counts"]
     eplb = CompiledRouter(policy("eplb"), workdir=os.path.join(workdir, "eplb"))
     plan = eplb(loads=loads.astype(np.float32))

@@ -11,7 +11,10 @@ bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh" moe-opt moe-run moe-compile
 
 for policy in "$root"/policies/*.mlir; do
+  # Generic policies verify as written, and bound to the model their header names.
   "$build/bin/moe-opt" "$policy" > /dev/null
+  # shellcheck disable=SC2046 # the flags are words
+  "$build/bin/moe-opt" "$policy" $(/usr/bin/python3 "$root/scripts/native_shape.py" "$policy") > /dev/null
   echo "verified: policies/$(basename "$policy")"
 done
 echo

@@ -1,8 +1,13 @@
 """Python access to policies compiled by moe-compile (ctypes, no extra dependencies).
 
     from switchyard import CompiledRouter
-    router = CompiledRouter("policies/xshare.mlir", knobs={"budget": 8})
+    router = CompiledRouter("policies/xshare.mlir", experts=128, top_k=4,
+                            knobs={"budget": 8})       # or model="models/gpt-oss-120b.json"
     out = router(logits=np.float32 array [T, E])   # dict: topk_ids, topk_weights, ...
+
+The shipped policies are generic in the model's shape: `experts`, `top_k` (and `groups`,
+`topk_groups`, `devices`, `slots`, `shared_experts`, `scaling`, `norm_topk_prob` where a
+policy uses them) or `model` (a Hugging Face config.json) bind it, as the tools' flags do.
 
 The entry's parameters come from the NAME.abi.json that moe-compile writes next to the
 library (the signature the C runtime binds against); every input is checked the way
@@ -45,9 +50,51 @@ def _run(cmd):
     return result.stdout
 
 
-def describe(policy_path):
-    """The routers and rules of a policy file, as moe-run --list prints them."""
-    return json.loads(_run([_tool("moe-run"), policy_path, "--list"]))["entries"]
+SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots",
+                "shared_experts", "scaling", "norm_topk_prob", "model")
+
+
+# The model each shipped generic policy was written for (its header's example): what the
+# demo, the benchmarks and the GPU tests bind it to.
+NATIVE_SHAPES = {
+    "topk_softmax": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
+    "xshare": {"model": os.path.join(ROOT, "models", "gpt-oss-120b.json")},
+    "xshare_spec": {"model": os.path.join(ROOT, "models", "gpt-oss-120b.json")},
+    "lynx": {"experts": 60, "top_k": 4, "shared_experts": 4},
+    "deepseek_v3": {"model": os.path.join(ROOT, "models", "deepseek-v3.json")},
+    "xshare_ep": {"experts": 256, "top_k": 8, "shared_experts": 1, "devices": 8,
+                  "slots": 256},
+}
+
+
+def native_shape(policy_name):
+    """The shape binding of a shipped policy's own model ({} for a fixed-shape file)."""
+    return dict(NATIVE_SHAPES.get(policy_name, {}))
+
+
+def shape_flags(**shape):
+    """The tools' flags for a shape binding (experts=128 -> --experts 128, ...); None
+    values are left out, an unknown name is a SwitchyardError."""
+    flags = []
+    for name, value in shape.items():
+        if name not in SHAPE_PARAMS:
+            raise SwitchyardError(f"unknown shape parameter '{name}' (expected one of "
+                                  f"{', '.join(SHAPE_PARAMS)})")
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"{flag}={'true' if value else 'false'}")
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def describe(policy_path, **shape):
+    """The routers and rules of a policy file bound to `shape`, as moe-run --list prints
+    them."""
+    cmd = [_tool("moe-run"), policy_path, "--list"] + shape_flags(**shape)
+    return json.loads(_run(cmd))["entries"]
 
 
 # (policy file in policies/, router entry): every shipped router that compiles to a GPU
@@ -155,8 +202,10 @@ class CompiledRouter:
     """One router (or rule) of a policy, compiled to a shared library and callable on
     numpy arrays."""
 
-    def __init__(self, policy_path, entry=None, knobs=None, workdir=None, lane_parallel=False):
-        entries = describe(policy_path)
+    def __init__(self, policy_path, entry=None, knobs=None, workdir=None, lane_parallel=False,
+                 **shape):
+        flags = shape_flags(**shape)
+        entries = describe(policy_path, **shape)
         names = [e["name"] for e in entries]
         if entry is None:
             if len(entries) != 1:
@@ -172,7 +221,7 @@ class CompiledRouter:
         # library is loaded (a loaded library stays mapped after its file is removed).
         out = workdir or tempfile.mkdtemp(prefix="switchyard-")
         try:
-            cmd = [_tool("moe-compile"), policy_path, "-o", out, "--entry", entry]
+            cmd = [_tool("moe-compile"), policy_path, "-o", out, "--entry", entry] + flags
             for key, value in (knobs or {}).items():
                 cmd += ["--set", f"{key}={value}"]
             if lane_parallel:  # the GPU form of the per-token code, run on the host

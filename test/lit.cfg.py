@@ -28,6 +28,10 @@ tools = [ToolSubst(t, unresolved="fatal") for t in ("moe-opt", "moe-run", "moe-c
 llvm_config.add_tool_substitutions(tools, [config.switchyard_tools_dir, config.llvm_tools_dir])
 
 config.substitutions.append(("%python", config.python_executable))
+# The flags binding a shipped generic policy to its model: `$(%native-shape FILE)`.
+config.substitutions.append(("%native-shape", "%s %s" % (
+    config.python_executable,
+    os.path.join(config.switchyard_src_root, "scripts", "native_shape.py"))))
 # The CUDA toolkit (found by CMake's FindCUDAToolkit): nvcc compiles the generated
 # launchers; tests that need it are marked `REQUIRES: cuda`.
 if config.nvcc and os.path.exists(config.nvcc):

@@ -34,6 +34,12 @@ std::unique_ptr<MLIRContext> makeToolContext() {
   return context;
 }
 
+bool bindShape(ModuleOp module, const moe::ShapeRequest &request) {
+  if (request.empty() && !moe::hasUnboundParameters(module))
+    return true;
+  return succeeded(moe::specializePolicies(module, request)) && succeeded(verify(module));
+}
+
 bool applyKnobs(ModuleOp module, ArrayRef<std::string> overrides) {
   if (overrides.empty())
     return true;

@@ -7,11 +7,6 @@ namespace cl = llvm::cl;
 
 namespace switchyard::tools {
 
-cl::OptionCategory &category() {
-  static cl::OptionCategory options("Switchyard options");
-  return options;
-}
-
 static cl::opt<std::string> entry("entry",
                                   cl::desc("the router or rule to use (needed when the "
                                            "file has several)"),

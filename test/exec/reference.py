@@ -259,8 +259,10 @@ def align_block_size(topk_ids, E, block_size):
 # Policies
 # ---------------------------------------------------------------------------------------
 
-def topk_softmax(logits, k):
-    """Mixtral / Qwen-MoE softmax top-k router (vLLM topk_softmax, Qwen3 norm_topk_prob).
+def topk_softmax(logits, k, renormalize=True):
+    """Mixtral / Qwen-MoE softmax top-k router (vLLM topk_softmax, Qwen3 norm_topk_prob;
+    renormalize=False: OLMoE / Qwen2-MoE's norm_topk_prob = false, the raw top-k
+    probabilities).
 
     selected = union of every token's top-k (the experts the batch activates).
     """
@@ -271,7 +273,7 @@ def topk_softmax(logits, k):
     # Each token: its k most probable experts, ranked by the logits (the same order as
     # p, computed exactly; a -inf or NaN logit is not eligible), probabilities
     # renormalized to sum 1.
-    ids, w = refine_route(x, p, None, k, renormalize=True)
+    ids, w = refine_route(x, p, None, k, renormalize=renormalize)
     # Experts the batch activates: U_t TopK(logits[t]) (XShare §3.1's union).
     selected = union_topk(x, k)
     return _result(ids, w, E, selected)

@@ -4,11 +4,13 @@ the independent numpy references in reference.py.
 
   test_policies.py --build BUILD_DIR --policy NAME     (NAME: topk_softmax, deepseek_v3,
                                                         lynx, xshare, xshare_spec,
-                                                        xshare_ep, or all)
+                                                        xshare_ep, shapes, models,
+                                                        or all)
 
-For each case the policy file is retargeted (experts, top_k, placement devices/slots;
-see `retarget`) into a temporary .mlir that must verify with `moe-opt`, the inputs are
-written as .npy files, `moe-run` runs the compiled policy with the case's `--set` knobs,
+The shipped policy files are generic: each case binds one to its shape with moe-run's
+flags (--experts, --top-k, and --groups/--topk-groups, --devices/--slots where the
+policy uses them; `shapes` runs every router at (E, k) = (8, 2), (60, 4), (64, 8),
+(128, 8), (256, 8), `models` binds with --model models/*.json), the inputs are written as .npy files, `moe-run` runs the compiled policy with the case's `--set` knobs,
 and EVERY result file is compared with the reference: ids, sets, counts and lists
 exactly (same shape and dtype), weights within atol 1e-5 (NaN matches NaN).
 
@@ -18,6 +20,7 @@ under a failure), then `N passed, M failed`; exits 1 when M > 0.
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -36,6 +39,7 @@ import reference as R  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 POLICY_DIR = os.path.join(ROOT, "policies")
+MODEL_DIR = os.path.join(ROOT, "models")
 F32 = np.float32
 INF = np.inf
 BLOCK = 64       # every shipped policy aligns blocks of 64 (moe.align_blocks)
@@ -57,56 +61,8 @@ GEN_TRACE = _load_gen_trace()
 
 
 # ---------------------------------------------------------------------------------------
-# Retargeting a policy file to another shape
+# Binding the generic policy files to a shape
 # ---------------------------------------------------------------------------------------
-
-def retarget(text, experts, top_k, devices=None, slots=None):
-    """Rewrites a policy's shape: the router attributes experts/top_k, every
-    `x<E>x` / `<E>` / `tensor<E x ...>` / `experts = E` shape, every k column `?x<k>x`,
-    `k = <k>`, the `arith.constant <k> : i64` used for k, and the placement type's
-    devices/slots (slots default to the new expert count when experts change and no
-    slots are given).  Comment lines are left alone.  Raises ValueError if the file does
-    not hold exactly one router shape to rewrite."""
-    e_old = set(re.findall(r"\bexperts = (\d+)", text))
-    k_old = set(re.findall(r"\btop_k = (\d+)", text))
-    if len(e_old) != 1 or len(k_old) != 1:
-        raise ValueError("retarget: expected one `experts = N` and one `top_k = N`, "
-                         "found experts %s, top_k %s" % (sorted(e_old), sorted(k_old)))
-    E0, K0 = int(e_old.pop()), int(k_old.pop())
-    if E0 == K0:
-        raise ValueError("retarget: experts == top_k in the source; ambiguous shapes")
-    has_placement = "!moe.placement<" in text
-    if (devices is not None or slots is not None) and not has_placement:
-        raise ValueError("retarget: devices/slots given, but the policy has no placement")
-    if has_placement and slots is None and experts != E0:
-        slots = experts
-
-    def rewrite(line):
-        if line.lstrip().startswith("//"):
-            return line
-        # The k column first, into placeholders, so that an expert count equal to the
-        # new k (or the old k equal to the new E) cannot be rewritten twice.
-        line = re.sub(r"\?x%d(?=x)" % K0, "?x@K@", line)
-        line = re.sub(r"\btop_k = %d\b" % K0, "top_k = @K@", line)
-        line = re.sub(r"(?<![\w.])k = %d\b" % K0, "k = @K@", line)
-        line = re.sub(r"arith\.constant %d : i64" % K0, "arith.constant @K@ : i64", line)
-        line = re.sub(r"(?<=x)%d(?=x)" % E0, "@E@", line)       # tensor<?xExf32>
-        line = re.sub(r"(?<=<)%d(?=[x>])" % E0, "@E@", line)    # tensor<Exf32>, set<E>
-        line = re.sub(r"\bexperts = %d\b" % E0, "experts = @E@", line)
-        if devices is not None:
-            line = re.sub(r"\bdevices = \d+", "devices = %d" % devices, line)
-        if slots is not None:
-            line = re.sub(r"\bslots = \d+", "slots = %d" % slots, line)
-        return line.replace("@K@", str(top_k)).replace("@E@", str(experts))
-
-    out = "\n".join(rewrite(line) for line in text.split("\n"))
-    code = "\n".join(l for l in out.split("\n") if not l.lstrip().startswith("//"))
-    if E0 not in (experts, top_k) and re.search(r"(?<=[x<])%d(?=[x>])" % E0, code):
-        raise ValueError("retarget: a %d-expert shape survived" % E0)
-    if K0 not in (experts, top_k) and re.search(r"\?x%d(?=x)" % K0, code):
-        raise ValueError("retarget: a %d-column shape survived" % K0)
-    return out
-
 
 class Tools:
     def __init__(self, build, workdir):
@@ -119,29 +75,27 @@ class Tools:
         self.variants = {}
         self.lane_parallel = False
 
-    def policy_file(self, policy, experts, top_k, devices=None, slots=None):
-        """The retargeted policy (cached); fails loudly unless moe-opt verifies it and
-        `moe-run --list` reports the wanted shape."""
-        key = (policy, experts, top_k, devices, slots)
-        if key in self.variants:
-            return self.variants[key]
-        with open(os.path.join(POLICY_DIR, policy + ".mlir")) as f:
-            text = retarget(f.read(), experts, top_k, devices, slots)
-        name = "%s_E%d_k%d%s.mlir" % (policy, experts, top_k,
-                                      "" if devices is None else "_d%d_s%s" % (devices, slots))
-        path = os.path.join(self.workdir, name)
-        with open(path, "w") as f:
-            f.write(text)
-        p = subprocess.run([self.moe_opt, path], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError("retargeted policy %s does not verify:\n%s" % (path, p.stderr))
-        p = subprocess.run([self.moe_run, path, "--list"], capture_output=True, text=True)
-        import json
-        info = json.loads(p.stdout)["entries"][0] if p.returncode == 0 else None
-        if info is None or info["experts"] != experts or info["top_k"] != top_k:
-            raise RuntimeError("retargeted policy %s: --list says %s" % (path, p.stdout[:400]))
-        self.variants[key] = path
-        return path
+    def bind(self, case):
+        """The policy file and the shape flags that bind it to the case's shape (checked
+        once per shape: `moe-run --list` must report the bound experts and top_k)."""
+        path = os.path.join(POLICY_DIR, case.policy + ".mlir")
+        flags = ["--experts", str(case.E), "--top-k", str(case.k)]
+        if case.model is not None:
+            flags = ["--model", case.model]
+        if case.groups is not None:
+            flags += ["--groups", str(case.groups), "--topk-groups", str(case.topk_groups)]
+        if case.devices is not None:
+            flags += ["--devices", str(case.devices), "--slots", str(case.slots)]
+        key = (case.policy,) + tuple(flags)
+        if key not in self.variants:
+            p = subprocess.run([self.moe_run, path, "--list"] + flags,
+                               capture_output=True, text=True)
+            info = json.loads(p.stdout)["entries"][0] if p.returncode == 0 else None
+            if info is None or info["experts"] != case.E or info["top_k"] != case.k:
+                raise RuntimeError("%s %s: --list says %s%s" % (
+                    path, " ".join(flags), p.stdout[:400], p.stderr[:400]))
+            self.variants[key] = True
+        return path, flags
 
 
 # ---------------------------------------------------------------------------------------
@@ -188,8 +142,10 @@ def round_tie(T, E):
 
 class Case:
     def __init__(self, policy, E, k, T, desc, inputs, knobs=None, devices=None, slots=None,
-                 ref_args=None, expect_ids=None):
+                 ref_args=None, expect_ids=None, groups=None, topk_groups=None, model=None):
         self.policy, self.E, self.k, self.T = policy, E, k, T
+        self.groups, self.topk_groups = groups, topk_groups
+        self.model = model            # a config.json that binds the shape (--model)
         self.desc = desc
         self.inputs = inputs          # name -> np.ndarray, or an int (scalar literal)
         self.knobs = knobs or {}
@@ -199,6 +155,10 @@ class Case:
 
     def label(self):
         parts = [self.policy, "E=%d" % self.E, "k=%d" % self.k, "T=%d" % self.T]
+        if self.model is not None:
+            parts.append("--model " + os.path.relpath(self.model, ROOT))
+        if self.groups is not None:
+            parts.append("groups=%d keep=%d" % (self.groups, self.topk_groups))
         if self.devices is not None:
             parts.append("devices=%d slots=%d" % (self.devices, self.slots))
         parts.append(self.desc)
@@ -211,9 +171,10 @@ class Case:
         kn.update(self.knobs)
         p, k = self.policy, self.k
         if p == "topk_softmax":
-            r = R.topk_softmax(logits, k)
+            r = R.topk_softmax(logits, k, **kn)
         elif p == "deepseek_v3":
-            r = R.deepseek_v3(logits, self.inputs["bias"], k=k, **kn)
+            r = R.deepseek_v3(logits, self.inputs["bias"], k=k, groups=self.groups,
+                              topk_groups=self.topk_groups, **kn)
         elif p == "lynx":
             r = R.lynx(logits, self.inputs["phase"], k, **kn)
         elif p == "xshare":
@@ -289,6 +250,8 @@ def cases_deepseek_v3():
     c.append(Case(P, 64, 6, 7, "-inf",
                   {"logits": with_neg_inf(normal(7, 64, 35), 36, 0.95),
                    "bias": (0.01 * normal(1, 64, 37)[0]).astype(F32)}))
+    for cs in c:  # DeepSeek-V3's node-limited routing: 8 groups, 4 kept
+        cs.groups, cs.topk_groups = 8, 4
     return c
 
 
@@ -520,6 +483,65 @@ def cases_xshare_ep():
     return c
 
 
+def cases_models():
+    """`--model config.json` for every config under models/: the shape, the routed
+    scaling factor and renormalization (OLMoE's norm_topk_prob = false) come from the
+    file; the reference reads the same file."""
+    c = []
+    for name in sorted(os.listdir(MODEL_DIR)):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(MODEL_DIR, name)
+        with open(path) as f:
+            cfg = json.load(f)
+        E = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg["n_routed_experts"]
+        k = cfg.get("num_experts_per_tok") or cfg["experts_per_token"]
+        for T in (1, 64):
+            lg, _, b = trace(T, E, 1700 + E + k + T, "--with-bias")
+            if "n_group" in cfg:
+                c.append(Case("deepseek_v3", E, k, T, "model", {"logits": lg, "bias": b},
+                              model=path, groups=cfg["n_group"],
+                              topk_groups=cfg["topk_group"],
+                              ref_args={"scaling": cfg["routed_scaling_factor"]}))
+            else:
+                c.append(Case("topk_softmax", E, k, T, "model", {"logits": lg}, model=path,
+                              ref_args={"renormalize": cfg.get("norm_topk_prob", True)}))
+    return c
+
+
+# The model shapes every router is checked at (issue: one policy file for any model).
+SHAPES = ((8, 2), (60, 4), (64, 8), (128, 8), (256, 8))
+
+
+def deepseek_groups(E):
+    """Groups / kept groups for DeepSeek-style routing at E experts: the most groups
+    (<= 8) that divide E into groups of at least 2 (a group scores its top-2), keeping
+    half: 8 / 4 for 64-256 experts, 6 / 3 for 60, 4 / 2 for 8."""
+    g = max(d for d in range(1, 9) if E % d == 0 and E // d >= 2)
+    return g, max(1, g // 2)
+
+
+def cases_shapes():
+    """Every router at every model shape of SHAPES, on a trace batch."""
+    c = []
+    rng = np.random.default_rng(91)
+    for E, k in SHAPES:
+        for T in (1, 64):
+            lg, rids, b = trace(T, E, 1500 + 7 * E + k + T, "--with-bias")
+            c.append(Case("topk_softmax", E, k, T, "shape", {"logits": lg}))
+            g, keep = deepseek_groups(E)
+            c.append(Case("deepseek_v3", E, k, T, "shape", {"logits": lg, "bias": b},
+                          groups=g, topk_groups=keep))
+            c.append(Case("lynx", E, k, T, "shape decode", {"logits": lg, "phase": 1}))
+            c.append(Case("xshare", E, k, T, "shape", {"logits": lg}))
+            c.append(Case("xshare_spec", E, k, T, "shape",
+                          {"logits": lg, "request_ids": rids.astype(np.int32)}))
+            c.append(Case("xshare_ep", E, k, T, "shape",
+                          {"logits": lg, "bias": b, "placement": placement(E, E, rng)},
+                          devices=4 if E % 4 == 0 else 2, slots=E))
+    return c
+
+
 CASES = {
     "topk_softmax": cases_topk_softmax,
     "deepseek_v3": cases_deepseek_v3,
@@ -527,6 +549,8 @@ CASES = {
     "xshare": cases_xshare,
     "xshare_spec": cases_xshare_spec,
     "xshare_ep": cases_xshare_ep,
+    "shapes": cases_shapes,
+    "models": cases_models,
 }
 
 
@@ -538,8 +562,8 @@ def run_case(tools, case, index):
     """Writes the inputs, runs moe-run; returns (returncode, output, out_dir)."""
     d = os.path.join(tools.workdir, "case%03d" % index)
     os.makedirs(d)
-    policy = tools.policy_file(case.policy, case.E, case.k, case.devices, case.slots)
-    cmd = [tools.moe_run, policy]
+    policy, flags = tools.bind(case)
+    cmd = [tools.moe_run, policy] + flags
     for name, value in case.inputs.items():
         if isinstance(value, int):
             cmd += ["--arg", "%s=%d" % (name, value)]
@@ -608,10 +632,10 @@ def compare(case, out_dir, ref):
 def run_policy(tools, policy, jobs, verbose):
     cases = CASES[policy]()
     passed = failed = 0
-    # Compile the retargeted variants first (serially), so that a policy that does not
-    # verify fails loudly before anything runs.
+    # Bind every shape first (serially), so that a policy that does not bind or verify
+    # fails loudly before anything runs.
     for case in cases:
-        tools.policy_file(case.policy, case.E, case.k, case.devices, case.slots)
+        tools.bind(case)
     base = len(os.listdir(tools.workdir))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_case, tools, case, base + i)
@@ -651,14 +675,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True, help="build directory (holds bin/moe-run)")
     ap.add_argument("--policy", action="append", required=True,
-                    choices=POLICIES + ["all"], help="policy to test (repeatable)")
+                    choices=POLICIES + ["shapes", "models", "all"], help="policy to test (repeatable)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel moe-run calls")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--lane-parallel", action="store_true",
                     help="run the GPU (lane-parallel) form of the per-token code")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command")
     a = ap.parse_args(argv)
-    policies = POLICIES if "all" in a.policy else a.policy
+    policies = POLICIES + ["shapes", "models"] if "all" in a.policy else a.policy
     workdir = tempfile.mkdtemp(prefix="switchyard-exec-")
     passed = failed = 0
     try:

@@ -11,6 +11,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICIES = os.path.join(ROOT, "policies")
+MODELS = os.path.join(ROOT, "models")
 
 
 def main():
@@ -45,9 +46,11 @@ def main():
     root = tempfile.mkdtemp(prefix="python-api-")
     tempfile.tempdir = root
     before = set(os.listdir(root))
-    xshare = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"))
-    spec = sy.CompiledRouter(os.path.join(POLICIES, "xshare_spec.mlir"))
-    ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"))
+    xshare = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=128, top_k=4)
+    spec = sy.CompiledRouter(os.path.join(POLICIES, "xshare_spec.mlir"),
+                             model=os.path.join(MODELS, "gpt-oss-120b.json"))
+    ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"), experts=256, top_k=8,
+                           devices=8)
     eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"))
     after = set(os.listdir(root))
     check("no temporary directory left behind", after <= before, f"{sorted(after - before)}")
@@ -87,7 +90,7 @@ def main():
                                                           "placement": np.arange(8, dtype=np.int32)}),
            "expected an int32 log2phy table [256, <=1] (or [256])")
 
-    lynx = sy.CompiledRouter(os.path.join(POLICIES, "lynx.mlir"))
+    lynx = sy.CompiledRouter(os.path.join(POLICIES, "lynx.mlir"), experts=60, top_k=4)
     lynx_logits = rng.standard_normal((3, 60)).astype(np.float32)
     check("a phase binds", lynx(logits=lynx_logits, phase=1)["topk_ids"].shape == (3, 4))
     raises("a phase outside {0, 1, 2}", lambda: lynx(logits=lynx_logits, phase=3),
@@ -107,9 +110,18 @@ def main():
            "argument 'loads': holds NaN at flat index 5")
 
     raises("compiler diagnostics surface", lambda: sy.CompiledRouter(
-        os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}), "budget must be in [0, inf]")
+        os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}, experts=8, top_k=2),
+        "budget must be in [0, inf]")
     raises("unknown knob", lambda: sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"),
-                                                     knobs={"budgte": 3}), "budgte")
+                                                     knobs={"budgte": 3}, experts=8, top_k=2),
+           "budgte")
+    raises("a generic policy needs its shape", lambda: sy.CompiledRouter(
+        os.path.join(POLICIES, "xshare.mlir")), "router @xshare is generic in experts")
+    raises("a shape a policy does not use", lambda: sy.CompiledRouter(
+        os.path.join(POLICIES, "xshare.mlir"), experts=8, top_k=2, groups=4),
+        "--groups 4 is not used by this policy file")
+    raises("an unknown shape parameter", lambda: sy.CompiledRouter(
+        os.path.join(POLICIES, "xshare.mlir"), expert=8), "unknown shape parameter 'expert'")
     libra = sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"), entry="libra")
     ids = rng.integers(0, 128, (6, 8)).astype(np.int32)
     gpus = rng.integers(0, 8, 6).astype(np.int32)

@@ -54,7 +54,7 @@ def main():
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
     from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
-                            differing_outputs, example_inputs)
+                            differing_outputs, example_inputs, native_shape, shape_flags)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
@@ -63,7 +63,8 @@ def main():
         out = os.path.join(workdir, name)
         policy = os.path.join(ROOT, "policies", f"{file}.mlir")
         subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
-                        "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out], check=True, capture_output=True)
+                        "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out]
+                       + shape_flags(**native_shape(file)), check=True, capture_output=True)
         lib_path = os.path.join(out, f"lib{name}_cu.so")
         subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
                         "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
@@ -71,7 +72,8 @@ def main():
         lib = ctypes.CDLL(lib_path)
         meta = json.load(open(os.path.join(out, f"{name}.json")))
         kernels = {k["name"]: k for k in meta["kernels"]}
-        router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"))
+        router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"),
+                                **native_shape(file))
         for tokens in (1, 7, 64, 130, 300):
             inputs = example_inputs(router.info, tokens, rng)
             if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs

@@ -93,7 +93,7 @@ def main():
     args = parser.parse_args()
     os.environ["SWITCHYARD_BUILD_DIR"] = args.build
     from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
-                            differing_outputs, example_inputs)
+                            differing_outputs, example_inputs, native_shape, shape_flags)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
@@ -101,8 +101,8 @@ def main():
     for file, name in POLICIES:
         out = os.path.join(workdir, name)
         subprocess.run([compile_tool, os.path.join(ROOT, "policies", f"{file}.mlir"),
-                        "--target=all", "--entry", name, "-o", out], check=True,
-                       capture_output=True)
+                        "--target=all", "--entry", name, "-o", out]
+                       + shape_flags(**native_shape(file)), check=True, capture_output=True)
         launchers[name] = build_launcher(name, out)
 
     first = POLICIES[0][1]
@@ -116,7 +116,8 @@ def main():
     tally = CaseTally()
     for file, name in POLICIES:
         router = CompiledRouter(os.path.join(ROOT, "policies", f"{file}.mlir"), entry=name,
-                                workdir=os.path.join(workdir, name + "-host"))
+                                workdir=os.path.join(workdir, name + "-host"),
+                                **native_shape(file))
         # Both size classes: one launch up to 1024 tokens, the two-kernel pair beyond.
         for tokens in (1, 16, 64, 1024, 1025, 4096):
             inputs = example_inputs(router.info, tokens, rng)

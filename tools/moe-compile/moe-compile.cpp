@@ -98,7 +98,11 @@ int main(int argc, char **argv) {
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
-  if (!host::applyKnobs(*module, tools::knobOverrides()))
+  moe::ShapeRequest shape;
+  std::string shapeError;
+  if (!tools::shapeRequest(shape, shapeError))
+    return tools::fail("moe-compile", shapeError);
+  if (!host::bindShape(*module, shape) || !host::applyKnobs(*module, tools::knobOverrides()))
     return 1;
 
   std::vector<host::RouterInfo> routers = host::describeRouters(*module);

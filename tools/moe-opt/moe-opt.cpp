@@ -2,12 +2,16 @@
 //
 // mlir-opt for Switchyard: parses .mlir policies, verifies them, runs the moe passes
 // (and the core transforms such as -canonicalize and -cse) and prints the result.
+// --experts/--top-k/... and --model config.json bind a generic policy first.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Compiler/Policy.h"
+#include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/InitAllDialects.h"
 #include "switchyard/InitAllPasses.h"
 
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/InitLLVM.h"
@@ -24,6 +28,18 @@ int main(int argc, char **argv) {
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
       argc, argv, "Switchyard moe policy optimizer\n", registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  // --experts/--top-k/.../--model bind a generic policy before the passes given.
+  switchyard::moe::ShapeRequest shape;
+  std::string shapeError;
+  if (!switchyard::tools::shapeRequest(shape, shapeError))
+    return llvm::errs() << "moe-opt: error: " << shapeError << "\n", 1;
+  if (!shape.empty()) {
+    mlir::MlirOptMainConfig given = config;
+    config.setPassPipelineSetupFn([given, shape](mlir::PassManager &pm) {
+      pm.addPass(switchyard::moe::createSpecializePass(shape));
+      return given.setupPassPipeline(pm);
+    });
+  }
   if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));

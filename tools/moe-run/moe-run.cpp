@@ -2,6 +2,7 @@
 //
 //   moe-run FILE.mlir --entry NAME --arg name=path.npy ... --set knob=value ... --out DIR
 //   moe-run FILE.mlir --list
+//   (+ --experts E --top-k K ... or --model config.json to bind a generic policy)
 //
 // Compiles the router with the host pipeline and runs the compiled code (JIT through
 // MLIR's ExecutionEngine, not an interpreter), binding inputs by argument name and
@@ -83,6 +84,12 @@ int main(int argc, char **argv) {
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
+  std::string error;
+  moe::ShapeRequest shape;
+  if (!tools::shapeRequest(shape, error))
+    return fail(error);
+  if (!host::bindShape(*module, shape))
+    return 1;
   if (list) {
     llvm::outs() << host::routersToJson(host::describeRouters(*module)) << "\n";
     return 0;
@@ -90,7 +97,6 @@ int main(int argc, char **argv) {
   if (outDir.empty())
     return fail("--out DIR is required (where the results are written)");
 
-  std::string error;
   if (!host::selectRouter(*module, tools::entryName(), error))
     return fail(error);
   host::RouterInfo info = host::describeRouters(*module).front();

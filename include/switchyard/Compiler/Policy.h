@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "switchyard/Dialect/Moe/Transforms/Specialize.h"
 #include "switchyard/Runtime/Signature.h"
 
 #include <array>
@@ -79,6 +80,11 @@ using AbiParam = runtime::Param;
 /// The C ABI of the lowered router `name` (its `moe.abi` attribute), or an empty
 /// vector when the module has no such entry.
 std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
+
+/// Binds the module's policies to `request` (moe-specialize: a generic policy takes the
+/// shape, a fixed one is checked against it) and re-verifies; false after printing
+/// errors. Nothing to do when the request is empty and every policy is bound.
+bool bindShape(mlir::ModuleOp module, const moe::ShapeRequest &request);
 
 /// Applies `name=value` knob overrides (moe-set-knobs) and re-verifies the policy, so
 /// an invalid value is reported by the op that uses it; false after printing errors.

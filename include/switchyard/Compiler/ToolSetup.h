@@ -1,12 +1,15 @@
 //===- ToolSetup.h - what the command-line tools share ----------*- C++ -*-===//
 //
-// moe-run and moe-compile take the same policy options (--entry, --set) and report
+// moe-run and moe-compile take the same policy options (--entry, --set, the shape
+// flags that bind a generic policy, --model) and report
 // errors the same way; their --help lists Switchyard's options only (LLVM's backend
 // flags stay reachable through --help-hidden).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_COMPILER_TOOLSETUP_H
 #define SWITCHYARD_COMPILER_TOOLSETUP_H
+
+#include "switchyard/Dialect/Moe/Transforms/Specialize.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CommandLine.h"
@@ -23,6 +26,12 @@ llvm::cl::OptionCategory &category();
 const std::string &entryName();
 /// --set knob=value ...: knob overrides.
 std::vector<std::string> knobOverrides();
+
+/// What the shape flags (--experts, --top-k, --groups, --topk-groups, --devices,
+/// --slots, --shared-experts, --scaling, --norm-topk-prob) and --model config.json
+/// bind a generic policy to; false with `error` set when the config file is malformed
+/// or a flag contradicts it.
+bool shapeRequest(moe::ShapeRequest &request, std::string &error);
 
 /// Parses the command line with --help restricted to Switchyard's options.
 void parseCommandLine(int argc, char **argv, llvm::StringRef overview);

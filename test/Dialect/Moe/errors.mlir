@@ -46,7 +46,7 @@ moe.router @no_experts(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
 
 // -----
 
-// expected-error @+1 {{'moe.router' op top_k must be in [1, experts = 8], got 0}}
+// expected-error @+1 {{'moe.router' op top_k must be >= 1, got 0}}
 moe.router @top_k_zero(%x: tensor<?x2xi32>) -> (topk_ids: tensor<?x2xi32>)
     attributes {experts = 8, top_k = 0} {
   moe.yield %x : tensor<?x2xi32>
@@ -1885,4 +1885,43 @@ moe.prefetch @feedback_stall_threshold(%s: tensor<1xi32>, %ev: tensor<?xi32>)
       : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
       -> tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<?xi32>
   moe.yield %x : tensor<1xi32>
+}
+
+// -----
+
+// A generic router writes every expert count as `?`.
+moe.router @mixed(%logits: tensor<?x?xf32>) -> (counts: tensor<?xi32>) {
+  %ids, %w = moe.route %logits k = ? : tensor<?x?xf32> -> tensor<?x?xi32>, tensor<?x?xf32>
+  // expected-error @+1 {{'moe.expert_counts' op counts has 8 experts but the enclosing generic router leaves the expert count to its binding: write ?}}
+  %c = moe.expert_counts %ids : tensor<?x?xi32> -> tensor<8xi32>
+  moe.yield %c : tensor<8xi32>
+}
+
+// -----
+
+moe.router @k_param(%logits: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.topk' op k = ? is only allowed in a generic policy}}
+  %v, %i = moe.topk %logits k = ? : tensor<?x8xf32> -> tensor<?x?xf32>, tensor<?x?xi32>
+  %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids : tensor<?x2xi32>
+}
+
+// -----
+
+moe.router @bad_param(%logits: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.param' op unknown shape parameter 'groups' (expected experts, top_k)}}
+  %g = moe.param "groups" : i64
+  %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids : tensor<?x2xi32>
+}
+
+// -----
+
+// expected-error @+1 {{'moe.router' op has experts = 8 but no top_k: a router binds both or neither}}
+moe.router @half_bound(%logits: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>)
+    attributes {experts = 8} {
+  %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids : tensor<?x2xi32>
 }

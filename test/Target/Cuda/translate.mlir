@@ -1,6 +1,6 @@
 // The CUDA C++ translation on its own: a router mapped by moe-map-to-gpu, printed by
 // moe-translate --moe-to-cuda (what moe-compile writes as NAME.cu).
-// RUN: moe-opt %S/../../../policies/topk_softmax.mlir --moe-freeze-knobs \
+// RUN: moe-opt %S/../../../policies/topk_softmax.mlir $(%native-shape topk_softmax) --moe-freeze-knobs \
 // RUN:   --moe-form-stages --moe-lower-to-loops=lane-parallel --canonicalize \
 // RUN:   --moe-map-to-gpu="cta-tokens=64 tokens-per-cta=32" \
 // RUN: | moe-translate --moe-to-cuda | FileCheck %s

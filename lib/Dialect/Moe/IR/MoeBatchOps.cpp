@@ -23,7 +23,7 @@ LogicalResult BatchReduceOp::verify() {
                          << "' reduction yields " << want << " elements, got " << out;
   if (isCount && !getTopk())
     return emitOpError() << "'count' needs 'over topk = k' to say which entries count";
-  if (auto k = getTopk(); k && (*k < 1 || *k > *e))
+  if (auto k = getTopk(); k && (*k < 1 || (!isParam(*e) && *k > *e)))
     return emitOpError() << "topk must be in [1, " << *e << "], got " << *k;
   return success();
 }
@@ -48,7 +48,7 @@ LogicalResult BinScoreOp::verify() {
     return emitOpError() << "result must have one entry per expert (" << *e << "), got "
                          << getResult().getType();
   int64_t k = getIds().getType().getDimSize(1);
-  if (k > *e)
+  if (!isParam(k) && !isParam(*e) && k > *e)
     return emitOpError() << "ids hold " << k << " choices per token but there are only "
                          << *e << " experts";
   return success();

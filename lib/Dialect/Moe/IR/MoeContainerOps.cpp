@@ -124,7 +124,8 @@ static LogicalResult verifyNames(Operation *op, ArrayAttr names, StringRef what)
 /// The signature rules routers and rules share: names, one namespace, at least one
 /// result, only dimension 0 dynamic.
 static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAttr resultNames,
-                                     ArrayRef<Type> argTypes, ArrayRef<Type> resultTypes) {
+                                     ArrayRef<Type> argTypes, ArrayRef<Type> resultTypes,
+                                     bool generic) {
   if (argNames.size() != argTypes.size())
     return op->emitOpError() << "has " << argTypes.size() << " arguments but "
                              << argNames.size() << " argument names";
@@ -142,7 +143,10 @@ static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAtt
                                << "' is also an argument name";
   if (resultTypes.empty())
     return op->emitOpError() << "must have at least one result";
-  // The row count (tokens) is the only runtime size: it may appear as dimension 0 only.
+  // The row count (tokens) is the only runtime size: it may appear as dimension 0 only
+  // (a generic policy's `?` expert dimensions are bound before it is compiled).
+  if (generic)
+    return success();
   for (auto [i, type] : llvm::enumerate(argTypes))
     if (auto shaped = dyn_cast<ShapedType>(type))
       for (int64_t d = 1; d < shaped.getRank(); ++d)
@@ -184,26 +188,33 @@ static LogicalResult verifyAbiTypes(Operation *op) {
 
 LogicalResult switchyard::moe::detail::verifyPolicyOp(Operation *op) {
   auto policy = cast<PolicyOpInterface>(op);
-  if (policy.getExperts() < 1)
+  bool generic = ShapedType::isDynamic(policy.getExperts());
+  if (!generic && policy.getExperts() < 1)
     return op->emitOpError() << "experts must be >= 1, got " << policy.getExperts();
-  if (policy.getExperts() > kMaxExperts)
+  if (!generic && policy.getExperts() > kMaxExperts)
     return op->emitOpError() << "experts must be <= " << kMaxExperts << ", got "
                              << policy.getExperts();
   return verifySignature(op, policy.getArgNames(), policy.getResultNames(),
-                         policy.getArgumentTypes(), policy.getResultTypes());
+                         policy.getArgumentTypes(), policy.getResultTypes(), generic);
 }
 
 /// Expert sets and placements anywhere in a router or rule must be over its experts.
 static LogicalResult verifyExpertTypes(Operation *container, Type type, int64_t experts,
                                        Location loc) {
-  int64_t n = -1;
+  int64_t n;
   if (auto set = dyn_cast<ExpertSetType>(type))
     n = set.getExperts();
   else if (auto placement = dyn_cast<PlacementType>(type))
     n = placement.getExperts();
-  if (n >= 0 && n != experts)
-    return emitError(loc) << type << " is over " << n << " experts but the enclosing "
-                          << describeContainer(container) << " has " << experts;
+  else
+    return success();
+  if (n != experts)
+    return emitError(loc) << type << " is over " << describeSize(n)
+                          << " experts but the enclosing " << describeContainer(container)
+                          << " has " << describeSize(experts)
+                          << (ShapedType::isDynamic(experts)
+                                  ? " (a generic policy writes every expert count as ?)"
+                                  : "");
   return success();
 }
 
@@ -288,7 +299,13 @@ LogicalResult switchyard::moe::detail::verifyPolicyBody(PolicyOpInterface op) {
 }
 
 LogicalResult RouterOp::verify() {
-  if (getTopK() < 1 || getTopK() > getExperts())
+  bool genericExperts = ShapedType::isDynamic(getExperts());
+  if (!genericExperts && ShapedType::isDynamic(getTopK()))
+    return emitOpError() << "has experts = " << getExperts()
+                         << " but no top_k: a router binds both or neither";
+  if (!ShapedType::isDynamic(getTopK()) && getTopK() < 1)
+    return emitOpError() << "top_k must be >= 1, got " << getTopK();
+  if (!genericExperts && getTopK() > getExperts())
     return emitOpError() << "top_k must be in [1, experts = " << getExperts()
                          << "], got " << getTopK();
   if (getSharedExperts() < 0)
@@ -342,6 +359,41 @@ LogicalResult KnobOp::verify() {
     return emitOpError() << "default must be an integer or float literal";
   if (auto f = dyn_cast<FloatAttr>(value); f && !std::isfinite(f.getValueAsDouble()))
     return emitOpError() << "default must be finite";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape parameters
+//===----------------------------------------------------------------------===//
+
+ParseResult switchyard::moe::parseSizeOrParam(OpAsmParser &parser, IntegerAttr &attr) {
+  int64_t value = ShapedType::kDynamic;
+  if (failed(parser.parseOptionalQuestion()) && parser.parseInteger(value))
+    return failure();
+  attr = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+void switchyard::moe::printSizeOrParam(OpAsmPrinter &printer, Operation *,
+                                       IntegerAttr attr) {
+  int64_t value = attr.getValue().getSExtValue();
+  if (ShapedType::isDynamic(value))
+    printer << "?";
+  else
+    printer << value;
+}
+
+ArrayRef<StringRef> switchyard::moe::getShapeParamNames() {
+  static const StringRef names[] = {"experts", "top_k"};
+  return names;
+}
+
+LogicalResult ParamOp::verify() {
+  if (!llvm::is_contained(getShapeParamNames(), getName()))
+    return emitOpError() << "unknown shape parameter '" << getName() << "' (expected "
+                         << llvm::join(getShapeParamNames(), ", ") << ")";
+  if (!(*this)->getParentOfType<RouterOp>())
+    return emitOpError() << "is only allowed in a router";
   return success();
 }
 

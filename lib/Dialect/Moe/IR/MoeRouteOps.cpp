@@ -17,16 +17,18 @@ LogicalResult RouteOp::verify() {
     return emitOpError() << "weights must have the type of the scores ("
                          << getScores().getType() << "), got " << getWeights().getType();
   int64_t k = getK();
-  if (k < 1 || k > *e)
-    return emitOpError() << "k must be in [1, " << *e << "], got " << k;
+  if (failed(verifyChoices(*this, k, *e)))
+    return failure();
   if (auto router = (*this)->getParentOfType<RouterOp>(); router && router.getTopK() != k)
-    return emitOpError() << "routes to k = " << k << " experts but router @"
-                         << router.getSymName() << " has top_k = " << router.getTopK();
+    return emitOpError() << "routes to k = " << describeSize(k) << " experts but router @"
+                         << router.getSymName()
+                         << " has top_k = " << describeSize(router.getTopK());
   for (auto [type, name] :
        {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
         {getTopkWeights().getType(), "topk_weights"}}) {
     if (cast<ShapedType>(type).getDimSize(1) != k)
-      return emitOpError() << name << " must have k = " << k << " columns, got " << type;
+      return emitOpError() << name << " must have k = " << describeSize(k)
+                           << " columns, got " << type;
     if (failed(verifySameTokens(*this, getScores().getType(), "scores", type, name)))
       return failure();
   }

@@ -17,7 +17,7 @@ LogicalResult UnionTopKOp::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getScores().getType(), "scores");
   if (failed(e) || failed(verifySetSize(*this, getResult().getType(), *e, "result")))
     return failure();
-  return verifyIntInRange(*this, getK0(), "k0", 0, *e);
+  return verifyIntInRange(*this, getK0(), "k0", 0, boundOf(*e));
 }
 
 namespace {
@@ -64,7 +64,7 @@ LogicalResult FillOp::verify() {
     if (!amountType.isInteger(64))
       return emitOpError() << "a 'min_size' fill takes an i64 number of experts, got "
                            << amountType;
-    return verifyIntInRange(*this, getAmount(), "min_size", 0, *e);
+    return verifyIntInRange(*this, getAmount(), "min_size", 0, boundOf(*e));
   case FillMode::threshold: {
     if (!amountType.isF32())
       return emitOpError() << "a 'threshold' fill takes an f32 fraction of the mass, got "
@@ -116,7 +116,7 @@ LogicalResult SegmentFillOp::verify() {
       failed(verifySameTokens(*this, getScores().getType(), "scores",
                               getRequestIds().getType(), "request_ids")))
     return failure();
-  if (failed(verifyIntInRange(*this, getK0(), "k0", 0, *e)))
+  if (failed(verifyIntInRange(*this, getK0(), "k0", 0, boundOf(*e))))
     return failure();
   // Like moe.fill's budget: a budget beyond E simply takes every expert.
   return verifyIntInRange(*this, getBudget(), "budget", 0);
@@ -153,11 +153,11 @@ LogicalResult ConfidentTop1Op::verify() {
   FailureOr<int64_t> k = verifyIdMatrix(*this, getIds().getType(), "ids");
   if (failed(k))
     return failure();
-  if (*k < 2)
+  if (!isParam(*k) && *k < 2)
     return emitOpError() << "ids must hold at least 2 choices per token to compare the "
                             "second choice's bin, got "
                          << *k;
-  if (*k > *e)
+  if (!isParam(*k) && !isParam(*e) && *k > *e)
     return emitOpError() << "ids hold " << *k << " choices per token but there are only "
                          << *e << " experts";
   return success();

@@ -43,12 +43,12 @@ LogicalResult TopKOp::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
   if (failed(e))
     return failure();
-  if (getK() < 1 || getK() > *e)
-    return emitOpError() << "k must be in [1, " << *e << "], got " << getK();
+  if (failed(verifyChoices(*this, getK(), *e)))
+    return failure();
   for (auto [type, name] : {std::pair<Type, StringRef>{getValues().getType(), "values"},
                             {getIndices().getType(), "indices"}}) {
     if (cast<ShapedType>(type).getDimSize(1) != getK())
-      return emitOpError() << name << " must have k = " << getK()
+      return emitOpError() << name << " must have k = " << describeSize(getK())
                            << " columns, got type " << type;
     if (failed(verifySameTokens(*this, getInput().getType(), "input", type, name)))
       return failure();
@@ -61,23 +61,30 @@ LogicalResult GroupLimitOp::verify() {
   if (failed(e))
     return failure();
   int64_t groups = getGroups();
-  if (groups < 1)
+  if (isParam(groups) != isParam(getTopkGroups()))
+    return emitOpError() << "groups and keep are bound together: write both as ? or "
+                            "neither";
+  if (!isParam(groups) && groups < 1)
     return emitOpError() << "groups must be >= 1, got " << groups;
-  if (*e % groups != 0)
+  if (!isParam(groups) && !isParam(*e) && *e % groups != 0)
     return emitOpError() << "groups (" << groups << ") must divide the number of experts ("
                          << *e << ")";
-  if (getTopkGroups() < 1 || getTopkGroups() > groups)
+  if (!isParam(groups) && (getTopkGroups() < 1 || getTopkGroups() > groups))
     return emitOpError() << "keep (topk_groups) must be in [1, groups = " << groups
                          << "], got " << getTopkGroups();
+  if (getGroupTopk() < 1)
+    return emitOpError() << "group_topk must be >= 1, got " << getGroupTopk();
+  if (isParam(groups) || isParam(*e))
+    return success();
   int64_t perGroup = *e / groups;
-  if (getGroupTopk() < 1 || getGroupTopk() > perGroup)
+  if (getGroupTopk() > perGroup)
     return emitOpError() << "group_topk must be in [1, experts per group = " << perGroup
                          << "], got " << getGroupTopk();
   return success();
 }
 
 OpFoldResult GroupLimitOp::fold(FoldAdaptor) {
-  if (getTopkGroups() == getGroups())
+  if (!isParam(getGroups()) && getTopkGroups() == getGroups())
     return getInput();
   return {};
 }

@@ -8,6 +8,22 @@
 using namespace mlir;
 using namespace switchyard::moe;
 
+/// A size, or `?` for a parameter a generic policy leaves to --moe-specialize.
+static ParseResult parseTypeSize(AsmParser &parser, int64_t &value) {
+  if (succeeded(parser.parseOptionalQuestion())) {
+    value = ShapedType::kDynamic;
+    return success();
+  }
+  return parser.parseInteger(value);
+}
+
+static void printTypeSize(AsmPrinter &printer, int64_t value) {
+  if (ShapedType::isDynamic(value))
+    printer << "?";
+  else
+    printer << value;
+}
+
 #define GET_TYPEDEF_CLASSES
 #include "switchyard/Dialect/Moe/IR/MoeOpsTypes.cpp.inc"
 
@@ -20,6 +36,8 @@ void MoeDialect::registerTypes() {
 
 LogicalResult ExpertSetType::verify(function_ref<InFlightDiagnostic()> emitError,
                                     int64_t experts) {
+  if (ShapedType::isDynamic(experts))
+    return success();
   if (experts < 1)
     return emitError() << "an expert set needs at least one expert, got " << experts;
   if (experts > kMaxExperts)
@@ -30,6 +48,13 @@ LogicalResult ExpertSetType::verify(function_ref<InFlightDiagnostic()> emitError
 
 LogicalResult PlacementType::verify(function_ref<InFlightDiagnostic()> emitError,
                                     int64_t experts, int64_t devices, int64_t slots) {
+  // A generic placement: only the parts already bound are checked.
+  if (ShapedType::isDynamic(experts) || ShapedType::isDynamic(devices) ||
+      ShapedType::isDynamic(slots)) {
+    if (!ShapedType::isDynamic(devices) && devices < 1)
+      return emitError() << "a placement needs at least one device, got " << devices;
+    return success();
+  }
   if (experts < 1)
     return emitError() << "a placement needs at least one expert, got " << experts;
   if (devices < 1)

@@ -50,6 +50,10 @@ std::optional<int64_t> enclosingExperts(Operation *op) {
   return std::nullopt;
 }
 
+std::string describeSize(int64_t size) {
+  return ShapedType::isDynamic(size) ? std::string("?") : std::to_string(size);
+}
+
 std::string describeContainer(Operation *container) {
   auto f = dyn_cast<PolicyOpInterface>(container);
   if (!f || f.isRouter())
@@ -57,7 +61,20 @@ std::string describeContainer(Operation *container) {
   return (f.getKind() + " rule").str();
 }
 
+bool inGenericPolicy(Operation *op) {
+  PolicyOpInterface f = enclosingPolicy(op);
+  return f && isParam(f.getExperts());
+}
+
 LogicalResult verifyExpertCount(Operation *op, int64_t experts, StringRef what) {
+  if (inGenericPolicy(op)) {
+    if (!isParam(experts))
+      return op->emitOpError() << what << " has " << experts
+                               << " experts but the enclosing generic "
+                               << describeContainer(enclosingPolicy(op))
+                               << " leaves the expert count to its binding: write ?";
+    return success();
+  }
   if (ShapedType::isDynamic(experts))
     return op->emitOpError() << what << " must have a static number of experts";
   if (experts < 1)
@@ -94,17 +111,30 @@ LogicalResult verifySameTokens(Operation *op, Type a, StringRef aName, Type b,
 
 FailureOr<int64_t> verifyIdMatrix(Operation *op, Type type, StringRef what) {
   int64_t k = cast<ShapedType>(type).getDimSize(1);
-  if (ShapedType::isDynamic(k))
+  if (ShapedType::isDynamic(k) && !inGenericPolicy(op))
     return op->emitOpError() << what << " must have a static number of choices per token";
   return k;
+}
+
+LogicalResult verifyChoices(Operation *op, int64_t k, int64_t experts) {
+  if (isParam(k)) {
+    if (!inGenericPolicy(op))
+      return op->emitOpError() << "k = ? is only allowed in a generic policy (one whose "
+                                  "experts are bound by --moe-specialize)";
+    return success();
+  }
+  if (k < 1 || (!isParam(experts) && k > experts))
+    return op->emitOpError() << "k must be in [1, " << describeSize(experts) << "], got "
+                             << k;
+  return success();
 }
 
 LogicalResult verifySetSize(Operation *op, Type setType, int64_t experts,
                             StringRef what) {
   int64_t n = cast<ExpertSetType>(setType).getExperts();
   if (n != experts)
-    return op->emitOpError() << what << " is a set of " << n << " experts, expected "
-                             << experts;
+    return op->emitOpError() << what << " is a set of " << describeSize(n)
+                             << " experts, expected " << describeSize(experts);
   return success();
 }
 

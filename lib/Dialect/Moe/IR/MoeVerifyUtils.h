@@ -16,6 +16,20 @@ namespace switchyard::moe::detail {
 /// The enclosing router's or rule's `experts`, if the op is inside one.
 std::optional<int64_t> enclosingExperts(mlir::Operation *op);
 
+/// A size for diagnostics: the number, or "?" for a generic policy's parameter.
+std::string describeSize(int64_t size);
+
+/// Whether an expert count or k is a generic policy's parameter (`?`).
+inline bool isParam(int64_t size) { return mlir::ShapedType::isDynamic(size); }
+
+/// `size` when bound, else no bound (for range checks against E or k).
+inline std::optional<int64_t> boundOf(int64_t size) {
+  return isParam(size) ? std::nullopt : std::optional<int64_t>(size);
+}
+
+/// Whether `op` is inside a generic policy (experts still `?`).
+bool inGenericPolicy(mlir::Operation *op);
+
 /// "router", or "<kind> rule" for a rule container (for diagnostics).
 std::string describeContainer(mlir::Operation *container);
 
@@ -40,6 +54,10 @@ mlir::LogicalResult verifySameTokens(mlir::Operation *op, mlir::Type a,
 /// Checks that an id tensor is [T, k] with a static k, returning k.
 mlir::FailureOr<int64_t> verifyIdMatrix(mlir::Operation *op, mlir::Type type,
                                         llvm::StringRef what);
+
+/// Checks a number of choices per token `k` (an attribute, `?` in a generic policy)
+/// against the experts `e`: k in [1, E] where both are bound.
+mlir::LogicalResult verifyChoices(mlir::Operation *op, int64_t k, int64_t experts);
 
 /// Checks an expert set's size against `experts`.
 mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType,

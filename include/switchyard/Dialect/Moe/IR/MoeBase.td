@@ -61,7 +61,8 @@ def Moe_NoUnknownAttributes : NativeOpTrait<"NoUnknownAttributes"> {
 // Every op derives from one of the role classes below, which gives it its role trait
 // (MoeInterfaces.td); Moe_Op itself is not used directly.
 class Moe_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Moe_Dialect, mnemonic, !listconcat(traits, [Moe_NoUnknownAttributes])>;
+    : Op<Moe_Dialect, mnemonic,
+         !listconcat(traits, [Moe_NoUnknownAttributes, Moe_ShapeRefinementOpInterface])>;
 
 // Containers, knobs, gates, stages, terminators.
 class Moe_StructureOp<string mnemonic, list<Trait> traits = []>

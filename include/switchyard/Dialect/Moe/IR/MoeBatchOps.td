@@ -37,6 +37,10 @@ def Moe_BatchReduceOp : Moe_BatchStageOp<"batch_reduce"> {
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_SegmentReduceOp : Moe_BatchStageOp<"segment_reduce", [AllTypesMatch<["input", "result"]>]> {
@@ -87,6 +91,10 @@ def Moe_BinScoreOp : Moe_BatchStageOp<"bin_score"> {
     $bins `,` $ids attr-dict `:` type($bins) `,` type($ids) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEBATCHOPS_TD

@@ -71,6 +71,12 @@ def Moe_RouterOp : Moe_PolicyContainerOp<"router"> {
       never selected or dropped by a policy, and are always active (LYNX §3.2.1 keeps
       shared experts in every batch's set).
 
+    A router that leaves `experts` (and `top_k`) out is *generic*: its expert dimensions
+    are `?` (`tensor<?x?xf32>` scores, `!moe.set<?>`, `tensor<?xi32>` counts), its
+    `moe.route` has `k = ?`, and `--moe-specialize` (the tools' `--experts`, `--top-k`,
+    `--model`) binds them, giving the static form above. A generic router cannot be
+    compiled before it is bound.
+
     Conventional argument names: `logits` (f32 [T, E]), `request_ids` (i32 [T]),
     `bias` (f32 [E]), `resident` (a set), `placement`, `phase` (i32: 0 prefill,
     1 decode, 2 mixed). Conventional results: `topk_ids` (i32 [T, k]), `topk_weights`
@@ -93,8 +99,8 @@ def Moe_RouterOp : Moe_PolicyContainerOp<"router"> {
     TypeAttrOf<FunctionType>:$function_type,
     StrArrayAttr:$arg_names,
     StrArrayAttr:$result_names,
-    Moe_I64Attr:$experts,
-    Moe_I64Attr:$top_k,
+    DefaultValuedAttr<Moe_I64Attr, "::mlir::ShapedType::kDynamic">:$experts,
+    DefaultValuedAttr<Moe_I64Attr, "::mlir::ShapedType::kDynamic">:$top_k,
     DefaultValuedAttr<Moe_I64Attr, "0">:$shared_experts,
     OptionalAttr<DictArrayAttr>:$arg_attrs,
     OptionalAttr<DictArrayAttr>:$res_attrs
@@ -214,6 +220,22 @@ def Moe_KnobOp : Moe_StructureOp<"knob", [
   let hasVerifier = 1;
 }
 
+def Moe_ParamOp : Moe_StructureOp<"param", [Pure]> {
+  let summary = "a shape parameter of the enclosing router as a value";
+  let description = [{
+    The router's `top_k` or `experts` as an i64 value, for
+    ops that take a count as an operand (e.g. the warm-up size of `moe.union_topk` when
+    it is the model's k). A generic policy binds it with `--moe-specialize`, which
+    replaces it with an `arith.constant`; in a bound router it is that constant.
+
+    Example: `%k = moe.param "top_k" : i64`
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs I64:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Moe_WhenOp : Moe_StructureOp<"when", [
     RecursiveMemoryEffects, NoRegionArguments,
     SingleBlockImplicitTerminator<"YieldOp">
@@ -258,6 +280,10 @@ def Moe_WhenOp : Moe_StructureOp<"when", [
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_StageOp : Moe_StructureOp<"stage", [

@@ -9,6 +9,7 @@
 //   token loop: one warp per token on GPU);
 // * `LoopLoweringOpInterface` is how moe-lower-to-loops writes an op (implemented by
 //   the conversion, lib/Conversion/MoeToLoops, one file per op family);
+// * `ShapeRefinementOpInterface` is how a generic policy's op is bound to a shape;
 // * `PolicyOpInterface` is the function-like container every tool binds by name: a
 //   router or a rule.
 //
@@ -50,6 +51,31 @@ def Moe_LoopLoweringOpInterface : OpInterface<"LoopLoweringOpInterface"> {
     InterfaceMethod<"Writes the op's loops (one token's row when `token` is set).",
       "::mlir::LogicalResult", "lowerToLoops",
       (ins "::switchyard::moe::RouterLowering &":$lowering, "::mlir::Value":$token)>
+  ];
+}
+
+def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    How `--moe-specialize` gives an op of a generic policy its bound result types once
+    its operands have theirs. By default a result takes the bound type of the first
+    operand written with the same generic type (softmax, mask, fill, union, ...), an
+    expert set is over the bound E, and a static type stays; an op whose results are
+    shaped otherwise ([T, k] ids, [E] counts, ...) declares `refineResultTypes`.
+  }];
+  let methods = [
+    InterfaceMethod<"The bound result types, given bound operands.",
+      "::mlir::LogicalResult", "refineResultTypes",
+      (ins "const ::switchyard::moe::ShapeBinding &":$binding,
+           "::llvm::SmallVectorImpl<::mlir::Type> &":$types), [{}],
+      [{ return ::switchyard::moe::detail::refineByMatchingTypes($_op, binding, types); }]>,
+    InterfaceMethod<[{
+        The bound type of a router argument used as operand `index` (by default: a
+        [?, ?] score tensor is [T, E], other shapes stay).
+      }],
+      "::mlir::Type", "bindOperandType",
+      (ins "unsigned":$index, "const ::switchyard::moe::ShapeBinding &":$binding), [{}],
+      [{ return ::switchyard::moe::detail::bindScoreOperand($_op, index, binding); }]>
   ];
 }
 

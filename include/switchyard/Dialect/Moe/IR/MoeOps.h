@@ -29,12 +29,43 @@ constexpr int64_t kMaxLayers = int64_t(1) << 24;
 /// The largest block size of moe.align_blocks.
 constexpr int64_t kMaxBlockSize = int64_t(1) << 16;
 
+/// What --moe-specialize binds a generic router to, and the types its values were
+/// written with (ShapeRefinementOpInterface reads both).
+struct ShapeBinding {
+  int64_t experts = mlir::ShapedType::kDynamic;
+  int64_t topK = mlir::ShapedType::kDynamic;
+  /// Every refined value's type as written in the generic policy.
+  llvm::DenseMap<mlir::Value, mlir::Type> writtenTypes;
+  mlir::Type writtenType(mlir::Value value) const {
+    auto it = writtenTypes.find(value);
+    return it == writtenTypes.end() ? value.getType() : it->second;
+  }
+  /// `type` (a tensor) with dimension `dim` set to `size`.
+  static mlir::Type withDim(mlir::Type type, unsigned dim, int64_t size);
+};
+
 /// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements
 /// LoopLoweringOpInterface.
 class RouterLowering;
+/// The custom syntax of a size that a generic policy may leave as a parameter: an
+/// integer, or `?` (stored as ShapedType::kDynamic).
+mlir::ParseResult parseSizeOrParam(mlir::OpAsmParser &parser, mlir::IntegerAttr &attr);
+void printSizeOrParam(mlir::OpAsmPrinter &printer, mlir::Operation *op,
+                      mlir::IntegerAttr attr);
+
+/// The shape parameters a router binds (`moe.param` names, --moe-specialize options).
+llvm::ArrayRef<llvm::StringRef> getShapeParamNames();
+
 namespace detail {
 /// PolicyOpInterface's checks: experts >= 1, names, the signature.
 mlir::LogicalResult verifyPolicyOp(mlir::Operation *op);
+/// ShapeRefinementOpInterface's default (see its description).
+mlir::LogicalResult refineByMatchingTypes(mlir::Operation *op, const ShapeBinding &binding,
+                                          llvm::SmallVectorImpl<mlir::Type> &types);
+/// ShapeRefinementOpInterface's default for arguments: expert dimensions (1 and up) of
+/// a tensor are E.
+mlir::Type bindScoreOperand(mlir::Operation *op, unsigned index,
+                            const ShapeBinding &binding);
 } // namespace detail
 } // namespace switchyard::moe
 

@@ -18,8 +18,10 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     weights are divided by their sum (when the sum is > 0). Finally every weight is
     multiplied by `scaling` (default 1; DeepSeek-V3's routed scaling factor is 2.5).
 
-    `k` must equal the enclosing router's `top_k` and be in `[1, E]`; `scaling` must be
-    finite and `> 0`. Routing within the full set is routing without a set (folded).
+    `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
+    generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
+    and `> 0`. `renormalize` and `scaling` are the model's (`norm_topk_prob`,
+    `routed_scaling_factor`): binding a model (`--model`, `--scaling`) sets them. Routing within the full set is routing without a set (folded).
 
     Example:
     ```mlir
@@ -35,12 +37,16 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
                        DefaultValuedAttr<F32Attr, "1.0f">:$scaling);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
-    $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` $k
+    $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
     (`renormalize` $renormalize^)? (`scaling` `=` $scaling^)? attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise, AllTypesMatch<["ids", "result"]>]> {
@@ -76,6 +82,10 @@ def Moe_ExpertCountsOp : Moe_RouteStageOp<"expert_counts"> {
   let results = (outs TensorRankOf<[I32], [1]>:$counts);
   let assemblyFormat = "$ids attr-dict `:` type($ids) `->` type($counts)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_CompactActiveOp : Moe_RouteStageOp<"compact_active"> {
@@ -131,6 +141,10 @@ def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks"> {
     `->` type($sorted_token_ids) `,` type($expert_ids) `,` type($num_tokens_post_padded)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEROUTEOPS_TD

@@ -62,6 +62,9 @@ def Moe_AddBiasOp : Moe_TokenOp<"add_bias", [AllTypesMatch<["input", "result"]>]
   let arguments = (ins Moe_ScoreTensor:$input, Moe_ExpertVector:$bias);
   let results = (outs Moe_ScoreTensor:$result);
   let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
+  let extraClassDeclaration = [{
+    ::mlir::Type bindOperandType(unsigned index, const ShapeBinding &binding);
+  }];
 }
 
 def Moe_ScaleOp : Moe_TokenOp<"scale", [AllTypesMatch<["input", "result"]>]> {
@@ -97,7 +100,12 @@ def Moe_TopKOp : Moe_TokenOp<"topk"> {
   let arguments = (ins Moe_ScoreTensor:$input, Moe_I64Attr:$k);
   let results = (outs Moe_ScoreTensor:$values, Moe_IdTensor:$indices);
   let assemblyFormat = [{
-    $input `k` `=` $k attr-dict `:` type($input) `->` type($values) `,` type($indices)
+    $input `k` `=` custom<SizeOrParam>($k) attr-dict `:` type($input) `->` type($values)
+    `,` type($indices)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];
 }
 
@@ -122,7 +130,7 @@ def Moe_GroupLimitOp : Moe_TokenOp<"group_limit", [AllTypesMatch<["input", "resu
                        DefaultValuedAttr<Moe_I64Attr, "2">:$group_topk);
   let results = (outs Moe_ScoreTensor:$result);
   let assemblyFormat = [{
-    $input `groups` `=` $groups `keep` `=` $topk_groups
+    $input `groups` `=` custom<SizeOrParam>($groups) `keep` `=` custom<SizeOrParam>($topk_groups)
     (`group_topk` `=` $group_topk^)? attr-dict `:` type($input)
   }];
   let hasFolder = 1;
@@ -152,6 +160,10 @@ def Moe_BinsOp : Moe_TokenOp<"bins"> {
   let results = (outs TensorRankOf<[I32], [2]>:$bins);
   let assemblyFormat = [{
     $logits `,` $alpha `,` $beta attr-dict `:` type($logits) `->` type($bins)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];
 }
 

@@ -15,10 +15,11 @@ def Moe_ExpertSetType : Moe_Type<"ExpertSet", "set"> {
     A subset of the E routed experts of one MoE layer, e.g. the experts a batch
     activates. At runtime a set is a `bool[E]` array (`selected.npy` is one).
 
-    Example: `!moe.set<128>`.
+    Example: `!moe.set<128>`. In a policy generic in the number of experts the size is
+    `?` (`!moe.set<?>`), bound by `--moe-specialize`.
   }];
   let parameters = (ins "int64_t":$experts);
-  let assemblyFormat = "`<` $experts `>`";
+  let assemblyFormat = "`<` custom<TypeSize>($experts) `>`";
   let genVerifyDecl = 1;
 }
 
@@ -35,16 +36,26 @@ def Moe_PlacementType : Moe_Type<"Placement", "placement"> {
       expert's home GPU for device-aware selection (`moe.fill_per_device`).
 
     Example: `!moe.placement<experts = 256, devices = 8, slots = 288>` (DeepSeek-V3 on
-    8 GPUs with 32 redundant experts).
+    8 GPUs with 32 redundant experts). A generic policy writes `?` for what the model
+    and deployment bind (`!moe.placement<experts = ?, devices = ?, slots = ?>`).
   }];
   let parameters = (ins "int64_t":$experts, "int64_t":$devices, "int64_t":$slots);
-  let assemblyFormat = "`<` `experts` `=` $experts `,` `devices` `=` $devices `,` `slots` `=` $slots `>`";
+  let assemblyFormat = [{
+    `<` `experts` `=` custom<TypeSize>($experts) `,` `devices` `=` custom<TypeSize>($devices)
+    `,` `slots` `=` custom<TypeSize>($slots) `>`
+  }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The most physical replicas one logical expert can have.
     int64_t getMaxReplicas() const { return getSlots() - getExperts() + 1; }
     /// Physical slots hosted by each device.
     int64_t getSlotsPerDevice() const { return getSlots() / getDevices(); }
+    /// Whether experts, devices or slots is still a parameter (`?`).
+    bool isGeneric() const {
+      return ::mlir::ShapedType::isDynamic(getExperts()) ||
+             ::mlir::ShapedType::isDynamic(getDevices()) ||
+             ::mlir::ShapedType::isDynamic(getSlots());
+    }
   }];
 }
 
