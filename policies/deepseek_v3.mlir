@@ -14,18 +14,20 @@
 //        routed experts, top-8, 8 groups keeping 4, 1 shared expert and the routed
 //        scaling factor 2.5 (the policy's default; --scaling sets another).
 // Inputs: logits f32 [T, E], bias f32 [E].
-// Knobs: none (the model fixes every parameter).
+// Knobs: routed_scaling_factor (2.5; --model / --scaling set the model's).
 moe.router @deepseek_v3(%logits: tensor<?x?xf32>, %bias: tensor<?xf32>)
     -> (topk_ids: tensor<?x?xi32>, topk_weights: tensor<?x?xf32>,
         expert_counts: tensor<?xi32>,
         active_experts: tensor<?xi32>, num_active: tensor<1xi32>,
         sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
         num_tokens_post_padded: tensor<1xi32>) {
+  // The routed scaling factor: the model's (DeepSeek-V3: 2.5), tunable at run time.
+  %scale = moe.knob "routed_scaling_factor" = 2.5 : f32
   %scores = moe.sigmoid %logits : tensor<?x?xf32>
   %biased = moe.add_bias %scores, %bias : tensor<?x?xf32>, tensor<?xf32>
   %limited = moe.group_limit %biased groups = ? keep = ? : tensor<?x?xf32>
   %ids, %weights = moe.route %limited weights(%scores : tensor<?x?xf32>) k = ?
-      renormalize scaling = 2.5 : tensor<?x?xf32> -> tensor<?x?xi32>, tensor<?x?xf32>
+      renormalize scaled_by(%scale : f32) : tensor<?x?xf32> -> tensor<?x?xi32>, tensor<?x?xf32>
   %counts = moe.expert_counts %ids : tensor<?x?xi32> -> tensor<?xi32>
   // What a grouped-GEMM launcher needs: the experts that received tokens and
   // vLLM's block-aligned token order (block size 64).

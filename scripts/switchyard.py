@@ -1,9 +1,10 @@
 """Python access to policies compiled by moe-compile (ctypes, no extra dependencies).
 
     from switchyard import CompiledRouter
-    router = CompiledRouter("policies/xshare.mlir", experts=128, top_k=4,
-                            knobs={"budget": 8})       # or model="models/gpt-oss-120b.json"
+    router = CompiledRouter("policies/xshare.mlir", experts=128, top_k=4)
+                                                   # or model="models/gpt-oss-120b.json"
     out = router(logits=np.float32 array [T, E])   # dict: topk_ids, topk_weights, ...
+    out = router(logits=..., knobs={"budget": 8})  # knobs at run time, no recompiling
 
 The shipped policies are generic in the model's shape: `experts`, `top_k` (and `groups`,
 `topk_groups`, `devices`, `slots`, `shared_experts`, `scaling`, `norm_topk_prob` where a
@@ -203,7 +204,10 @@ class CompiledRouter:
     numpy arrays."""
 
     def __init__(self, policy_path, entry=None, knobs=None, workdir=None, lane_parallel=False,
-                 **shape):
+                 freeze_knobs=False, **shape):
+        """Compiles `entry` of `policy_path` bound to `shape` (experts=, top_k=, model=,
+        ...). `knobs` become the defaults of the run-time knobs (or, with freeze_knobs,
+        are compiled in)."""
         flags = shape_flags(**shape)
         entries = describe(policy_path, **shape)
         names = [e["name"] for e in entries]
@@ -224,6 +228,8 @@ class CompiledRouter:
             cmd = [_tool("moe-compile"), policy_path, "-o", out, "--entry", entry] + flags
             for key, value in (knobs or {}).items():
                 cmd += ["--set", f"{key}={value}"]
+            if freeze_knobs:
+                cmd.append("--freeze-knobs")
             if lane_parallel:  # the GPU form of the per-token code, run on the host
                 cmd.append("--lane-parallel")
             _run(cmd)
@@ -237,6 +243,38 @@ class CompiledRouter:
         self._fn.restype = ctypes.c_int32
         self._params = self.signature["params"]
         self._is_rule = self.signature["kind"] != "router"
+        # Knobs left tunable: the entry takes `const struct NAME_knobs *` last.
+        self.knobs = self.signature.get("knobs", [])
+        self._knob_type = type(f"{entry}_knobs", (ctypes.Structure,), {"_fields_": [
+            (k["name"], ctypes.c_float if k["dtype"] == "float32" else ctypes.c_int64)
+            for k in self.knobs]})
+
+    def knob_struct(self, knobs=None):
+        """`struct NAME_knobs` with the defaults, then `knobs` (name -> value); None when
+        the entry has no run-time knobs (compiled with --freeze-knobs)."""
+        if not self.knobs:
+            if knobs:
+                raise SwitchyardError(f"@{self.name} has no run-time knobs (compiled with "
+                                      f"--freeze-knobs or none declared)")
+            return None
+        struct = self._knob_type(*[k["default"] for k in self.knobs])
+        names = [k["name"] for k in self.knobs]
+        for name, value in (knobs or {}).items():
+            if name not in names:
+                raise SwitchyardError(f"unknown knob '{name}' (the policy's knobs: "
+                                      f"{', '.join(names)})")
+            setattr(struct, name, value)
+        return struct
+
+    def status_message(self, status):
+        """What a non-zero status of the entry means (the header's NAME_status_message)."""
+        if status == 1:
+            return "num_tokens must be in [0, 2147483647]"
+        if 2 <= status < 2 + len(self.knobs):
+            knob = self.knobs[status - 2]
+            rules = "; ".join(f"{r['text']} ({r['op']})" for r in knob["rules"])
+            return f"knob '{knob['name']}' breaks a rule: {rules}"
+        return f"unknown status {status}"
 
     def _input_names(self):
         names = []
@@ -246,8 +284,10 @@ class CompiledRouter:
                 names.append(base)
         return names
 
-    def prepare(self, **inputs):
-        """Checks and binds inputs, allocates outputs; returns (args, outputs) for call()."""
+    def prepare(self, knobs=None, **inputs):
+        """Checks and binds inputs, allocates outputs; returns (args, outputs) for call().
+        `knobs` (name -> value) are passed at run time in the entry's knob struct."""
+        struct = self.knob_struct(knobs)
         names = self._input_names()
         for name in inputs:
             if name not in names:
@@ -322,16 +362,22 @@ class CompiledRouter:
             arr = np.zeros(_size(p, tokens), dtype=_DTYPES[p["dtype"]])
             outputs[p["name"]] = arr
             args.append(arr.ctypes.data_as(ctypes.c_void_p))
+        if struct is not None:
+            keep.append(struct)
+            args.append(ctypes.byref(struct))
         return (args, keep), outputs
 
     def call(self, prepared):
         args, _ = prepared
         status = self._fn(*args)
         if status != 0:
-            raise SwitchyardError(f"@{self.name} returned status {status}")
+            raise SwitchyardError(f"@{self.name} returned status {status}: "
+                                  f"{self.status_message(status)}")
 
-    def __call__(self, **inputs):
-        prepared, outputs = self.prepare(**inputs)
+    def __call__(self, knobs=None, **inputs):
+        """Runs the entry on `inputs` with `knobs` (name -> value; unset ones keep their
+        defaults) and returns the named outputs."""
+        prepared, outputs = self.prepare(knobs, **inputs)
         self.call(prepared)
         for p in self._params:
             if p["role"] == "out" and p["kind"] == "set":

@@ -9,8 +9,10 @@
 
 using namespace mlir;
 
-void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel) {
-  pm.addPass(createMoeFreezeKnobs());
+void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
+                                        bool freezeKnobs) {
+  if (freezeKnobs)
+    pm.addPass(createMoeFreezeKnobs());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMoeFormStages());
   MoeLowerToLoopsOptions lowering;
@@ -20,8 +22,9 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel) {
   pm.addPass(createCSEPass());
 }
 
-void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel) {
-  buildLoopPipeline(pm, laneParallel);
+void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
+                                        bool freezeKnobs) {
+  buildLoopPipeline(pm, laneParallel, freezeKnobs);
   // Loops -> LLVM dialect (the standard MLIR host path).
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());

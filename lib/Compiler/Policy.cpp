@@ -244,6 +244,54 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
   return text;
 }
 
+std::vector<runtime::Knob> readKnobs(ModuleOp lowered, StringRef name) {
+  std::vector<runtime::Knob> knobs;
+  auto fn = lowered.lookupSymbol(name);
+  if (!fn || !fn->hasAttr("moe.abi"))
+    return knobs;
+  auto flag = [](DictionaryAttr d, StringRef key) {
+    auto b = dyn_cast_or_null<BoolAttr>(d.get(key));
+    return b && b.getValue();
+  };
+  for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue()) {
+    auto dict = cast<DictionaryAttr>(a);
+    if (cast<StringAttr>(dict.get("role")).getValue() != "knob")
+      continue;
+    runtime::Knob k;
+    k.name = cast<StringAttr>(dict.get("name")).getValue().str();
+    Attribute def = dict.get("default");
+    if (auto f = dyn_cast<FloatAttr>(def)) {
+      k.dtype = "float32";
+      k.floatDefault = f.getValueAsDouble();
+    } else {
+      k.dtype = "int64";
+      k.intDefault = cast<IntegerAttr>(def).getValue().getSExtValue();
+    }
+    for (Attribute r : cast<ArrayAttr>(dict.get("rules"))) {
+      auto rd = cast<DictionaryAttr>(r);
+      runtime::KnobRule rule;
+      rule.text = cast<StringAttr>(rd.get("text")).getValue().str();
+      rule.op = cast<StringAttr>(rd.get("op")).getValue().str();
+      rule.range.isFloat = flag(rd, "float");
+      rule.range.lo = cast<IntegerAttr>(rd.get("lo")).getInt();
+      if (auto hi = dyn_cast_or_null<IntegerAttr>(rd.get("hi")))
+        rule.range.hi = hi.getInt();
+      rule.range.finite = flag(rd, "finite");
+      rule.range.notNaN = flag(rd, "not_nan");
+      rule.range.nonzero = flag(rd, "nonzero");
+      if (auto min = dyn_cast_or_null<FloatAttr>(rd.get("min")))
+        rule.range.min = min.getValueAsDouble();
+      if (auto max = dyn_cast_or_null<FloatAttr>(rd.get("max")))
+        rule.range.max = max.getValueAsDouble();
+      rule.range.minOpen = flag(rd, "min_open");
+      rule.range.maxOpen = flag(rd, "max_open");
+      k.rules.push_back(std::move(rule));
+    }
+    knobs.push_back(std::move(k));
+  }
+  return knobs;
+}
+
 std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
   std::vector<AbiParam> params;
   auto fn = lowered.lookupSymbol(name);
@@ -251,6 +299,8 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
     return params;
   for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue().drop_front()) {
     auto dict = cast<DictionaryAttr>(a);
+    if (cast<StringAttr>(dict.get("role")).getValue() == "knob")
+      continue; // passed in the knob struct (readKnobs)
     AbiParam p;
     p.name = cast<StringAttr>(dict.get("name")).getValue().str();
     p.isOutput = cast<StringAttr>(dict.get("role")).getValue() == "out";
@@ -274,9 +324,9 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
   return params;
 }
 
-LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel) {
+LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel, bool freezeKnobs) {
   PassManager pm(module.getContext());
-  moe::buildHostPipeline(pm, laneParallel);
+  moe::buildHostPipeline(pm, laneParallel, freezeKnobs);
   return pm.run(module);
 }
 

@@ -14,8 +14,8 @@ using namespace mlir;
 static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
 
 void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
-                                       const MoeMapToGPUOptions &mapping) {
-  buildLoopPipeline(pm, /*laneParallel=*/true);
+                                       const MoeMapToGPUOptions &mapping, bool freezeKnobs) {
+  buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs);
   pm.addPass(createMoeMapToGPU(mapping));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

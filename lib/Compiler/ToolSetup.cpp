@@ -14,7 +14,13 @@ static cl::opt<std::string> entry("entry",
 static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
                                    cl::value_desc("knob=value"), cl::cat(category()));
 
+static cl::opt<bool> freeze("freeze-knobs",
+                            cl::desc("compile the knobs' values in (no run-time knob struct)"),
+                            cl::cat(category()));
+
 const std::string &entryName() { return entry; }
+
+bool freezeKnobs() { return freeze; }
 
 std::vector<std::string> knobOverrides() {
   return std::vector<std::string>(knobs.begin(), knobs.end());

@@ -3,6 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 namespace switchyard::runtime {
 
 int64_t Param::elementBytes() const {
@@ -71,6 +76,118 @@ std::vector<std::string> Signature::inputNames() const {
   return names;
 }
 
+std::optional<std::string> Knob::check(double value) const {
+  for (const KnobRule &rule : rules) {
+    std::optional<std::string> bad =
+        isFloat() ? rule.range.violation(value)
+                  : rule.range.violation(static_cast<int64_t>(value));
+    if (bad) {
+      std::string got = isFloat() ? ScalarRange::number(value)
+                                  : std::to_string(static_cast<int64_t>(value));
+      return "knob '" + name + "': " + rule.text.substr(0, rule.text.find(' ')) + " " + *bad +
+             ", got " + got + " (" + rule.op + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+KnobLayout::KnobLayout(const std::vector<Knob> &knobs) {
+  size_t align = 1;
+  for (const Knob &k : knobs) {
+    size_t bytes = k.isFloat() ? 4 : 8;
+    size = (size + bytes - 1) / bytes * bytes;
+    offsets.push_back(size);
+    size += bytes;
+    align = std::max(align, bytes);
+  }
+  size = (size + align - 1) / align * align;
+}
+
+bool packKnobs(const std::vector<Knob> &knobs, const std::vector<std::string> &overrides,
+               std::vector<uint8_t> &bytes, std::string &error) {
+  KnobLayout layout(knobs);
+  bytes.assign(layout.size, 0);
+  auto put = [&](size_t j, double value, int64_t integer) {
+    if (knobs[j].isFloat()) {
+      float f = static_cast<float>(value);
+      std::memcpy(bytes.data() + layout.offsets[j], &f, sizeof f);
+    } else {
+      std::memcpy(bytes.data() + layout.offsets[j], &integer, sizeof integer);
+    }
+  };
+  for (size_t j = 0; j < knobs.size(); ++j)
+    put(j, knobs[j].floatDefault, knobs[j].intDefault);
+  for (const std::string &entry : overrides) {
+    size_t eq = entry.find('=');
+    std::string name = entry.substr(0, eq), text = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    auto it = std::find_if(knobs.begin(), knobs.end(),
+                           [&](const Knob &k) { return k.name == name; });
+    if (it == knobs.end()) {
+      error = "unknown knob '" + name + "'";
+      return false;
+    }
+    size_t j = it - knobs.begin();
+    char *end = nullptr;
+    errno = 0;
+    double value = 0;
+    int64_t integer = 0;
+    if (it->isFloat())
+      value = std::strtod(text.c_str(), &end);
+    else
+      value = static_cast<double>(integer = std::strtoll(text.c_str(), &end, 10));
+    if (text.empty() || *end != '\0' || errno == ERANGE) {
+      error = "knob '" + name + "': '" + text + "' is not " +
+              (it->isFloat() ? "a float32" : "an int64");
+      return false;
+    }
+    std::optional<std::string> bad;
+    if (it->isFloat())
+      bad = it->check(value);
+    else
+      for (const KnobRule &rule : it->rules)
+        if (std::optional<std::string> v = rule.range.violation(integer); v && !bad)
+          bad = "knob '" + name + "': " + rule.text.substr(0, rule.text.find(' ')) + " " + *v +
+                ", got " + std::to_string(integer) + " (" + rule.op + ")";
+    if (bad) {
+      error = *bad;
+      return false;
+    }
+    put(j, value, integer);
+  }
+  return true;
+}
+
+std::string statusMessage(const Signature &signature, int32_t status) {
+  if (status == 0)
+    return "ok";
+  if (status == 1)
+    return "num_tokens must be in [0, " + std::to_string(kMaxTokens) + "]";
+  size_t j = static_cast<size_t>(status) - 2;
+  if (status >= 2 && j < signature.knobs.size()) {
+    std::string text = "knob '" + signature.knobs[j].name + "' breaks a rule:";
+    for (const KnobRule &rule : signature.knobs[j].rules)
+      text += " " + rule.text + " (" + rule.op + ");";
+    text.pop_back();
+    return text;
+  }
+  return "unknown status " + std::to_string(status);
+}
+
+static nlohmann::json ruleToJson(const KnobRule &r) {
+  nlohmann::json j = {{"text", r.text},           {"op", r.op},
+                      {"float", r.range.isFloat}, {"lo", r.range.lo},
+                      {"finite", r.range.finite}, {"not_nan", r.range.notNaN},
+                      {"nonzero", r.range.nonzero}, {"min_open", r.range.minOpen},
+                      {"max_open", r.range.maxOpen}};
+  if (r.range.hi)
+    j["hi"] = *r.range.hi;
+  if (r.range.min)
+    j["min"] = *r.range.min;
+  if (r.range.max)
+    j["max"] = *r.range.max;
+  return j;
+}
+
 std::string toJson(const Signature &signature) {
   nlohmann::json params = nlohmann::json::array();
   for (const Param &p : signature.params)
@@ -82,8 +199,19 @@ std::string toJson(const Signature &signature) {
                       {"size_rule", p.sizeRule},
                       {"values", p.values},
                       {"id_bound", p.idBound}});
+  nlohmann::json knobs = nlohmann::json::array();
+  for (const Knob &k : signature.knobs) {
+    nlohmann::json rules = nlohmann::json::array();
+    for (const KnobRule &r : k.rules)
+      rules.push_back(ruleToJson(r));
+    knobs.push_back({{"name", k.name},
+                     {"dtype", k.dtype},
+                     {"default", k.isFloat() ? nlohmann::json(k.floatDefault)
+                                             : nlohmann::json(k.intDefault)},
+                     {"rules", rules}});
+  }
   nlohmann::json j = {{"entry", signature.entry}, {"kind", signature.kind},
-                      {"params", params}};
+                      {"params", params}, {"knobs", knobs}};
   return j.dump(2);
 }
 
@@ -165,6 +293,75 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       return false;
     }
     s.params.push_back(std::move(p));
+  }
+  if (auto knobs = j.find("knobs"); knobs != j.end()) {
+    if (!knobs->is_array()) {
+      error = "signature: 'knobs' must be an array";
+      return false;
+    }
+    for (size_t i = 0; i < knobs->size(); ++i) {
+      const nlohmann::json &o = (*knobs)[i];
+      std::string where = "signature: knobs[" + std::to_string(i) + "]";
+      Knob k;
+      if (!o.is_object() || !str(o, "name", k.name, where) || !str(o, "dtype", k.dtype, where))
+        return false;
+      auto def = o.find("default");
+      if ((k.dtype != "int64" && k.dtype != "float32") || def == o.end() ||
+          !def->is_number() || (k.dtype == "int64" && !def->is_number_integer())) {
+        error = where + ": needs dtype int64 or float32 and a numeric default of that type";
+        return false;
+      }
+      if (k.isFloat())
+        k.floatDefault = def->get<double>();
+      else
+        k.intDefault = def->get<int64_t>();
+      auto rules = o.find("rules");
+      if (rules == o.end() || !rules->is_array()) {
+        error = where + ": 'rules' must be an array";
+        return false;
+      }
+      for (const nlohmann::json &r : *rules) {
+        KnobRule rule;
+        if (!r.is_object() || !str(r, "text", rule.text, where) || !str(r, "op", rule.op, where))
+          return false;
+        bool typed = true;
+        auto flag = [&](const char *key) {
+          auto it = r.find(key);
+          typed &= it == r.end() || it->is_boolean();
+          return it != r.end() && it->is_boolean() && it->get<bool>();
+        };
+        auto integer = [&](const char *key) -> std::optional<int64_t> {
+          auto it = r.find(key);
+          typed &= it == r.end() || it->is_number_integer();
+          if (it == r.end() || !it->is_number_integer())
+            return std::nullopt;
+          return it->get<int64_t>();
+        };
+        auto number = [&](const char *key) -> std::optional<double> {
+          auto it = r.find(key);
+          typed &= it == r.end() || it->is_number();
+          if (it == r.end() || !it->is_number())
+            return std::nullopt;
+          return it->get<double>();
+        };
+        rule.range.isFloat = flag("float");
+        rule.range.lo = integer("lo").value_or(INT64_MIN);
+        rule.range.hi = integer("hi");
+        rule.range.finite = flag("finite");
+        rule.range.notNaN = flag("not_nan");
+        rule.range.nonzero = flag("nonzero");
+        rule.range.min = number("min");
+        rule.range.max = number("max");
+        rule.range.minOpen = flag("min_open");
+        rule.range.maxOpen = flag("max_open");
+        if (!typed) {
+          error = where + ": a rule's fields have the wrong types";
+          return false;
+        }
+        k.rules.push_back(std::move(rule));
+      }
+      s.knobs.push_back(std::move(k));
+    }
   }
   signature = std::move(s);
   return true;

@@ -26,12 +26,15 @@
 // CHECK-LABEL: func.func @r(
 // CHECK-SAME: %[[T:[a-z0-9]+]]: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xf32>,
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: memref<?x2xi32>, %[[W:[a-z0-9]+]]: memref<?x2xf32>,
-// CHECK-SAME: %[[SEL:[a-z0-9]+]]: memref<16xi8>, %[[COUNTS:[a-z0-9]+]]: memref<16xi32>)
-// The C ABI description: one entry per parameter, with the size rule of T-sized ones.
+// CHECK-SAME: %[[SEL:[a-z0-9]+]]: memref<16xi8>, %[[COUNTS:[a-z0-9]+]]: memref<16xi32>,
+// Knobs not frozen are run-time parameters after the outputs.
+// CHECK-SAME: %[[K0:[a-z0-9]+]]: i64, %[[BUDGET:[a-z0-9]+]]: i64)
+// The C ABI description: one entry per parameter, with the size rule of T-sized ones;
+// a knob with its default and the rules of the ops that use it.
 // CHECK-SAME: moe.abi = [{kind = "tokens", name = "num_tokens", role = "in", type = index},
 // CHECK-SAME: {kind = "tensor", name = "logits", role = "in", size = array<i64: 1, 0, 1>, type = memref<?x16xf32>}
 // CHECK-SAME: {kind = "set", name = "selected", role = "out", type = memref<16xi8>}
-// Knobs became constants.
+// CHECK-SAME: {default = 4 : i64, kind = "scalar", name = "budget", role = "knob", rules = [{finite = false, float = false, lo = 0 : i64, max_open = false, min_open = false, nonzero = false, not_nan = false, op = "moe.fill at {{.*}}", text = "budget must be in [0, inf]"}], type = i64}
 // CHECK-NOT: = moe.
 // The token stage (softmax): one parallel loop, its result in a temporary buffer.
 // CHECK: %[[P:.*]] = memref.alloc(%[[T]]) : memref<?x16xf32>

@@ -9,7 +9,9 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 POLICIES = os.path.join(ROOT, "policies")
 MODELS = os.path.join(ROOT, "models")
 
@@ -131,6 +133,48 @@ def main():
            "argument 'next_topk_ids': expert id 128 at flat index 19 is outside [-1, 128)")
     raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
                                                       entry="nope"), "no router or rule @nope")
+    # Knobs at run time: one compiled library, called with different knob structs,
+    # matches the reference at each setting (no recompiling).
+    sys.path.insert(0, HERE)
+    import reference as R  # noqa: E402
+    tune = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4)
+    x = rng.standard_normal((48, 64)).astype(np.float32)
+    for knobs in ({}, {"budget": 0}, {"budget": 7, "k0": 2}, {"k0": 0, "budget": 64}):
+        got = tune(logits=x, knobs=knobs)
+        ref = R.xshare(x, 4, **{"k0": 1, "budget": 24, **knobs})
+        same = (np.array_equal(got["topk_ids"], ref["topk_ids"]) and
+                np.array_equal(got["selected"], ref["selected"]) and
+                np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
+        check(f"run-time knobs {knobs or 'defaults'} match the reference", same)
+    lynx_x = rng.standard_normal((16, 60)).astype(np.float32)
+    for knobs in ({"alpha": 0.5}, {"alpha": 8.0, "beta": 2, "theta": 3.0}):
+        got = lynx(logits=lynx_x, phase=1, knobs=knobs)
+        ref = R.lynx(lynx_x, 1, 4, **knobs)
+        check(f"run-time float knobs {knobs} match the reference",
+              np.array_equal(got["topk_ids"], ref["topk_ids"]) and
+              np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
+    ds = sy.CompiledRouter(os.path.join(POLICIES, "deepseek_v3.mlir"), experts=64, top_k=6,
+                           groups=8, topk_groups=4)
+    ds_x = rng.standard_normal((8, 64)).astype(np.float32)
+    ds_b = (0.1 * rng.standard_normal(64)).astype(np.float32)
+    for factor in (1.0, 2.827):
+        got = ds(logits=ds_x, bias=ds_b, knobs={"routed_scaling_factor": factor})
+        ref = R.deepseek_v3(ds_x, ds_b, k=6, groups=8, topk_groups=4, scaling=factor)
+        check(f"the routed scaling factor {factor} at run time matches the reference",
+              np.array_equal(got["topk_ids"], ref["topk_ids"]) and
+              np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
+    raises("a knob the C entry rejects", lambda: tune(logits=x, knobs={"budget": -1}),
+           "status 3: knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at")
+    raises("a float knob the C entry rejects", lambda: lynx(logits=lynx_x, phase=1,
+                                                            knobs={"alpha": float("nan")}),
+           "knob 'alpha' breaks a rule: alpha must be finite and > 0")
+    raises("an unknown run-time knob", lambda: tune(logits=x, knobs={"budgte": 1}),
+           "unknown knob 'budgte' (the policy's knobs: k0, budget)")
+    frozen = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4,
+                               knobs={"budget": 7, "k0": 2}, freeze_knobs=True)
+    check("frozen knobs compile the values in", frozen.knobs == [] and np.array_equal(
+        frozen(logits=x)["topk_ids"], tune(logits=x, knobs={"budget": 7, "k0": 2})["topk_ids"]))
+
     final = set(os.listdir(root))
     check("failed compilations leave nothing behind", final <= before, f"{sorted(final - before)}")
 

@@ -91,6 +91,9 @@ def main():
                     k += 1
             for arr in outputs.values():
                 call += descriptor(arr)
+            for knob in router.knobs:  # kernel parameters after the outputs: the defaults
+                ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
+                call.append(ctype(knob["default"]))
             size_class = size_class_for(meta, tokens)
             launches = [kernels[k] for k in size_class["launches"]]
             workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +

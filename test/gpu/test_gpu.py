@@ -60,9 +60,8 @@ def run_on_gpu(cuda, launcher, router, inputs):
     """Binds like the host router (same ABI order), on device buffers."""
     (host_args, keep), outputs = router.prepare(**inputs)
     tokens = host_args[0]
-    device, arrays = [], keep + list(outputs.values())
-    for arr in keep:
-        device.append(cuda.to_device(arr))
+    keep = [arr for arr in keep if isinstance(arr, np.ndarray)]  # not the knob struct
+    device = [cuda.to_device(arr) for arr in keep]
     out_ptrs = [cuda.to_device(arr) for arr in outputs.values()]
     args, k = [tokens], 0
     for port in router.info["arguments"]:
@@ -78,6 +77,8 @@ def run_on_gpu(cuda, launcher, router, inputs):
     workspace = cuda.to_device(np.zeros(fn(tokens), dtype=np.uint8))
     launch = getattr(launcher, f"{router.name}_launch")
     launch.restype = ctypes.c_int32
+    if router.knobs:  # const struct NAME_knobs *: NULL, the defaults
+        args.append(ctypes.c_void_p(0))
     cuda.check(launch(*args, workspace, ctypes.c_void_p(0)), "launch")
     cuda.check(cuda.rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
     for ptr, (key, arr) in zip(out_ptrs, outputs.items()):

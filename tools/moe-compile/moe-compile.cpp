@@ -8,7 +8,9 @@
 //   DIR/libNAME.so  a shared library holding it
 //   DIR/NAME.ll     the LLVM IR, for inspection
 //   DIR/NAME.abi.json  the entry's parameters (names, dtypes, shapes) for the runtime
-// Knobs are compiled in (their defaults, or the --set values).
+// Knobs are run-time parameters of the host entry (`const struct NAME_knobs *`, NULL: the
+// defaults, which --set changes) and kernel parameters of the GPU launcher (the same
+// struct); --freeze-knobs compiles them in.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Compiler/Pipelines.h"
@@ -139,7 +141,8 @@ int main(int argc, char **argv) {
       if (!host::selectRouter(*gpu, info.name, error))
         return fail(error);
       host::GpuArtifacts artifacts;
-      if (!host::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error))
+      if (!host::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error,
+                              tools::freezeKnobs()))
         return fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
@@ -201,15 +204,17 @@ int main(int argc, char **argv) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
-    if (failed(host::lowerToLLVM(*copy, laneParallel)))
+    if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs())))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
+    std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);
 
     std::string header = path(info.name + ".h"), object = path(info.name + ".o");
     std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
     std::string signature = path(info.name + ".abi.json");
     runtime::Signature described{info.name, info.kind, abi};
-    if (!writeText(header, host::emitHeader(info, abi), error) ||
+    described.knobs = knobs;
+    if (!writeText(header, host::emitHeader(info, abi, knobs), error) ||
         !writeText(signature, runtime::toJson(described), error) ||
         !host::emitObjectFile(*copy, object, error) ||
         !host::linkSharedLibrary(object, library, error))

@@ -100,13 +100,23 @@ int main(int argc, char **argv) {
   if (!host::selectRouter(*module, tools::entryName(), error))
     return fail(error);
   host::RouterInfo info = host::describeRouters(*module).front();
-  if (!host::applyKnobs(*module, tools::knobOverrides()))
+  // --set values are checked by the verifier (on a copy: messages at the op that uses
+  // the knob) and, unless --freeze-knobs compiles them in, passed at run time in the
+  // entry's knob struct: the compiled code is the same for any values.
+  bool freeze = tools::freezeKnobs();
+  mlir::OwningOpRef<mlir::ModuleOp> probe(module->clone());
+  if (!host::applyKnobs(freeze ? *module : *probe, tools::knobOverrides()))
     return 1;
 
-  if (failed(host::lowerToLLVM(*module, laneParallel)))
+  if (failed(host::lowerToLLVM(*module, laneParallel, freeze)))
     return 1;
   std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
-  runtime::CallBuffers call(runtime::Signature{info.name, info.kind, abi});
+  runtime::Signature signature{info.name, info.kind, abi};
+  signature.knobs = host::readKnobs(*module, info.name);
+  std::vector<uint8_t> knobStruct;
+  if (!freeze && !runtime::packKnobs(signature.knobs, tools::knobOverrides(), knobStruct, error))
+    return fail(error);
+  runtime::CallBuffers call(signature);
 
   // Arguments by name, checked against the entry's signature.
   for (const std::string &a : args) {
@@ -123,7 +133,8 @@ int main(int argc, char **argv) {
   if (!engine)
     return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
   if (!host::invokeEntry(**engine, info.name, call.tokens(), abi, call.buffers(),
-                         call.scalars(), error))
+                         call.scalars(), error, &signature,
+                         knobStruct.empty() ? nullptr : knobStruct.data()))
     return fail(error);
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))

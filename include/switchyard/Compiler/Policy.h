@@ -86,13 +86,19 @@ std::vector<AbiParam> readAbi(mlir::ModuleOp lowered, llvm::StringRef name);
 /// errors. Nothing to do when the request is empty and every policy is bound.
 bool bindShape(mlir::ModuleOp module, const moe::ShapeRequest &request);
 
+/// The run-time knobs of the lowered router `name` (its `moe.abi` "knob" entries; empty
+/// when the knobs were frozen).
+std::vector<runtime::Knob> readKnobs(mlir::ModuleOp lowered, llvm::StringRef name);
+
 /// Applies `name=value` knob overrides (moe-set-knobs) and re-verifies the policy, so
 /// an invalid value is reported by the op that uses it; false after printing errors.
 bool applyKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> overrides);
 
-/// Runs the host pipeline: knobs frozen, stages, loops, LLVM dialect, C entries;
-/// `laneParallel` compiles the GPU form of the per-token code (moe-lower-to-loops).
-mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false);
+/// Runs the host pipeline: stages, loops, LLVM dialect, C entries; `laneParallel`
+/// compiles the GPU form of the per-token code (moe-lower-to-loops); knobs become
+/// run-time parameters unless `freezeKnobs` compiles their values in.
+mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false,
+                                bool freezeKnobs = false);
 
 /// Keeps only the router `name`; false (and a message) when there is none.
 bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);

@@ -24,6 +24,8 @@ llvm::cl::OptionCategory &category();
 
 /// --entry NAME: the router or rule to use when the file has several.
 const std::string &entryName();
+/// --freeze-knobs: compile the knobs' values in instead of taking them at run time.
+bool freezeKnobs();
 /// --set knob=value ...: knob overrides.
 std::vector<std::string> knobOverrides();
 

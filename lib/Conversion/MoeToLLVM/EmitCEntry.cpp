@@ -5,6 +5,9 @@
 // `int32_t name(int64_t num_tokens, const float *logits, ..., int32_t *topk_ids, ...)`;
 // this pass writes that function from the `moe.abi` description: each buffer's sizes
 // come from the token count and its size rule ceil((a*T + b) / d), strides are row-major.
+// Tunable knobs (moe.abi role "knob") arrive in one `const struct NAME_knobs *` (NULL:
+// the defaults); the entry checks num_tokens and each knob against the rules of the ops
+// that use it and returns a status (1: num_tokens, 2 + j: knob j) before computing.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Conversion/MoeToLLVM/MoeToLLVM.h"
@@ -21,6 +24,51 @@ using namespace mlir;
 
 namespace {
 
+bool isKnob(Attribute a) {
+  return cast<StringAttr>(cast<DictionaryAttr>(a).get("role")).getValue() == "knob";
+}
+
+/// The run-time checks of one knob rule (moe.abi "rules"): true when `v` breaks it.
+/// Unordered float comparisons make NaN break every range, as the verifier does.
+Value breaksRule(OpBuilder &b, Location loc, Value v, DictionaryAttr rule) {
+  auto flag = [&](StringRef key) {
+    auto f = dyn_cast_or_null<BoolAttr>(rule.get(key));
+    return f && f.getValue();
+  };
+  Type i1 = b.getI1Type();
+  Value bad = LLVM::ConstantOp::create(b, loc, i1, 0);
+  auto orBad = [&](Value c) { bad = LLVM::OrOp::create(b, loc, bad, c); };
+  if (v.getType().isInteger(64)) {
+    auto cst = [&](int64_t x) { return LLVM::ConstantOp::create(b, loc, b.getI64Type(), x); };
+    orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, v,
+                               cst(cast<IntegerAttr>(rule.get("lo")).getInt())));
+    if (auto hi = dyn_cast_or_null<IntegerAttr>(rule.get("hi")))
+      orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sgt, v, cst(hi.getInt())));
+    return bad;
+  }
+  Type f64 = b.getF64Type();
+  Value x = LLVM::FPExtOp::create(b, loc, f64, v);
+  auto cst = [&](double d) {
+    return LLVM::ConstantOp::create(b, loc, f64, b.getF64FloatAttr(d)).getResult();
+  };
+  auto fcmp = [&](LLVM::FCmpPredicate p, Value l, Value r) {
+    return LLVM::FCmpOp::create(b, loc, p, l, r).getResult();
+  };
+  if (flag("finite")) // x - x is 0 exactly for finite x, NaN otherwise
+    orBad(fcmp(LLVM::FCmpPredicate::une, LLVM::FSubOp::create(b, loc, x, x), cst(0)));
+  if (flag("not_nan"))
+    orBad(fcmp(LLVM::FCmpPredicate::uno, x, x));
+  if (flag("nonzero"))
+    orBad(fcmp(LLVM::FCmpPredicate::oeq, x, cst(0)));
+  if (auto min = dyn_cast_or_null<FloatAttr>(rule.get("min")))
+    orBad(fcmp(flag("min_open") ? LLVM::FCmpPredicate::ule : LLVM::FCmpPredicate::ult, x,
+               cst(min.getValueAsDouble())));
+  if (auto max = dyn_cast_or_null<FloatAttr>(rule.get("max")))
+    orBad(fcmp(flag("max_open") ? LLVM::FCmpPredicate::uge : LLVM::FCmpPredicate::ugt, x,
+               cst(max.getValueAsDouble())));
+  return bad;
+}
+
 LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   MLIRContext *ctx = impl.getContext();
   Location loc = impl.getLoc();
@@ -32,10 +80,20 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   Type i64 = b.getI64Type(), i32 = b.getI32Type();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   SmallVector<Type> params{i64};
+  SmallVector<DictionaryAttr> knobs;
+  SmallVector<Type> knobTypes;
   for (Attribute a : abi.getValue().drop_front()) {
     Type type = cast<TypeAttr>(cast<DictionaryAttr>(a).get("type")).getValue();
+    if (isKnob(a)) {
+      knobs.push_back(cast<DictionaryAttr>(a));
+      knobTypes.push_back(type);
+      continue;
+    }
     params.push_back(isa<MemRefType>(type) ? Type(ptr) : type);
   }
+  // Tunable knobs arrive together: `const struct NAME_knobs *knobs` (NULL: defaults).
+  if (!knobs.empty())
+    params.push_back(ptr);
   auto entry = LLVM::LLVMFuncOp::create(b, loc, name,
                                         LLVM::LLVMFunctionType::get(i32, params));
   Block *block = entry.addEntryBlock(b);
@@ -43,10 +101,66 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   Value tokens = block->getArgument(0);
   auto cst = [&](int64_t v) { return LLVM::ConstantOp::create(b, loc, i64, v).getResult(); };
 
+  // A failed check returns its status: 1 for num_tokens, 2 + j for knob j.
+  Block *fail = new Block();
+  fail->addArgument(i32, loc);
+  entry.getBody().push_back(fail);
+  auto check = [&](Value bad, int32_t status) {
+    Block *next = new Block();
+    entry.getBody().push_back(next);
+    Value code = LLVM::ConstantOp::create(b, loc, i32, status);
+    LLVM::CondBrOp::create(b, loc, bad, fail, ValueRange{code}, next, ValueRange{});
+    b.setInsertionPointToStart(next);
+  };
+  check(LLVM::OrOp::create(
+            b, loc, LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, tokens, cst(0)),
+            LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sgt, tokens, cst(INT32_MAX))),
+        1);
+
+  SmallVector<Value> knobValues;
+  if (!knobs.empty()) {
+    // The caller's struct, or a constant one holding the defaults.
+    auto structType = LLVM::LLVMStructType::getLiteral(ctx, knobTypes);
+    std::string globalName = name + "__knob_defaults";
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(entry);
+      auto global = LLVM::GlobalOp::create(b, loc, structType, /*isConstant=*/true,
+                                           LLVM::Linkage::Private, globalName, Attribute());
+      Block *init = b.createBlock(&global.getInitializerRegion());
+      b.setInsertionPointToStart(init);
+      Value value = LLVM::UndefOp::create(b, loc, structType);
+      for (auto [j, knob] : llvm::enumerate(knobs)) {
+        Value field = LLVM::ConstantOp::create(b, loc, knobTypes[j], knob.get("default"));
+        value = LLVM::InsertValueOp::create(b, loc, value, field, j);
+      }
+      LLVM::ReturnOp::create(b, loc, value);
+    }
+    Value given = block->getArgument(params.size() - 1);
+    Value null = LLVM::ZeroOp::create(b, loc, ptr);
+    Value isNull = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, given, null);
+    Value defaults = LLVM::AddressOfOp::create(b, loc, ptr, globalName);
+    Value source = LLVM::SelectOp::create(b, loc, isNull, defaults, given);
+    for (auto [j, knob] : llvm::enumerate(knobs)) {
+      Value field = LLVM::GEPOp::create(b, loc, ptr, structType, source,
+                                        ArrayRef<LLVM::GEPArg>{0, int32_t(j)});
+      Value v = LLVM::LoadOp::create(b, loc, knobTypes[j], field);
+      Value bad = LLVM::ConstantOp::create(b, loc, b.getI1Type(), 0);
+      for (Attribute rule : cast<ArrayAttr>(knob.get("rules")))
+        bad = LLVM::OrOp::create(b, loc, bad,
+                                 breaksRule(b, loc, v, cast<DictionaryAttr>(rule)));
+      check(bad, 2 + j);
+      knobValues.push_back(v);
+    }
+  }
+
   SmallVector<Value> args{tokens};
-  for (auto [i, a] : llvm::enumerate(abi.getValue().drop_front())) {
+  unsigned argIndex = 1;
+  for (Attribute a : abi.getValue().drop_front()) {
+    if (isKnob(a))
+      continue;
     auto dict = cast<DictionaryAttr>(a);
-    Value arg = block->getArgument(i + 1);
+    Value arg = block->getArgument(argIndex++);
     auto memref = dyn_cast<MemRefType>(cast<TypeAttr>(dict.get("type")).getValue());
     if (!memref) {
       args.push_back(arg);
@@ -76,12 +190,15 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
     args.append(sizes.begin(), sizes.end());
     args.append(strides.begin(), strides.end());
   }
+  args.append(knobValues.begin(), knobValues.end());
   if (args.size() != impl.getNumArguments())
     return impl.emitError() << "moe.abi describes " << args.size()
                             << " lowered parameters but the function has "
                             << impl.getNumArguments();
   LLVM::CallOp::create(b, loc, impl, args);
   LLVM::ReturnOp::create(b, loc, LLVM::ConstantOp::create(b, loc, i32, 0).getResult());
+  b.setInsertionPointToStart(fail);
+  LLVM::ReturnOp::create(b, loc, fail->getArgument(0));
   entry->setAttr("moe.abi", abi);
   impl->removeAttr("moe.abi");
   return success();

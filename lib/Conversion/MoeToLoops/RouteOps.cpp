@@ -51,7 +51,9 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     });
   }
   float scaling = op.getScaling().convertToFloat();
-  if (scaling != 1.0f)
+  if (Value factor = op.getScalingFactor()) // a run-time value (a knob)
+    em.loop(k, [&](Value j) { L.put(em.mulF(L.at(wts, j), L.scalar(factor)), wts, j); });
+  else if (scaling != 1.0f)
     em.loop(k, [&](Value j) { L.put(em.mulF(L.at(wts, j), em.f32(scaling)), wts, j); });
   return success();
 }

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Path.h"
 
 using namespace mlir;
 
@@ -278,11 +279,8 @@ LogicalResult RouterLowering::lowerWholeOp(Operation *op) {
 }
 
 LogicalResult RouterLowering::lowerOp(Operation *op) {
-  if (auto knob = dyn_cast<KnobOp>(op)) {
-    stored[knob.getResult()].scalar =
-        arith::ConstantOp::create(b, op->getLoc(), knob.getValue());
+  if (isa<KnobOp>(op)) // a run-time parameter of the function, bound in run()
     return success();
-  }
   if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
     stored[cst.getResult()].scalar = b.clone(*op)->getResult(0);
     return success();
@@ -322,6 +320,35 @@ static std::pair<StringRef, int64_t> valueRule(BlockArgument arg, int64_t expert
       return {"expert_ids", experts};
   }
   return {"", 0};
+}
+
+/// A knob's rule as the C entry checks it and the runtime reports it (moe.abi "rules").
+static DictionaryAttr scalarRuleAttr(MLIRContext *ctx, const ScalarRule &rule,
+                                     Operation *op) {
+  Builder b(ctx);
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  os << op->getName();
+  if (auto file = op->getLoc()->findInstanceOf<FileLineColLoc>())
+    os << " at " << llvm::sys::path::filename(file.getFilename().getValue()) << ":"
+       << file.getLine() << ":" << file.getColumn();
+  NamedAttrList f;
+  f.set("text", b.getStringAttr(rule.name + " " + rule.requirement()));
+  f.set("op", b.getStringAttr(where));
+  f.set("float", b.getBoolAttr(rule.isFloat));
+  f.set("lo", b.getI64IntegerAttr(rule.lo));
+  if (rule.hi)
+    f.set("hi", b.getI64IntegerAttr(*rule.hi));
+  f.set("finite", b.getBoolAttr(rule.finite));
+  f.set("not_nan", b.getBoolAttr(rule.notNaN));
+  f.set("nonzero", b.getBoolAttr(rule.nonzero));
+  if (rule.min)
+    f.set("min", b.getF64FloatAttr(*rule.min));
+  if (rule.max)
+    f.set("max", b.getF64FloatAttr(*rule.max));
+  f.set("min_open", b.getBoolAttr(rule.minOpen));
+  f.set("max_open", b.getBoolAttr(rule.maxOpen));
+  return f.getDictionary(ctx);
 }
 
 FailureOr<func::FuncOp> RouterLowering::run() {
@@ -389,6 +416,27 @@ FailureOr<func::FuncOp> RouterLowering::run() {
              rule);
   }
 
+  // Knobs left tunable (not frozen by moe-freeze-knobs) are run-time parameters after
+  // the outputs; each carries its default and the rules of the ops that use it, which
+  // the C entry checks (moe-emit-c-entry).
+  SmallVector<KnobOp> knobs;
+  router.getOperation()->walk([&](KnobOp knob) { knobs.push_back(knob); });
+  llvm::DenseMap<Value, SmallVector<Attribute>> knobRules;
+  router.getOperation()->walk([&](ScalarRulesOpInterface op) {
+    SmallVector<ScalarRule> rules;
+    op.getScalarRules(rules);
+    for (const ScalarRule &rule : rules)
+      if (rule.value && rule.value.getDefiningOp<KnobOp>())
+        knobRules[rule.value].push_back(scalarRuleAttr(ctx, rule, op));
+  });
+  for (KnobOp knob : knobs) {
+    describe(knob.getName(), "knob", "scalar", knob.getType(), std::nullopt);
+    NamedAttrList fields(cast<DictionaryAttr>(abi.back()));
+    fields.set("default", knob.getValue());
+    fields.set("rules", attrs.getArrayAttr(knobRules.lookup(knob.getResult())));
+    abi.back() = fields.getDictionary(ctx);
+  }
+
   b.setInsertionPointAfter(router.getOperation());
   auto func = func::FuncOp::create(b, loc, router.getSymName(),
                                    b.getFunctionType(params, TypeRange{}));
@@ -419,6 +467,9 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     if (!isa<BlockArgument>(v))
       destinations.try_emplace(v, outputs.back());
   }
+
+  for (KnobOp knob : knobs)
+    stored[knob.getResult()].scalar = entry->getArgument(p++);
 
   if (failed(lowerBlock(router.getBodyBlock())))
     return failure();

@@ -112,7 +112,88 @@ std::string cParamType(const AbiParam &p) {
   return (p.isOutput ? "" : "const ") + base + " *";
 }
 
-std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi) {
+std::string knobDefaultText(const runtime::Knob &k) {
+  if (k.isFloat()) {
+    std::string v = runtime::ScalarRange::number(k.floatDefault);
+    return v + (v.find_first_of(".en") == std::string::npos ? ".0f" : "f");
+  }
+  return k.intDefault == INT64_MIN ? "INT64_MIN" : std::to_string(k.intDefault) + "LL";
+}
+
+std::string knobCheckText(const runtime::Knob &k, const std::string &v) {
+  std::string bad;
+  auto add = [&](const std::string &c) { bad += (bad.empty() ? "" : " || ") + c; };
+  for (const runtime::KnobRule &rule : k.rules) {
+    const runtime::ScalarRange &r = rule.range;
+    if (!r.isFloat) {
+      if (r.lo != INT64_MIN)
+        add(v + " < " + std::to_string(r.lo) + "LL");
+      if (r.hi)
+        add(v + " > " + std::to_string(*r.hi) + "LL");
+      continue;
+    }
+    // Comparisons that fail on NaN: NaN breaks every range, as the verifier says.
+    if (r.finite)
+      add("!(" + v + " - " + v + " == 0)");
+    if (r.notNaN)
+      add(v + " != " + v);
+    if (r.nonzero)
+      add(v + " == 0");
+    if (r.min)
+      add("!(" + v + (r.minOpen ? " > " : " >= ") + runtime::ScalarRange::number(*r.min) + ")");
+    if (r.max)
+      add("!(" + v + (r.maxOpen ? " < " : " <= ") + runtime::ScalarRange::number(*r.max) + ")");
+  }
+  return bad.empty() ? "0" : bad;
+}
+
+void emitKnobStruct(llvm::raw_ostream &os, const std::string &n,
+                    const std::vector<runtime::Knob> &knobs) {
+  if (knobs.empty())
+    return;
+  std::string guard = "SWITCHYARD_" + llvm::StringRef(n).upper() + "_KNOBS";
+  os << "#ifndef " << guard << "\n#define " << guard << "\n"
+     << "/* The knobs, tunable per call: pass a struct (NULL: the defaults below). Each\n"
+     << "   value is checked against the rules of the ops that use it. */\n"
+     << "struct " << n << "_knobs {\n";
+  for (const runtime::Knob &k : knobs) {
+    os << "  " << (k.isFloat() ? "float" : "int64_t") << " " << k.name << "; /*";
+    for (const runtime::KnobRule &r : k.rules)
+      os << " " << r.text << ";";
+    os << " default " << (k.isFloat() ? runtime::ScalarRange::number(k.floatDefault)
+                                      : std::to_string(k.intDefault))
+       << " */\n";
+  }
+  os << "};\n\nstatic inline struct " << n << "_knobs " << n << "_knobs_default(void) {\n"
+     << "  struct " << n << "_knobs k;\n";
+  for (const runtime::Knob &k : knobs)
+    os << "  k." << k.name << " = " << knobDefaultText(k) << ";\n";
+  os << "  return k;\n}\n#endif\n\n";
+}
+
+/// `struct NAME_knobs`, its defaults and the entry's status messages.
+static void emitKnobDeclarations(llvm::raw_ostream &os, const RouterInfo &info,
+                                 const std::vector<runtime::Knob> &knobs) {
+  const std::string &n = info.name;
+  emitKnobStruct(os, n, knobs);
+  os << "/* What a non-zero status of " << n << "() means. */\n"
+     << "static inline const char *" << n << "_status_message(int32_t status) {\n"
+     << "  switch (status) {\n  case 0: return \"ok\";\n"
+     << "  case 1: return \"num_tokens must be in [0, " << INT32_MAX << "]\";\n";
+  runtime::Signature sig;
+  sig.knobs = knobs;
+  for (size_t j = 0; j < knobs.size(); ++j) {
+    std::string text = runtime::statusMessage(sig, static_cast<int32_t>(2 + j));
+    std::string escaped;
+    for (char c : text)
+      escaped += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    os << "  case " << 2 + j << ": return \"" << escaped << "\";\n";
+  }
+  os << "  default: return \"unknown status\";\n  }\n}\n\n";
+}
+
+std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi,
+                       const std::vector<runtime::Knob> &knobs) {
   std::string guard = "SWITCHYARD_POLICY_" + llvm::StringRef(info.name).upper() + "_H";
   std::string h;
   llvm::raw_string_ostream os(h);
@@ -127,16 +208,25 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
        << " experts; T (num_tokens) is the size of its `?` dimension (0 when none)";
   if (info.sharedExperts)
     os << ", " << info.sharedExperts << " shared expert(s) (always active, not routed)";
-  os << ".\n// Knobs compiled in:";
-  if (info.knobs.empty())
-    os << " none";
-  for (auto [i, k] : llvm::enumerate(info.knobs))
-    os << (i ? ", " : " ") << k.name << " = " << k.value;
+  if (knobs.empty()) {
+    os << ".\n// Knobs compiled in:";
+    if (info.knobs.empty())
+      os << " none";
+    for (auto [i, k] : llvm::enumerate(info.knobs))
+      os << (i ? ", " : " ") << k.name << " = " << k.value;
+  } else {
+    os << ".\n// Knobs at run time: struct " << info.name << "_knobs (defaults:";
+    for (auto [i, k] : llvm::enumerate(info.knobs))
+      os << (i ? ", " : " ") << k.name << " = " << k.value;
+    os << ")";
+  }
   os << "\n//\n// Buffers are C-order; T is num_tokens. Sets are one byte per expert (0/1).\n"
      << "// A placement is passed as replica_count[E] and log2phy[E][R] (-1 padded).\n"
-     << "// Returns 0. The function is thread-safe and allocates only temporaries.\n"
+     << "// Returns 0, or a status (" << info.name << "_status_message) when num_tokens or a\n"
+     << "// knob is out of range. Thread-safe; allocates only temporaries.\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n#include <stdint.h>\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  emitKnobDeclarations(os, info, knobs);
   os << "int32_t " << info.name << "(\n    int64_t num_tokens";
   for (const AbiParam &p : abi) {
     std::string cname = p.name;
@@ -145,6 +235,8 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi)
        << (p.isOutput ? "out " : "in ") << (p.kind == "set" ? "bool" : p.dtype) << " "
        << shapeText(p) << " */";
   }
+  if (!knobs.empty())
+    os << ",\n    const struct " << info.name << "_knobs *knobs /* NULL: the defaults */";
   os << ");\n\n";
   for (const AbiParam &p : abi)
     if (p.shape.size() && p.shape[0] < 0 &&
@@ -177,7 +269,8 @@ std::string shapeText(const AbiParam &p) {
 
 bool invokeEntry(ExecutionEngine &engine, StringRef name, int64_t tokens,
                  const std::vector<AbiParam> &abi, std::vector<void *> &buffers,
-                 const std::vector<int64_t> &scalars, std::string &error) {
+                 const std::vector<int64_t> &scalars, std::string &error,
+                 const runtime::Signature *signature, void *knobs) {
   // The packed interface takes a pointer to each argument, then one to the result.
   std::vector<int32_t> scalar32(abi.size());
   std::vector<int64_t> scalar64(abi.size());
@@ -194,6 +287,9 @@ bool invokeEntry(ExecutionEngine &engine, StringRef name, int64_t tokens,
       packed.push_back(&scalar32[i]);
     }
   }
+  // An entry with run-time knobs takes `const struct NAME_knobs *` last (NULL: defaults).
+  if (signature && !signature->knobs.empty())
+    packed.push_back(&knobs);
   int32_t status = -1;
   packed.push_back(&status);
   if (llvm::Error err = engine.invokePacked(name, packed)) {
@@ -201,7 +297,8 @@ bool invokeEntry(ExecutionEngine &engine, StringRef name, int64_t tokens,
     return false;
   }
   if (status != 0) {
-    error = "the compiled router returned status " + std::to_string(status);
+    error = "the compiled entry returned status " + std::to_string(status) +
+            (signature ? ": " + runtime::statusMessage(*signature, status) : "");
     return false;
   }
   return true;

@@ -31,7 +31,8 @@ static llvm::json::Array kernelParams(gpu::GPUFuncOp kernel) {
                            : "workspace";
     auto memref = dyn_cast<MemRefType>(type);
     if (!memref) {
-      params.push_back(llvm::json::Object{{"name", name}, {"type", "i64"}});
+      std::string t = type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
+      params.push_back(llvm::json::Object{{"name", name}, {"type", t}});
       continue;
     }
     params.push_back(llvm::json::Object{{"name", name + ".allocated"}, {"type", "ptr"}});
@@ -65,6 +66,7 @@ struct KernelLaunch {
 /// on a stream, with the parameters in the order of the PTX entries (expanded memref
 /// descriptors, then the workspace).
 static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
+                         const std::vector<runtime::Knob> &knobs,
                          const std::vector<KernelLaunch> &kernels, StringRef ptx,
                          GpuArtifacts &out) {
   std::string n = name.str();
@@ -73,6 +75,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   std::string signature = "int32_t " + n + "_launch(\n    int64_t num_tokens";
   for (const AbiParam &p : abi)
     signature += ",\n    " + cParamType(p) + (p.kind == "scalar" ? " " : "") + cName(p.name);
+  if (!knobs.empty())
+    signature += ",\n    const struct " + n + "_knobs *knobs";
   signature += ",\n    void *workspace, cudaStream_t stream)";
 
   llvm::raw_string_ostream h(out.launchHeader);
@@ -89,8 +93,13 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     << "/* Number of usable GPUs; 0 (and a message) on a machine without one. */\n"
     << "int32_t " << n << "_gpu_available(char *message, size_t size);\n\n"
     << "/* Bytes of device workspace a launch for num_tokens tokens needs. */\n"
-    << "int64_t " << n << "_workspace_bytes(int64_t num_tokens);\n\n"
-    << "/* Launches the policy; returns 0 or a cudaError_t. */\n" << signature << ";\n\n"
+    << "int64_t " << n << "_workspace_bytes(int64_t num_tokens);\n\n";
+  emitKnobStruct(h, n, knobs);
+  h << "/* Launches the policy; returns 0, a cudaError_t, or (nothing launched) -1 when\n"
+    << "   num_tokens is outside [0, 2^31 - 1] and -(2 + j) when knob j breaks a rule of\n"
+    << "   the ops that use it (" << n << ".h's " << n << "_status_message(2 + j) says which).\n"
+    << "   The knobs are kernel parameters: cudaGraphExecKernelNodeSetParams can change\n"
+    << "   them in a captured graph. */\n" << signature << ";\n\n"
     << "#ifdef __cplusplus\n}\n#endif\n";
 
   llvm::raw_string_ostream c(out.launchSource);
@@ -135,7 +144,15 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     << signature << " {\n  cudaKernel_t kernels[" << kernels.size() << "];\n"
     << "  cudaError_t status = loadKernels(kernels);\n"
     << "  if (status != cudaSuccess)\n    return (int32_t)status;\n"
-    << "  int64_t tokens = num_tokens;\n  void *args[" << 1 + 7 * (abi.size() + 1) << "];\n"
+    << "  if (num_tokens < 0 || num_tokens > 2147483647LL)\n    return -1;\n";
+  for (auto [j, k] : llvm::enumerate(knobs)) {
+    std::string v = "knob_" + k.name;
+    c << "  " << (k.isFloat() ? "float " : "int64_t ") << v << " = knobs ? knobs->" << k.name
+      << " : " << knobDefaultText(k) << ";\n"
+      << "  if (" << knobCheckText(k, v) << ")\n    return " << -(2 + int64_t(j)) << ";\n";
+  }
+  c << "  int64_t tokens = num_tokens;\n  void *args[" << 1 + 7 * (abi.size() + 1) + knobs.size()
+    << "];\n"
     << "  int64_t ints[" << 7 * (abi.size() + 1) << "];\n  void *ptrs[" << 2 * (abi.size() + 1)
     << "];\n  int a = 0, i = 0, p = 0;\n  args[a++] = &tokens;\n";
   auto buffer = [&](const std::string &ptrExpr, std::vector<std::string> sizes) {
@@ -165,6 +182,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
                                    ") / " + std::to_string(param.sizeRule[2]));
     buffer(cName(param.name), sizes);
   }
+  for (const runtime::Knob &k : knobs) // after the outputs, as the kernels take them
+    c << "  args[a++] = &knob_" << k.name << ";\n";
   buffer("workspace", {n + "_workspace_bytes(num_tokens)"});
   if (large) {
     const KernelLaunch &k1 = kernels[1];
@@ -186,10 +205,10 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
 
 bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
                   const moe::MoeMapToGPUOptions &options, GpuArtifacts &out,
-                  std::string &error) {
+                  std::string &error, bool freezeKnobs) {
   // Metadata comes from the kernels before they are compiled to PTX.
   PassManager mapping(module.getContext());
-  moe::buildLoopPipeline(mapping, /*laneParallel=*/true);
+  moe::buildLoopPipeline(mapping, /*laneParallel=*/true, freezeKnobs);
   mapping.addPass(moe::createMoeMapToGPU(options));
   OwningOpRef<ModuleOp> inspect(module.clone());
   if (failed(mapping.run(*inspect))) {
@@ -261,7 +280,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
        << "\n";
 
   PassManager pm(module.getContext());
-  moe::buildPtxPipeline(pm, arch, options);
+  moe::buildPtxPipeline(pm, arch, options, freezeKnobs);
   // The mapping above already reported its warnings; errors still go through.
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &d) {
     return success(d.getSeverity() == DiagnosticSeverity::Warning);
@@ -278,7 +297,8 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
     error = "no PTX was produced for @" + name.str();
     return false;
   }
-  emitLauncher(name, readAbi(*inspect, name), launches, out.ptx, out);
+  emitLauncher(name, readAbi(*inspect, name), readKnobs(*inspect, name), launches, out.ptx,
+               out);
   return true;
 }
 

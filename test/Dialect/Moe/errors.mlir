@@ -1670,7 +1670,7 @@ moe.prefetch @step_bandwidth(%ne: tensor<1xi32>) -> (s: tensor<1xi32>) attribute
   %cs = moe.knob "bandwidth" = 0.0 : f32
   %tl = arith.constant 1.0 : f32
   %l = arith.constant 4 : i64
-  // expected-error @+1 {{'moe.step_size' op bandwidth must be finite and > 0, got 0}}
+  // expected-error @+1 {{'moe.step_size' op bandwidth must be > 0, got 0.000000e+00}}
   %s = moe.step_size %ne expert_bytes(%es : i64) bandwidth(%cs : f32) layer_time(%tl : f32)
       layers(%l : i64) : tensor<1xi32> -> tensor<1xi32>
   moe.yield %s : tensor<1xi32>

@@ -19,7 +19,7 @@ int main(void) {
   int32_t *sorted = malloc(sizeof(int32_t) * xshare_sorted_token_ids_size(T));
   int32_t *blocks = malloc(sizeof(int32_t) * xshare_expert_ids_size(T));
   if (xshare(T, logits, ids, weights, selected, counts, active, &num_active, sorted, blocks,
-             &padded) != 0)
+             &padded, /*knobs: the defaults*/ NULL) != 0)
     return 1;
 
   int routed = 0, in_set = 1, used = 0;

@@ -25,7 +25,17 @@ bool emitObjectFile(mlir::ModuleOp lowered, llvm::StringRef path, std::string &e
 bool linkSharedLibrary(llvm::StringRef object, llvm::StringRef library, std::string &error);
 
 /// The C header declaring the entry point of router `info` (lowered ABI `abi`).
-std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi);
+/// `struct NAME_knobs` and `NAME_knobs_default()` (include-guarded: the host header and
+/// the GPU launcher's both declare them), nothing without knobs.
+void emitKnobStruct(llvm::raw_ostream &os, const std::string &name,
+                    const std::vector<runtime::Knob> &knobs);
+/// A knob's default as a C literal, and the C condition under which value `v` breaks one
+/// of its rules (what the generated entry and launcher check).
+std::string knobDefaultText(const runtime::Knob &knob);
+std::string knobCheckText(const runtime::Knob &knob, const std::string &v);
+
+std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi,
+                       const std::vector<runtime::Knob> &knobs = {});
 
 /// The C type of a parameter in the generated headers: `const float *`, `int32_t`, ...
 std::string cParamType(const AbiParam &p);
@@ -36,7 +46,8 @@ std::string shapeText(const AbiParam &p);
 /// Calls entry `name` of a JIT engine with one buffer per ABI parameter.
 bool invokeEntry(mlir::ExecutionEngine &engine, llvm::StringRef name, int64_t tokens,
                  const std::vector<AbiParam> &abi, std::vector<void *> &buffers,
-                 const std::vector<int64_t> &scalars, std::string &error);
+                 const std::vector<int64_t> &scalars, std::string &error,
+                 const runtime::Signature *signature = nullptr, void *knobs = nullptr);
 
 } // namespace switchyard::host
 

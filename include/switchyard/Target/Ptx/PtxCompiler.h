@@ -23,9 +23,11 @@ struct GpuArtifacts {
 
 /// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
 /// `mapping` sets the block size and the size classes (moe-map-to-gpu's options).
+/// Knobs are kernel parameters the launcher takes in `const struct NAME_knobs *`, unless
+/// `freezeKnobs` compiles their values in.
 bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
                   const moe::MoeMapToGPUOptions &mapping, GpuArtifacts &out,
-                  std::string &error);
+                  std::string &error, bool freezeKnobs = false);
 
 /// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
 /// when ptxas is missing or rejects it.

@@ -35,7 +35,19 @@ LogicalResult RouteOp::verify() {
   float scaling = getScaling().convertToFloat();
   if (!std::isfinite(scaling) || scaling <= 0.0f)
     return emitOpError() << "scaling must be finite and > 0, got " << scaling;
-  return success();
+  if (getScalingFactor() && scaling != 1.0f)
+    return emitOpError() << "takes scaling = " << scaling
+                         << " or scaled_by(...), not both";
+  return verifyScalarRules(*this);
+}
+
+void RouteOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  if (!getScalingFactor())
+    return;
+  ScalarRule factor = ScalarRule::floatRange(getScalingFactor(), "scaled_by", 0.0,
+                                             /*minOpen=*/true, {}, false);
+  factor.finite = true;
+  rules.push_back(factor);
 }
 
 namespace {

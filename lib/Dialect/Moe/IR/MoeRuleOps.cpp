@@ -13,19 +13,25 @@ LogicalResult EmaOp::verify() {
     return failure();
   if (cast<ShapedType>(getCounts().getType()).getDimSize(0) != *e)
     return emitOpError() << "counts must have " << *e << " entries, like hotness";
-  if (std::optional<double> a = getKnownFloat(getAlpha()); a && !(*a >= 0.0 && *a < 1.0))
-    return emitOpError() << "alpha must be in [0, 1), got " << *a;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void EmaOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::floatRange(getAlpha(), "alpha", 0.0, false, 1.0, true));
+}
+
+void HiCapacityOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::intRange(getHiBytes(), "hi_bytes", 1));
+  rules.push_back(ScalarRule::intRange(getLoBytes(), "lo_bytes", 0));
+  rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
+  rules.push_back(ScalarRule::intRange(getFixed(), "fixed", 0));
+  rules.push_back(ScalarRule::intRange(getBudget(), "budget", 0));
 }
 
 LogicalResult HiCapacityOp::verify() {
   int64_t experts = getExperts();
   if (failed(verifyExpertCount(*this, experts, "hi_capacity")) ||
-      failed(verifyIntInRange(*this, getHiBytes(), "hi_bytes", 1)) ||
-      failed(verifyIntInRange(*this, getLoBytes(), "lo_bytes", 0)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)) ||
-      failed(verifyIntInRange(*this, getFixed(), "fixed", 0)) ||
-      failed(verifyIntInRange(*this, getBudget(), "budget", 0)))
+      failed(verifyScalarRules(*this)))
     return failure();
   std::optional<int64_t> budget = getKnownInt(getBudget()), fixed = getKnownInt(getFixed()),
                          hi = getKnownInt(getHiBytes()), lo = getKnownInt(getLoBytes()),
@@ -47,19 +53,20 @@ LogicalResult HotSetOp::verify() {
   FailureOr<int64_t> e = verifyExpertVector(*this, getScores().getType(), "scores");
   if (failed(e) || failed(verifySetSize(*this, getCurrent().getType(), *e, "current")))
     return failure();
-  if (failed(verifyIntInRange(*this, getCapacity(), "capacity", 0)))
-    return failure();
   if (!getMargin() == !getRankSlack())
     return emitOpError() << "takes exactly one of margin(...) and rank_slack(...)";
+  return verifyScalarRules(*this);
+}
+
+void HotSetOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::intRange(getCapacity(), "capacity", 0));
   if (getMargin()) {
-    if (failed(verifyFloatFinite(*this, getMargin(), "margin")))
-      return failure();
-    if (std::optional<double> m = getKnownFloat(getMargin()); m && *m < 0)
-      return emitOpError() << "margin must be >= 0, got " << *m;
+    ScalarRule margin = ScalarRule::floatRange(getMargin(), "margin", 0.0, false, {}, false);
+    margin.finite = true;
+    rules.push_back(margin);
   }
-  if (getRankSlack() && failed(verifyIntInRange(*this, getRankSlack(), "rank_slack", 0)))
-    return failure();
-  return success();
+  if (getRankSlack())
+    rules.push_back(ScalarRule::intRange(getRankSlack(), "rank_slack", 0));
 }
 
 LogicalResult RankedOp::verify() {
@@ -210,12 +217,15 @@ LogicalResult LibraReplicateOp::verify() {
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
-  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)) ||
-      failed(verifyIntInRange(*this, getExtra(), "extra", 0, e)))
+  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
     return failure();
-  if (std::optional<double> a = getKnownFloat(getAlpha()); a && !(*a >= 0.0 && *a <= 1.0))
-    return emitOpError() << "alpha must be in [0, 1], got " << *a;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void LibraReplicateOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  int64_t e = cast<ShapedType>(getRequests().getType()).getDimSize(1);
+  rules.push_back(ScalarRule::intRange(getExtra(), "extra", 0, e));
+  rules.push_back(ScalarRule::floatRange(getAlpha(), "alpha", 0.0, false, 1.0, false));
 }
 
 LogicalResult LibraShardOp::verify() {
@@ -230,10 +240,13 @@ LogicalResult LibraShardOp::verify() {
     return emitOpError() << "shard_plan must be " << g << "x" << e << " (GPUs x experts)";
   if (cast<ShapedType>(getLoads().getType()).getDimSize(0) != g)
     return emitOpError() << "loads must have one entry per GPU (" << g << ")";
-  if (std::optional<double> eps = getKnownFloat(getEpsilon());
-      eps && !(*eps >= 0.0 && std::isfinite(*eps)))
-    return emitOpError() << "epsilon must be finite and >= 0, got " << *eps;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void LibraShardOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule epsilon = ScalarRule::floatRange(getEpsilon(), "epsilon", 0.0, false, {}, false);
+  epsilon.finite = true;
+  rules.push_back(epsilon);
 }
 
 //===----------------------------------------------------------------------===//
@@ -251,21 +264,28 @@ LogicalResult ExpectedExpertsOp::verify() {
   if (failed(e) || failed(verifySetSize(*this, getSet().getType(), *e, "result")) ||
       failed(verifyOneEntry(*this, getCount(), "count")))
     return failure();
-  if (std::optional<double> p = getKnownFloat(getThreshold()); p && !(*p > 0.0 && *p <= 1.0))
-    return emitOpError() << "threshold must be in (0, 1], got " << *p;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void ExpectedExpertsOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::floatRange(getThreshold(), "threshold", 0.0, true, 1.0, false));
 }
 
 LogicalResult StepSizeOp::verify() {
   if (failed(verifyOneEntry(*this, getCount(), "count")) ||
-      failed(verifyOneEntry(*this, getResult(), "result")) ||
-      failed(verifyIntInRange(*this, getExpertBytes(), "expert_bytes", 0)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)))
+      failed(verifyOneEntry(*this, getResult(), "result")))
     return failure();
-  for (auto [v, name] : {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}})
-    if (std::optional<double> x = getKnownFloat(v); x && !(*x > 0.0 && std::isfinite(*x)))
-      return emitOpError() << name << " must be finite and > 0, got " << *x;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void StepSizeOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::intRange(getExpertBytes(), "expert_bytes", 0));
+  rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
+  for (auto [v, name] : {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}}) {
+    ScalarRule rate = ScalarRule::floatRange(v, name, 0.0, /*minOpen=*/true, {}, false);
+    rate.finite = true;
+    rules.push_back(rate);
+  }
 }
 
 LogicalResult StepFeedbackOp::verify() {
@@ -277,14 +297,16 @@ LogicalResult StepFeedbackOp::verify() {
       return failure();
   if (getTrace().getType() != getEvents().getType())
     return emitOpError() << "trace must have one entry per event";
+  return verifyScalarRules(*this);
+}
+
+void StepFeedbackOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   // The step and the counters are i32 state: thresholds and layers must fit.
-  if (failed(verifyIntInRange(*this, getStallThreshold(), "stall_threshold", 0,
-                              INT32_MAX - 1)) ||
-      failed(verifyIntInRange(*this, getOverfetchThreshold(), "overfetch_threshold", 1,
-                              INT32_MAX)) ||
-      failed(verifyIntInRange(*this, getLayers(), "layers", 1, kMaxLayers)))
-    return failure();
-  return success();
+  rules.push_back(ScalarRule::intRange(getStallThreshold(), "stall_threshold", 0,
+                                       INT32_MAX - 1));
+  rules.push_back(ScalarRule::intRange(getOverfetchThreshold(), "overfetch_threshold", 1,
+                                       INT32_MAX));
+  rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
 }
 
 LogicalResult TwoLevelLruOp::verify() {
@@ -294,8 +316,13 @@ LogicalResult TwoLevelLruOp::verify() {
   if (failed(verifyOneEntry(*this, getNow(), "now")) ||
       failed(verifyOneEntry(*this, getStep(), "step")))
     return failure();
+  return verifyScalarRules(*this);
+}
+
+void TwoLevelLruOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   // A cache that cannot hold one expert is a configuration error.
-  return verifyIntInRange(*this, getCapacity(), "capacity", 1, e);
+  int64_t e = cast<ExpertSetType>(getResident().getType()).getExperts();
+  rules.push_back(ScalarRule::intRange(getCapacity(), "capacity", 1, e));
 }
 
 LogicalResult ResidentFirstOp::verify() {

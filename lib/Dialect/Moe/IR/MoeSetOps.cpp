@@ -17,7 +17,12 @@ LogicalResult UnionTopKOp::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getScores().getType(), "scores");
   if (failed(e) || failed(verifySetSize(*this, getResult().getType(), *e, "result")))
     return failure();
-  return verifyIntInRange(*this, getK0(), "k0", 0, boundOf(*e));
+  return verifyScalarRules(*this);
+}
+
+void UnionTopKOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  int64_t e = getScores().getType().getDimSize(1);
+  rules.push_back(ScalarRule::intRange(getK0(), "k0", 0, boundOf(e)));
 }
 
 namespace {
@@ -56,26 +61,33 @@ LogicalResult FillOp::verify() {
   Type amountType = getAmount().getType();
   switch (getMode()) {
   case FillMode::budget:
-    if (!amountType.isInteger(64))
-      return emitOpError() << "a 'budget' fill takes an i64 number of experts, got "
-                           << amountType;
-    return verifyIntInRange(*this, getAmount(), "budget", 0);
   case FillMode::min_size:
     if (!amountType.isInteger(64))
-      return emitOpError() << "a 'min_size' fill takes an i64 number of experts, got "
-                           << amountType;
-    return verifyIntInRange(*this, getAmount(), "min_size", 0, boundOf(*e));
-  case FillMode::threshold: {
+      return emitOpError() << "a '" << stringifyFillMode(getMode())
+                           << "' fill takes an i64 number of experts, got " << amountType;
+    break;
+  case FillMode::threshold:
     if (!amountType.isF32())
       return emitOpError() << "a 'threshold' fill takes an f32 fraction of the mass, got "
                            << amountType;
-    std::optional<double> tau = getKnownFloat(getAmount());
-    if (tau && !(*tau >= 0.0 && *tau <= 1.0))
-      return emitOpError() << "threshold must be in [0, 1], got " << *tau;
-    return success();
+    break;
   }
+  return verifyScalarRules(*this);
+}
+
+void FillOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  int64_t e = getScores().getType().getDimSize(0);
+  switch (getMode()) {
+  case FillMode::budget:
+    rules.push_back(ScalarRule::intRange(getAmount(), "budget", 0));
+    return;
+  case FillMode::min_size:
+    rules.push_back(ScalarRule::intRange(getAmount(), "min_size", 0, boundOf(e)));
+    return;
+  case FillMode::threshold:
+    rules.push_back(ScalarRule::floatRange(getAmount(), "threshold", 0.0, false, 1.0, false));
+    return;
   }
-  return success();
 }
 
 OpFoldResult FillOp::fold(FoldAdaptor) {
@@ -97,7 +109,11 @@ LogicalResult FillPerDeviceOp::verify() {
   int64_t placed = getPlacement().getType().getExperts();
   if (placed != *e)
     return emitOpError() << "placement places " << placed << " experts, expected " << *e;
-  return verifyIntInRange(*this, getBudget(), "budget", 0);
+  return verifyScalarRules(*this);
+}
+
+void FillPerDeviceOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::intRange(getBudget(), "budget", 0));
 }
 
 OpFoldResult FillPerDeviceOp::fold(FoldAdaptor) {
@@ -116,26 +132,38 @@ LogicalResult SegmentFillOp::verify() {
       failed(verifySameTokens(*this, getScores().getType(), "scores",
                               getRequestIds().getType(), "request_ids")))
     return failure();
-  if (failed(verifyIntInRange(*this, getK0(), "k0", 0, boundOf(*e))))
-    return failure();
+  return verifyScalarRules(*this);
+}
+
+void SegmentFillOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  int64_t e = getScores().getType().getDimSize(1);
+  rules.push_back(ScalarRule::intRange(getK0(), "k0", 0, boundOf(e)));
   // Like moe.fill's budget: a budget beyond E simply takes every expert.
-  return verifyIntInRange(*this, getBudget(), "budget", 0);
+  rules.push_back(ScalarRule::intRange(getBudget(), "budget", 0));
 }
 
 LogicalResult ThresholdSetOp::verify() {
   FailureOr<int64_t> e = verifyExpertVector(*this, getScores().getType(), "scores");
   if (failed(e) || failed(verifySetSize(*this, getResult().getType(), *e, "result")))
     return failure();
-  if (std::optional<double> theta = getKnownFloat(getTheta()); theta && std::isnan(*theta))
-    return emitOpError() << "theta must not be NaN";
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void ThresholdSetOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule theta = ScalarRule::floatRange(getTheta(), "theta", {}, false, {}, false);
+  theta.notNaN = true;
+  rules.push_back(theta);
 }
 
 LogicalResult DropLowestOp::verify() {
   FailureOr<int64_t> e = verifyExpertVector(*this, getScores().getType(), "scores");
   if (failed(e) || failed(verifySetSize(*this, getSet().getType(), *e, "set")))
     return failure();
-  return verifyIntInRange(*this, getCount(), "count", 0);
+  return verifyScalarRules(*this);
+}
+
+void DropLowestOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  rules.push_back(ScalarRule::intRange(getCount(), "count", 0));
 }
 
 OpFoldResult DropLowestOp::fold(FoldAdaptor) {

@@ -24,13 +24,17 @@ LogicalResult AddBiasOp::verify() {
   return success();
 }
 
+void ScaleOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule factor = ScalarRule::floatRange(getFactor(), "factor", {}, false, {}, false);
+  factor.finite = factor.nonzero = true;
+  factor.why = "(it would erase every score)";
+  rules.push_back(factor);
+}
+
 LogicalResult ScaleOp::verify() {
-  if (failed(verifyScoreMatrix(*this, getInput().getType(), "input")) ||
-      failed(verifyFloatFinite(*this, getFactor(), "factor")))
+  if (failed(verifyScoreMatrix(*this, getInput().getType(), "input")))
     return failure();
-  if (std::optional<double> f = getKnownFloat(getFactor()); f && *f == 0.0)
-    return emitOpError() << "factor must be non-zero (it would erase every score)";
-  return success();
+  return verifyScalarRules(*this);
 }
 
 OpFoldResult ScaleOp::fold(FoldAdaptor) {
@@ -97,12 +101,15 @@ LogicalResult BinsOp::verify() {
   if (in.getShape() != out.getShape())
     return emitOpError() << "bins must have the shape of the logits, got " << out
                          << " for " << in;
-  if (failed(verifyFloatFinite(*this, getAlpha(), "alpha")) ||
-      failed(verifyIntInRange(*this, getBeta(), "beta", 0)))
-    return failure();
-  if (std::optional<double> a = getKnownFloat(getAlpha()); a && *a <= 0.0)
-    return emitOpError() << "alpha must be > 0, got " << *a;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void BinsOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule alpha = ScalarRule::floatRange(getAlpha(), "alpha", 0.0, /*minOpen=*/true, {},
+                                            false);
+  alpha.finite = true;
+  rules.push_back(alpha);
+  rules.push_back(ScalarRule::intRange(getBeta(), "beta", 0));
 }
 
 LogicalResult MaskOp::verify() {
@@ -120,12 +127,15 @@ OpFoldResult MaskOp::fold(FoldAdaptor) {
 
 LogicalResult BiasResidentOp::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getInput().getType(), "input");
-  if (failed(e) || failed(verifySetSize(*this, getResident().getType(), *e, "resident")) ||
-      failed(verifyFloatFinite(*this, getBonus(), "bonus")))
+  if (failed(e) || failed(verifySetSize(*this, getResident().getType(), *e, "resident")))
     return failure();
-  if (std::optional<double> b = getKnownFloat(getBonus()); b && *b < 0.0)
-    return emitOpError() << "bonus must be >= 0, got " << *b;
-  return success();
+  return verifyScalarRules(*this);
+}
+
+void BiasResidentOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule bonus = ScalarRule::floatRange(getBonus(), "bonus", 0.0, false, {}, false);
+  bonus.finite = true;
+  rules.push_back(bonus);
 }
 
 OpFoldResult BiasResidentOp::fold(FoldAdaptor) {

@@ -138,29 +138,6 @@ LogicalResult verifySetSize(Operation *op, Type setType, int64_t experts,
   return success();
 }
 
-LogicalResult verifyIntInRange(Operation *op, Value value, StringRef name, int64_t lo,
-                               std::optional<int64_t> hi) {
-  std::optional<int64_t> v = getKnownInt(value);
-  if (!v)
-    return success();
-  if (*v < lo || (hi && *v > *hi)) {
-    auto diag = op->emitOpError() << name << " must be in [" << lo << ", ";
-    if (hi)
-      diag << *hi;
-    else
-      diag << "inf";
-    return diag << "], got " << *v;
-  }
-  return success();
-}
-
-LogicalResult verifyFloatFinite(Operation *op, Value value, StringRef name) {
-  std::optional<double> v = getKnownFloat(value);
-  if (v && !std::isfinite(*v))
-    return op->emitOpError() << name << " must be finite, got " << *v;
-  return success();
-}
-
 bool isFullSet(Value value) { return value.getDefiningOp<FullSetOp>() != nullptr; }
 bool isEmptySet(Value value) { return value.getDefiningOp<EmptySetOp>() != nullptr; }
 

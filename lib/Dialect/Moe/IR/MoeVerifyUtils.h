@@ -63,13 +63,8 @@ mlir::LogicalResult verifyChoices(mlir::Operation *op, int64_t k, int64_t expert
 mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType,
                                   int64_t experts, llvm::StringRef what);
 
-/// Range checks on statically known scalar parameters (constants or knob defaults).
-/// `name` is the parameter's name in the op's syntax.
-mlir::LogicalResult verifyIntInRange(mlir::Operation *op, mlir::Value value,
-                                     llvm::StringRef name, int64_t lo,
-                                     std::optional<int64_t> hi = std::nullopt);
-mlir::LogicalResult verifyFloatFinite(mlir::Operation *op, mlir::Value value,
-                                      llvm::StringRef name);
+/// Checks the op's ScalarRulesOpInterface rules on statically known values.
+mlir::LogicalResult verifyScalarRules(mlir::Operation *op);
 
 /// True when `value` is produced by `moe.full_set` / `moe.empty_set`.
 bool isFullSet(mlir::Value value);

@@ -158,7 +158,13 @@ private:
           if (!(request.scaling->value > 0) || !std::isfinite(request.scaling->value))
             ok = route.emitError() << request.scaling->source
                                    << ": the routed scaling factor must be finite and > 0";
-          route.setScalingAttr(b.getF32FloatAttr(float(request.scaling->value)));
+          // A route scaled by a knob: the model's factor becomes the knob's default.
+          if (auto knob = route.getScalingFactor()
+                              ? route.getScalingFactor().getDefiningOp<KnobOp>()
+                              : KnobOp())
+            knob.setValueAttr(b.getF32FloatAttr(float(request.scaling->value)));
+          else
+            route.setScalingAttr(b.getF32FloatAttr(float(request.scaling->value)));
         }
         if (request.normTopkProb)
           route.setRenormalize(request.normTopkProb->value);

@@ -11,6 +11,8 @@
 #ifndef SWITCHYARD_RUNTIME_SIGNATURE_H
 #define SWITCHYARD_RUNTIME_SIGNATURE_H
 
+#include "switchyard/Runtime/ScalarRange.h"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -45,11 +47,50 @@ struct Param {
   std::string inputName() const;
 };
 
+/// One rule a knob obeys (from an op that uses it): the run-time check of the rule the
+/// verifier applies to known values.
+struct KnobRule {
+  ScalarRange range;
+  std::string text; // "budget must be in [0, inf]"
+  std::string op;   // "moe.fill at xshare.mlir:24:15"
+};
+
+/// A knob the entry takes at run time, in its `const struct NAME_knobs *` (NULL: the
+/// defaults): fields in this order, int64_t for "int64", float for "float32".
+struct Knob {
+  std::string name;
+  std::string dtype; // int64 or float32
+  int64_t intDefault = 0;
+  double floatDefault = 0;
+  std::vector<KnobRule> rules;
+
+  bool isFloat() const { return dtype == "float32"; }
+  /// "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at ...)" for the first
+  /// rule `value` breaks, or none.
+  std::optional<std::string> check(double value) const;
+};
+
+/// The C layout of `struct NAME_knobs`: each field at its natural alignment.
+struct KnobLayout {
+  std::vector<size_t> offsets;
+  size_t size = 0;
+  explicit KnobLayout(const std::vector<Knob> &knobs);
+};
+
+/// Fills `bytes` with `struct NAME_knobs` (KnobLayout): the defaults, then each
+/// "name=value" override parsed as the knob's type and checked against its rules;
+/// false with `error` naming the knob otherwise.
+bool packKnobs(const std::vector<Knob> &knobs, const std::vector<std::string> &overrides,
+               std::vector<uint8_t> &bytes, std::string &error);
+
 /// An entry point: a router or a rule.
 struct Signature {
   std::string entry;
   std::string kind = "router"; // router, residency, balance, prefetch
   std::vector<Param> params;
+  /// Knobs left tunable (empty when the policy was compiled with --freeze-knobs): the
+  /// entry then takes `const struct NAME_knobs *knobs` after its buffers.
+  std::vector<Knob> knobs;
 
   bool isRule() const { return kind != "router"; }
   /// The index of the first parameter bound as input `name`, or -1.
@@ -63,8 +104,14 @@ struct Signature {
 constexpr int64_t kMaxTokens = INT32_MAX;
 constexpr int64_t kMaxOutputBytes = int64_t(1) << 34;
 
+/// What a non-zero status of the entry means: 1 num_tokens outside [0, kMaxTokens],
+/// 2 + j knob j broke one of its rules.
+std::string statusMessage(const Signature &signature, int32_t status);
+
 /// The signature as JSON: {"entry", "kind", "params": [{"name", "role", "kind",
-/// "dtype", "shape", "size_rule", "values", "id_bound"}]}.
+/// "dtype", "shape", "size_rule", "values", "id_bound"}], "knobs": [{"name", "dtype",
+/// "default", "rules": [{"text", "op", "float", "lo", "hi"?, "finite", "not_nan",
+/// "nonzero", "min"?, "max"?, "min_open", "max_open"}]}]}.
 std::string toJson(const Signature &signature);
 /// Reads toJson's format; false with a message naming the bad field otherwise.
 bool fromJson(const std::string &text, Signature &signature, std::string &error);

@@ -62,7 +62,8 @@ def Moe_NoUnknownAttributes : NativeOpTrait<"NoUnknownAttributes"> {
 // (MoeInterfaces.td); Moe_Op itself is not used directly.
 class Moe_Op<string mnemonic, list<Trait> traits = []>
     : Op<Moe_Dialect, mnemonic,
-         !listconcat(traits, [Moe_NoUnknownAttributes, Moe_ShapeRefinementOpInterface])>;
+         !listconcat(traits, [Moe_NoUnknownAttributes, Moe_ShapeRefinementOpInterface,
+                              Moe_ScalarRulesOpInterface])>;
 
 // Containers, knobs, gates, stages, terminators.
 class Moe_StructureOp<string mnemonic, list<Trait> traits = []>

@@ -79,6 +79,22 @@ def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
   ];
 }
 
+def Moe_ScalarRulesOpInterface : OpInterface<"ScalarRulesOpInterface"> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    The rules an op's scalar operands (budgets, thresholds, warm-up sizes, ...) obey.
+    The verifier checks them on statically known values (constants, knob defaults) and
+    the lowering passes them on to the generated code, which checks a knob's run-time
+    value against the same rule (moe-emit-c-entry). An op without scalar operands has
+    none (the default).
+  }];
+  let methods = [
+    InterfaceMethod<"Appends the op's scalar rules.", "void", "getScalarRules",
+      (ins "::llvm::SmallVectorImpl<::switchyard::moe::ScalarRule> &":$rules), [{}],
+      [{ (void)rules; }]>
+  ];
+}
+
 def Moe_PolicyOpInterface : OpInterface<"PolicyOpInterface", [FunctionOpInterface]> {
   let cppNamespace = "::switchyard::moe";
   let description = [{

@@ -15,6 +15,7 @@
 
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 #include "switchyard/Dialect/Moe/IR/MoeTraits.h"
+#include "switchyard/Runtime/ScalarRange.h"
 
 namespace switchyard::moe {
 
@@ -42,6 +43,21 @@ struct ShapeBinding {
   }
   /// `type` (a tensor) with dimension `dim` set to `size`.
   static mlir::Type withDim(mlir::Type type, unsigned dim, int64_t size);
+};
+
+/// A rule a scalar operand (a knob or a constant) obeys: checked by the verifier on a
+/// known value and, for a knob left tunable, by the generated code at run time (the
+/// C entry returns a status naming the knob). One rule (runtime::ScalarRange), both
+/// checks.
+struct ScalarRule : switchyard::runtime::ScalarRange {
+  mlir::Value value;
+  std::string name; // the parameter's name in the op's syntax
+
+  static ScalarRule intRange(mlir::Value v, llvm::StringRef name, int64_t lo,
+                             std::optional<int64_t> hi = std::nullopt);
+  static ScalarRule floatRange(mlir::Value v, llvm::StringRef name,
+                               std::optional<double> min, bool minOpen,
+                               std::optional<double> max, bool maxOpen);
 };
 
 /// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements

@@ -16,7 +16,9 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     Weights come from `weights` when given (DeepSeek-V3 selects with biased scores but
     weighs with the unbiased ones), else from `scores`. With `renormalize`, the k
     weights are divided by their sum (when the sum is > 0). Finally every weight is
-    multiplied by `scaling` (default 1; DeepSeek-V3's routed scaling factor is 2.5).
+    multiplied by `scaling` (default 1; DeepSeek-V3's routed scaling factor is 2.5), or
+    by the value of `scaled_by(%f : f32)`, usually a knob (`moe.knob
+    "routed_scaling_factor"`), so that engines set it at run time.
 
     `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
     generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
@@ -34,16 +36,19 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
   let arguments = (ins Moe_ScoreTensor:$scores, Optional<Moe_ExpertSetType>:$within,
                        Optional<Moe_ScoreTensor>:$weights, Moe_I64Attr:$k,
                        UnitAttr:$renormalize,
-                       DefaultValuedAttr<F32Attr, "1.0f">:$scaling);
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scaling,
+                       Optional<F32>:$scaling_factor);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
     $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
-    (`renormalize` $renormalize^)? (`scaling` `=` $scaling^)? attr-dict
+    (`renormalize` $renormalize^)? (`scaling` `=` $scaling^)?
+    (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)? attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];

@@ -35,6 +35,9 @@ def Moe_EmaOp : Moe_RuleStepOp<"ema", [AllTypesMatch<["hotness", "result"]>]> {
     `:` type($hotness) `,` type($counts)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_HiCapacityOp : Moe_RuleStepOp<"hi_capacity"> {
@@ -70,6 +73,9 @@ def Moe_HiCapacityOp : Moe_RuleStepOp<"hi_capacity"> {
     `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_HotSetOp : Moe_SetOp<"hot_set", Moe_RuleStep, [AllTypesMatch<["current", "result"]>,
@@ -112,6 +118,9 @@ def Moe_HotSetOp : Moe_SetOp<"hot_set", Moe_RuleStep, [AllTypesMatch<["current",
     `:` type($scores) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_RankedOp : Moe_RuleStepOp<"ranked"> {
@@ -337,6 +346,9 @@ def Moe_LibraReplicateOp : Moe_RuleStepOp<"libra_replicate"> {
     attr-dict `:` type($requests) `->` type($placement)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_LibraShardOp : Moe_RuleStepOp<"libra_shard"> {
@@ -371,6 +383,9 @@ def Moe_LibraShardOp : Moe_RuleStepOp<"libra_shard"> {
     `:` type($requests) `,` type($placement) `->` type($shard_plan) `,` type($loads)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -399,6 +414,9 @@ def Moe_ExpectedExpertsOp : Moe_RuleStepOp<"expected_experts"> {
     `->` qualified(type($set)) `,` type($count)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_StepSizeOp : Moe_RuleStepOp<"step_size"> {
@@ -426,6 +444,9 @@ def Moe_StepSizeOp : Moe_RuleStepOp<"step_size"> {
     `layers` `(` $layers `:` type($layers) `)` attr-dict `:` type($count) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_StepFeedbackOp : Moe_RuleStepOp<"step_feedback"> {
@@ -466,6 +487,9 @@ def Moe_StepFeedbackOp : Moe_RuleStepOp<"step_feedback"> {
     type($trace)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_TwoLevelLruOp : Moe_RuleStepOp<"two_level_lru", [
@@ -509,6 +533,9 @@ def Moe_TwoLevelLruOp : Moe_RuleStepOp<"two_level_lru", [
     `:` qualified(type($resident)) `,` type($last_use) `,` type($now) `,` type($step)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_ResidentFirstOp : Moe_RouteStageOp<"resident_first"> {

@@ -45,6 +45,9 @@ def Moe_UnionTopKOp : Moe_SetOp<"union_topk", Moe_BatchStage> {
   let assemblyFormat = "$scores `,` $k0 attr-dict `:` type($scores) `->` qualified(type($result))";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_FillOp : Moe_SetOp<"fill", Moe_SelectStage, [AllTypesMatch<["init", "result"]>]> {
@@ -76,6 +79,9 @@ def Moe_FillOp : Moe_SetOp<"fill", Moe_SelectStage, [AllTypesMatch<["init", "res
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_FillPerDeviceOp : Moe_SetOp<"fill_per_device", Moe_SelectStage, [AllTypesMatch<["init", "result"]>]> {
@@ -104,6 +110,9 @@ def Moe_FillPerDeviceOp : Moe_SetOp<"fill_per_device", Moe_SelectStage, [AllType
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_SegmentFillOp : Moe_SetOp<"segment_fill", Moe_BatchStage> {
@@ -128,6 +137,9 @@ def Moe_SegmentFillOp : Moe_SetOp<"segment_fill", Moe_BatchStage> {
     `:` type($scores) `,` type($request_ids) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_ThresholdSetOp : Moe_SetOp<"threshold_set", Moe_SelectStage> {
@@ -145,6 +157,9 @@ def Moe_ThresholdSetOp : Moe_SetOp<"threshold_set", Moe_SelectStage> {
   let arguments = (ins Moe_ExpertVector:$scores, F32:$theta);
   let assemblyFormat = "$scores `,` $theta attr-dict `:` type($scores) `->` qualified(type($result))";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_DropLowestOp : Moe_SetOp<"drop_lowest", Moe_SelectStage, [AllTypesMatch<["set", "result"]>]> {
@@ -164,6 +179,9 @@ def Moe_DropLowestOp : Moe_SetOp<"drop_lowest", Moe_SelectStage, [AllTypesMatch<
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_UnionOp : Moe_SetOp<"union", Moe_SelectStage, [Commutative, SameOperandsAndResultType]> {

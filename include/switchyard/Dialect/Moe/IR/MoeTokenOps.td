@@ -83,6 +83,9 @@ def Moe_ScaleOp : Moe_TokenOp<"scale", [AllTypesMatch<["input", "result"]>]> {
   let results = (outs Moe_ScoreTensor:$result);
   let assemblyFormat = "$input `,` $factor attr-dict `:` type($input)";
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 def Moe_TopKOp : Moe_TokenOp<"topk"> {
@@ -162,6 +165,7 @@ def Moe_BinsOp : Moe_TokenOp<"bins"> {
     $logits `,` $alpha `,` $beta attr-dict `:` type($logits) `->` type($bins)
   }];
   let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];
@@ -202,6 +206,9 @@ def Moe_BiasResidentOp : Moe_TokenOp<"bias_resident", [AllTypesMatch<["input", "
     $input `,` $resident `,` $bonus attr-dict `:` type($input) `,` qualified(type($resident))
   }];
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOETOKENOPS_TD
