@@ -76,19 +76,25 @@ std::vector<std::string> Signature::inputNames() const {
   return names;
 }
 
-std::optional<std::string> Knob::check(double value) const {
-  for (const KnobRule &rule : rules) {
-    std::optional<std::string> bad =
-        isFloat() ? rule.range.violation(value)
-                  : rule.range.violation(static_cast<int64_t>(value));
-    if (bad) {
-      std::string got = isFloat() ? ScalarRange::number(value)
-                                  : std::to_string(static_cast<int64_t>(value));
-      return "knob '" + name + "': " + rule.text.substr(0, rule.text.find(' ')) + " " + *bad +
-             ", got " + got + " (" + rule.op + ")";
-    }
-  }
+/// The first rule of `knob` that `value` breaks, worded with the value as `got`.
+template <typename T>
+static std::optional<std::string> firstViolation(const Knob &knob, T value,
+                                                 const std::string &got) {
+  for (const KnobRule &rule : knob.rules)
+    if (std::optional<std::string> bad = rule.range.violation(value))
+      return "knob '" + knob.name + "': " + rule.text.substr(0, rule.text.find(' ')) + " " +
+             *bad + ", got " + got + " (" + rule.op + ")";
   return std::nullopt;
+}
+
+std::optional<std::string> Knob::check(double value) const {
+  if (!isFloat())
+    return check(static_cast<int64_t>(value));
+  return firstViolation(*this, value, ScalarRange::number(value));
+}
+
+std::optional<std::string> Knob::check(int64_t value) const {
+  return firstViolation(*this, value, std::to_string(value));
 }
 
 KnobLayout::KnobLayout(const std::vector<Knob> &knobs) {
@@ -140,14 +146,7 @@ bool packKnobs(const std::vector<Knob> &knobs, const std::vector<std::string> &o
               (it->isFloat() ? "a float32" : "an int64");
       return false;
     }
-    std::optional<std::string> bad;
-    if (it->isFloat())
-      bad = it->check(value);
-    else
-      for (const KnobRule &rule : it->rules)
-        if (std::optional<std::string> v = rule.range.violation(integer); v && !bad)
-          bad = "knob '" + name + "': " + rule.text.substr(0, rule.text.find(' ')) + " " + *v +
-                ", got " + std::to_string(integer) + " (" + rule.op + ")";
+    std::optional<std::string> bad = it->isFloat() ? it->check(value) : it->check(integer);
     if (bad) {
       error = *bad;
       return false;

@@ -11,13 +11,6 @@
 using namespace mlir;
 using namespace switchyard::moe;
 
-Type ShapeBinding::withDim(Type type, unsigned dim, int64_t size) {
-  auto tensor = cast<RankedTensorType>(type);
-  SmallVector<int64_t> shape(tensor.getShape());
-  shape[dim] = size;
-  return RankedTensorType::get(shape, tensor.getElementType());
-}
-
 LogicalResult switchyard::moe::detail::refineByMatchingTypes(Operation *op, const ShapeBinding &binding,
                                             SmallVectorImpl<Type> &types) {
   for (OpResult result : op->getResults()) {

@@ -66,8 +66,9 @@ struct Knob {
 
   bool isFloat() const { return dtype == "float32"; }
   /// "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at ...)" for the first
-  /// rule `value` breaks, or none.
+  /// rule `value` breaks, or none (an int64 knob is checked exactly as an integer).
   std::optional<std::string> check(double value) const;
+  std::optional<std::string> check(int64_t value) const;
 };
 
 /// The C layout of `struct NAME_knobs`: each field at its natural alignment.

@@ -41,8 +41,6 @@ struct ShapeBinding {
     auto it = writtenTypes.find(value);
     return it == writtenTypes.end() ? value.getType() : it->second;
   }
-  /// `type` (a tensor) with dimension `dim` set to `size`.
-  static mlir::Type withDim(mlir::Type type, unsigned dim, int64_t size);
 };
 
 /// A rule a scalar operand (a knob or a constant) obeys: checked by the verifier on a

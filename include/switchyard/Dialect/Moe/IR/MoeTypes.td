@@ -50,12 +50,6 @@ def Moe_PlacementType : Moe_Type<"Placement", "placement"> {
     int64_t getMaxReplicas() const { return getSlots() - getExperts() + 1; }
     /// Physical slots hosted by each device.
     int64_t getSlotsPerDevice() const { return getSlots() / getDevices(); }
-    /// Whether experts, devices or slots is still a parameter (`?`).
-    bool isGeneric() const {
-      return ::mlir::ShapedType::isDynamic(getExperts()) ||
-             ::mlir::ShapedType::isDynamic(getDevices()) ||
-             ::mlir::ShapedType::isDynamic(getSlots());
-    }
   }];
 }
 
