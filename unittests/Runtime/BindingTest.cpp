@@ -219,3 +219,75 @@ TEST(CallBuffers, ExpertIdsMustBeExperts) {
 }
 
 } // namespace
+
+/// A signature with two run-time knobs, as moe-compile writes them.
+static Signature withKnobs() {
+  Signature s = router();
+  Knob budget{"budget", "int64", 24, 0, {}};
+  KnobRule nonNegative;
+  nonNegative.range.lo = 0;
+  nonNegative.text = "budget must be in [0, inf]";
+  nonNegative.op = "moe.fill at x.mlir:3:4";
+  budget.rules.push_back(nonNegative);
+  Knob alpha{"alpha", "float32", 0, 2.0, {}};
+  KnobRule positive;
+  positive.range.isFloat = positive.range.finite = positive.range.minOpen = true;
+  positive.range.min = 0.0;
+  positive.text = "alpha must be finite and > 0";
+  positive.op = "moe.bins at x.mlir:5:6";
+  alpha.rules.push_back(positive);
+  s.knobs = {budget, alpha};
+  return s;
+}
+
+TEST(Signature, KnobsRoundTripAndLayout) {
+  Signature back;
+  std::string error;
+  ASSERT_TRUE(fromJson(toJson(withKnobs()), back, error)) << error;
+  ASSERT_EQ(back.knobs.size(), 2u);
+  EXPECT_EQ(back.knobs[0].intDefault, 24);
+  EXPECT_EQ(back.knobs[1].floatDefault, 2.0);
+  EXPECT_TRUE(back.knobs[1].rules[0].range.minOpen);
+  KnobLayout layout(back.knobs); // struct { int64_t budget; float alpha; } in C
+  EXPECT_EQ(layout.offsets, (std::vector<size_t>{0, 8}));
+  EXPECT_EQ(layout.size, 16u);
+  EXPECT_EQ(statusMessage(back, 2),
+            "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4)");
+  EXPECT_EQ(statusMessage(back, 1), "num_tokens must be in [0, 2147483647]");
+}
+
+TEST(Signature, PackKnobsChecksEveryOverride) {
+  Signature s = withKnobs();
+  std::vector<uint8_t> bytes;
+  std::string error;
+  ASSERT_TRUE(packKnobs(s.knobs, {"budget=7", "alpha=0.5"}, bytes, error)) << error;
+  int64_t budget;
+  float alpha;
+  std::memcpy(&budget, bytes.data(), 8);
+  std::memcpy(&alpha, bytes.data() + 8, 4);
+  EXPECT_EQ(budget, 7);
+  EXPECT_EQ(alpha, 0.5f);
+  EXPECT_FALSE(packKnobs(s.knobs, {"budget=-1"}, bytes, error));
+  EXPECT_EQ(error, "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at x.mlir:3:4)");
+  EXPECT_FALSE(packKnobs(s.knobs, {"alpha=nan"}, bytes, error));
+  EXPECT_NE(error.find("alpha must be finite"), std::string::npos) << error;
+  EXPECT_FALSE(packKnobs(s.knobs, {"budget=1.5"}, bytes, error));
+  EXPECT_NE(error.find("is not an int64"), std::string::npos) << error;
+  EXPECT_FALSE(packKnobs(s.knobs, {"bugdet=1"}, bytes, error));
+  EXPECT_EQ(error, "unknown knob 'bugdet'");
+}
+
+TEST(Signature, MalformedKnobsNameTheField) {
+  Signature s;
+  std::string error;
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [], "knobs": 3})", s,
+                        error));
+  EXPECT_NE(error.find("'knobs' must be an array"), std::string::npos) << error;
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
+      "knobs": [{"name": "k", "dtype": "int64", "default": 1.5, "rules": []}]})", s, error));
+  EXPECT_NE(error.find("knobs[0]"), std::string::npos) << error;
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
+      "knobs": [{"name": "k", "dtype": "int64", "default": 1,
+                 "rules": [{"text": "t", "op": "o", "lo": "zero"}]}]})", s, error));
+  EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
+}
