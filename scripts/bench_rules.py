@@ -37,26 +37,22 @@ def main():
     os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(a.build)
     from switchyard import CompiledRouter
     import rules_reference as ref
-    from test_rules import (EF_DEFAULTS, eplb_policy, expertflow_reference, libra_policy,
-                            predicted_ids, residency_policy)
+    from test_rules import EF_DEFAULTS, expertflow_reference, predicted_ids
 
     workdir = tempfile.mkdtemp(prefix="switchyard-bench-rules-")
     rng = np.random.default_rng(0)
     rows = []
 
-    def policy_file(name, text):
-        path = os.path.join(workdir, name + ".mlir")
-        with open(path, "w") as f:
-            f.write(text)
-        return path
+    def policy(name):  # the shipped generic policies, bound by shape flags below
+        return os.path.join(ROOT, "policies", name + ".mlir")
 
     # EPLB: 256 experts on 8 GPUs (2 nodes, 288 slots) and on 64 GPUs (8 nodes, 320
     # slots); loads are per-expert token counts of a 4096-token batch with top-8
     # routing, skewed (Zipf) as in real traces.
     for gpus, nodes, slots in [(8, 2, 288), (64, 8, 320)]:
         E = 256
-        path = policy_file(f"eplb{gpus}", eplb_policy(E, slots, 8, nodes, gpus))
-        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"eplb{gpus}"))
+        rule = CompiledRouter(policy("eplb"), experts=E, groups=8, nodes=nodes, devices=gpus,
+                              slots=slots, workdir=os.path.join(workdir, f"eplb{gpus}"))
         hot = rng.zipf(1.3, E).astype(np.float64)
         loads = np.floor(4096 * 8 * hot / hot.sum()).astype(np.float32)
         prepared, outputs = rule.prepare(loads=loads)
@@ -72,8 +68,8 @@ def main():
 
     # DynaExq residency: 128 and 256 experts per layer.
     for E in (128, 256):
-        path = policy_file(f"dynaexq{E}", residency_policy(E))
-        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"dynaexq{E}"))
+        rule = CompiledRouter(policy("dynaexq"), experts=E,
+                              workdir=os.path.join(workdir, f"dynaexq{E}"))
         hot = rng.gamma(1.0, 10.0, E).astype(np.float32)
         counts = rng.poisson(8, E).astype(np.int32)
         cur = np.zeros(E, bool)
@@ -91,8 +87,8 @@ def main():
     # Libra: 4096 tokens with top-8 predictions over 256 experts, on 8 and 64 GPUs.
     for gpus in (8, 64):
         E, T, k = 256, 4096, 8
-        path = policy_file(f"libra{gpus}", libra_policy(E, gpus, k))
-        rule = CompiledRouter(path, workdir=os.path.join(workdir, f"libra{gpus}"))
+        rule = CompiledRouter(policy("libra"), entry="libra", experts=E, top_k=k, devices=gpus,
+                              hidden_size=64, workdir=os.path.join(workdir, f"libra{gpus}"))
         ids = predicted_ids(T, E, k, rng, 1.1)
         token_gpu = (np.arange(T) * gpus // T).astype(np.int32)
         prepared, outputs = rule.prepare(next_topk_ids=ids, token_gpu=token_gpu)
@@ -114,9 +110,8 @@ def main():
                                                          outputs["imbalance_after"][0])))
 
     # ExpertFlow prefetch step: 64 experts, a cache of 32, 16 feedback events.
-    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
-    path = policy_file("expertflow", full[full.index("moe.prefetch @expertflow"):])
-    rule = CompiledRouter(path, workdir=os.path.join(workdir, "expertflow"))
+    rule = CompiledRouter(policy("expertflow"), entry="expertflow", experts=64, top_k=6,
+                          workdir=os.path.join(workdir, "expertflow"))
     E = 64
     mass = (rng.dirichlet(np.full(E, 0.3)) * 32).astype(np.float32)
     requested = np.zeros(E, bool)

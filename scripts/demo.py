@@ -145,14 +145,16 @@ def rules_demo(workdir, seed):
     deepseek = CompiledRouter(policy("deepseek_v3"), workdir=os.path.join(workdir, "ds-rules"),
                               **native_shape("deepseek_v3"))
     loads = deepseek(logits=np.ascontiguousarray(logits[0]), bias=bias[0])["expert_counts"]
-    eplb = CompiledRouter(policy("eplb"), workdir=os.path.join(workdir, "eplb"))
+    eplb = CompiledRouter(policy("eplb"), workdir=os.path.join(workdir, "eplb"),
+                          **native_shape("eplb"))
     plan = eplb(loads=loads.astype(np.float32))
     print(f"  EPLB (256 experts, 288 slots, 8 GPUs): GPU load imbalance "
           f"{plan['imbalance_before'][0]:.2f} -> {plan['imbalance_after'][0]:.2f} (max/mean)")
     # Libra over top-8 softmax routing of 128 experts, tokens spread over 8 GPUs.
     logits, _, _ = trace(128, tokens, 1, 0, seed, workdir)
     ids = plain_topk(logits[0], 8).astype(np.int32)
-    libra = CompiledRouter(policy("libra"), entry="libra", workdir=os.path.join(workdir, "libra"))
+    libra = CompiledRouter(policy("libra"), entry="libra", workdir=os.path.join(workdir, "libra"),
+                           **native_shape("libra"))
     out = libra(next_topk_ids=ids, token_gpu=(np.arange(tokens) * 8 // tokens).astype(np.int32))
     print(f"  Libra (128 experts, 8 GPUs, N=4, alpha=0.5): imbalance "
           f"{out['imbalance_before'][0]:.2f} -> {out['imbalance_replicated'][0]:.2f} "
@@ -161,7 +163,8 @@ def rules_demo(workdir, seed):
     churn = {}
     for margin in (0.0, 1.0):
         dyn = CompiledRouter(policy("dynaexq"), knobs={"margin": margin},
-                             workdir=os.path.join(workdir, f"dynaexq-{margin}"))
+                             workdir=os.path.join(workdir, f"dynaexq-{margin}"),
+                             **native_shape("dynaexq"))
         hot, cur, promotions = np.zeros(128, np.float32), np.zeros(128, bool), 0
         for interval in range(8):
             logits, _, _ = trace(128, 256, 1, 0, seed + interval, workdir)
@@ -175,7 +178,7 @@ def rules_demo(workdir, seed):
     # ExpertFlow: expected experts and step size from the pre-gate mass of 32 tokens.
     logits, _, _ = trace(64, 32, 1, 0, seed, workdir)
     ef = CompiledRouter(policy("expertflow"), entry="expertflow",
-                        workdir=os.path.join(workdir, "expertflow"))
+                        workdir=os.path.join(workdir, "expertflow"), **native_shape("expertflow"))
     r = ef(pregate_mass=softmax(logits[0]).sum(axis=0).astype(np.float32),
            requested=np.zeros(64, bool), resident=np.zeros(64, bool),
            last_use=np.full(64, -1, np.int32), now=np.zeros(1, np.int32),

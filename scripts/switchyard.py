@@ -7,8 +7,9 @@
     out = router(logits=..., knobs={"budget": 8})  # knobs at run time, no recompiling
 
 The shipped policies are generic in the model's shape: `experts`, `top_k` (and `groups`,
-`topk_groups`, `devices`, `slots`, `shared_experts`, `scaling`, `norm_topk_prob` where a
-policy uses them) or `model` (a Hugging Face config.json) bind it, as the tools' flags do.
+`topk_groups`, `devices`, `slots`, `nodes`, `hidden_size`, `shared_experts`, `scaling`,
+`norm_topk_prob` where a policy uses them) or `model` (a Hugging Face config.json) bind
+it, as the tools' flags do.
 
 The entry's parameters come from the NAME.abi.json that moe-compile writes next to the
 library (the signature the C runtime binds against); every input is checked the way
@@ -51,8 +52,8 @@ def _run(cmd):
     return result.stdout
 
 
-SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots",
-                "shared_experts", "scaling", "norm_topk_prob", "model")
+SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots", "nodes",
+                "hidden_size", "shared_experts", "scaling", "norm_topk_prob", "model")
 
 
 # The model each shipped generic policy was written for (its header's example): what the
@@ -65,6 +66,11 @@ NATIVE_SHAPES = {
     "deepseek_v3": {"model": os.path.join(ROOT, "models", "deepseek-v3.json")},
     "xshare_ep": {"experts": 256, "top_k": 8, "shared_experts": 1, "devices": 8,
                   "slots": 256},
+    "dynaexq": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
+    "eplb": {"model": os.path.join(ROOT, "models", "deepseek-v3.json"), "nodes": 2,
+             "devices": 8, "slots": 288},
+    "libra": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json"), "devices": 8},
+    "expertflow": {"experts": 64, "top_k": 6},
 }
 
 

@@ -32,7 +32,7 @@ struct ConfigReader {
         error = path + ": " + key.str() + " must be an integer";
         return false;
       }
-      moe::Bound<int64_t> bound{*n, source(key, std::to_string(*n))};
+      moe::Bound<int64_t> bound{*n, source(key, std::to_string(*n)), /*fromModel=*/true};
       if (into && into->value != *n) {
         error = bound.source + " disagrees with " + into->source;
         return false;
@@ -55,7 +55,7 @@ struct ConfigReader {
     json::Value printed(*d);
     std::string text;
     llvm::raw_string_ostream(text) << printed;
-    into = moe::Bound<double>{*d, source(key, text)};
+    into = moe::Bound<double>{*d, source(key, text), /*fromModel=*/true};
     return true;
   }
 
@@ -68,7 +68,7 @@ struct ConfigReader {
       error = path + ": " + key.str() + " must be true or false";
       return false;
     }
-    into = moe::Bound<bool>{*b, source(key, *b ? "true" : "false")};
+    into = moe::Bound<bool>{*b, source(key, *b ? "true" : "false"), /*fromModel=*/true};
     return true;
   }
 };
@@ -97,6 +97,7 @@ bool host::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
       !r.readInt({"n_group"}, request.groups) ||
       !r.readInt({"topk_group"}, request.topkGroups) ||
       !r.readInt({"n_shared_experts"}, request.sharedExperts) ||
+      !r.readInt({"hidden_size"}, request.hidden) ||
       !r.readNumber("routed_scaling_factor", request.scaling) ||
       !r.readBool("norm_topk_prob", request.normTopkProb))
     return false;

@@ -23,17 +23,24 @@ static cl::opt<int64_t> experts("experts", cl::desc("bind the number of routed e
                                 cl::value_desc("E"), cl::cat(category()));
 static cl::opt<int64_t> topK("top-k", cl::desc("bind the experts per token k"),
                              cl::value_desc("k"), cl::cat(category()));
-static cl::opt<int64_t> groups("groups", cl::desc("bind the expert groups (moe.group_limit)"),
+static cl::opt<int64_t> groups("groups",
+                               cl::desc("bind the expert groups (moe.group_limit, moe.eplb)"),
                                cl::value_desc("n"), cl::cat(category()));
 static cl::opt<int64_t> topkGroups("topk-groups",
                                    cl::desc("bind the groups each token keeps"),
                                    cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> devices("devices", cl::desc("bind the devices of a placement"),
+static cl::opt<int64_t> devices("devices",
+                                cl::desc("bind the devices (GPUs) of a placement or plan"),
                                 cl::value_desc("n"), cl::cat(category()));
 static cl::opt<int64_t> slots("slots",
                               cl::desc("bind the physical expert slots of a placement "
-                                       "(default: E)"),
+                                       "(default: E) or an EPLB plan"),
                               cl::value_desc("n"), cl::cat(category()));
+static cl::opt<int64_t> nodes("nodes", cl::desc("bind the nodes of an EPLB plan"),
+                              cl::value_desc("n"), cl::cat(category()));
+static cl::opt<int64_t> hiddenSize("hidden-size",
+                                   cl::desc("bind the model's hidden size (moe.gate)"),
+                                   cl::value_desc("n"), cl::cat(category()));
 static cl::opt<int64_t> sharedExperts("shared-experts", cl::desc("bind the shared experts"),
                                       cl::value_desc("n"), cl::cat(category()));
 static cl::opt<double> scaling("scaling", cl::desc("bind the routed scaling factor"),
@@ -74,6 +81,8 @@ bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
          mergeFlag(request.topkGroups, topkGroups, text(topkGroups), error) &&
          mergeFlag(request.devices, devices, text(devices), error) &&
          mergeFlag(request.slots, slots, text(slots), error) &&
+         mergeFlag(request.nodes, nodes, text(nodes), error) &&
+         mergeFlag(request.hidden, hiddenSize, text(hiddenSize), error) &&
          mergeFlag(request.sharedExperts, sharedExperts, text(sharedExperts), error) &&
          mergeFlag(request.scaling, scaling, "--scaling " + formatNumber(scaling.getValue()),
                    error) &&

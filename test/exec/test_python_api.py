@@ -53,7 +53,7 @@ def main():
                              model=os.path.join(MODELS, "gpt-oss-120b.json"))
     ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"), experts=256, top_k=8,
                            devices=8)
-    eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"))
+    eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"), **sy.native_shape("eplb"))
     after = set(os.listdir(root))
     check("no temporary directory left behind", after <= before, f"{sorted(after - before)}")
 
@@ -124,7 +124,8 @@ def main():
         "--groups 4 is not used by this policy file")
     raises("an unknown shape parameter", lambda: sy.CompiledRouter(
         os.path.join(POLICIES, "xshare.mlir"), expert=8), "unknown shape parameter 'expert'")
-    libra = sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"), entry="libra")
+    libra = sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"), entry="libra",
+                              **sy.native_shape("libra"))
     ids = rng.integers(0, 128, (6, 8)).astype(np.int32)
     gpus = rng.integers(0, 8, 6).astype(np.int32)
     check("expert ids bind", libra(next_topk_ids=ids, token_gpu=gpus) is not None)
@@ -132,7 +133,8 @@ def main():
     raises("expert ids out of range", lambda: libra(next_topk_ids=ids, token_gpu=gpus),
            "argument 'next_topk_ids': expert id 128 at flat index 19 is outside [-1, 128)")
     raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
-                                                      entry="nope"), "no router or rule @nope")
+                                                      entry="nope", **sy.native_shape("libra")),
+           "no router or rule @nope")
     # Knobs at run time: one compiled library, called with different knob structs,
     # matches the reference at each setting (no recompiling).
     sys.path.insert(0, HERE)

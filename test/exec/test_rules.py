@@ -19,22 +19,34 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import rules_reference as ref  # noqa: E402
+import switchyard  # noqa: E402
+
+
+def shipped(name):
+    """The text of a shipped (generic) policy file."""
+    return open(os.path.join(ROOT, "policies", name + ".mlir")).read()
+
+
+def native(name):
+    """The shape a shipped policy's header documents (switchyard.NATIVE_SHAPES)."""
+    return switchyard.native_shape(name)
 
 
 def eplb_policy(E, P, G, N, D, force_global=False):
     R = max(P - E + 1, 1)  # (a well-formed type even for the P < E error case)
-    flag = ", global" if force_global else ""
+    flag = " global" if force_global else ""
     return f"""
 moe.balance @eplb(%loads: tensor<{E}xf32>)
     -> (phy2log: tensor<{P}xi32>, log2phy: tensor<{E}x{R}xi32>,
         replica_count: tensor<{E}xi32>, gpu_loads_after: tensor<{D}xf32>,
         imbalance_after: tensor<1xf32>)
     attributes {{experts = {E}}} {{
-  %p2l, %l2p, %cnt = moe.eplb %loads {{groups = {G}, nodes = {N}, gpus = {D}{flag}}}
+  %p2l, %l2p, %cnt = moe.eplb %loads groups = {G} nodes = {N} gpus = {D}{flag}
       : tensor<{E}xf32> -> tensor<{P}xi32>, tensor<{E}x{R}xi32>, tensor<{E}xi32>
   %after = moe.device_loads %loads placed(%p2l, %cnt : tensor<{P}xi32>, tensor<{E}xi32>)
-      {{gpus = {D}}} : tensor<{E}xf32> -> tensor<{D}xf32>
+      gpus = {D} : tensor<{E}xf32> -> tensor<{D}xf32>
   %ia = moe.imbalance %after : tensor<{D}xf32> -> tensor<1xf32>
   moe.yield %p2l, %l2p, %cnt, %after, %ia : tensor<{P}xi32>, tensor<{E}x{R}xi32>,
       tensor<{E}xi32>, tensor<{D}xf32>, tensor<1xf32>
@@ -42,10 +54,9 @@ moe.balance @eplb(%loads: tensor<{E}xf32>)
 """
 
 
-def residency_policy(E, slack=None):
-    """dynaexq.mlir's shape for E experts; rank slack instead of a margin if given."""
-    text = open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read()
-    text = text.replace("128", str(E))
+def residency_policy(slack=None):
+    """dynaexq.mlir; rank slack instead of a margin if given (bound by --experts)."""
+    text = shipped("dynaexq")
     if slack is not None:
         text = text.replace('%margin = moe.knob "margin" = 1.0 : f32',
                             f'%slack = moe.knob "rank_slack" = {slack} : i64')
@@ -60,8 +71,9 @@ class Runner:
         self.count = 0
         self.passed = self.failed = 0
 
-    def run(self, policy_text, inputs, knobs=None):
-        """Runs the policy; returns (returncode, output text, {result: array})."""
+    def run(self, policy_text, inputs, knobs=None, shape=None, entry=None):
+        """Runs the policy (bound to `shape`, switchyard.shape_flags' names; `entry` of
+        a file with several); returns (returncode, output text, {result: array})."""
         self.count += 1
         d = os.path.join(self.workdir, "case%03d" % self.count)
         os.makedirs(d)
@@ -69,6 +81,9 @@ class Runner:
         with open(path, "w") as f:
             f.write(policy_text)
         cmd = [self.moe_run, path, "--out", os.path.join(d, "out")]
+        cmd += switchyard.shape_flags(**(shape or {}))
+        if entry:
+            cmd += ["--entry", entry]
         for name, value in inputs.items():
             np.save(os.path.join(d, name + ".npy"), value)
             cmd += ["--arg", f"{name}={os.path.join(d, name + '.npy')}"]
@@ -132,10 +147,14 @@ def test_eplb(r, rng):
         (64, 64, 4, 2, 8, False),     # no redundant slot
     ]
     for E, P, G, N, D, glob in shapes:
-        text = eplb_policy(E, P, G, N, D, glob)
+        # The shipped generic eplb.mlir bound by flags; `global` needs its own text, and
+        # so does a shape whose default placement (the "before" loads) does not exist.
+        text, shape = ((eplb_policy(E, P, G, N, D, glob), None) if glob or E % D else
+                       (shipped("eplb"), {"experts": E, "slots": P, "groups": G, "nodes": N,
+                                          "devices": D}))
         for kind in ("uniform", "skewed", "equal", "zeros", "sparse"):
             loads = loads_for(kind, E, rng)
-            rc, out, got = r.run(text, {"loads": loads})
+            rc, out, got = r.run(text, {"loads": loads}, shape=shape)
             label = f"eplb E={E} P={P} G={G} N={N} D={D}{' global' if glob else ''} {kind}"
             if rc != 0:
                 r.check(label, [f"moe-run exited {rc}: {out}"])
@@ -155,8 +174,7 @@ def test_eplb(r, rng):
             r.check(label, problems)
     # The shipped policy, with the before/after numbers.
     loads = loads_for("skewed", 256, rng)
-    rc, out, got = r.run(open(os.path.join(ROOT, "policies", "eplb.mlir")).read(),
-                         {"loads": loads})
+    rc, out, got = r.run(shipped("eplb"), {"loads": loads}, shape=native("eplb"))
     before = ref.device_loads(loads, 8)
     p2l, l2p, cnt = ref.eplb(loads, 288, 8, 2, 8)
     after = ref.device_loads(loads, 8, p2l, cnt)
@@ -177,13 +195,14 @@ def dynaexq_inputs(E, rng, current_size):
 
 
 def test_dynaexq(r, rng):
-    text = open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read()
+    text = shipped("dynaexq")
+    shape = {"experts": 128}
     capacity = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, 128)
     for alpha, margin, size in [(0.8, 1.0, 34), (0.5, 0.0, 34), (0.9, 5.0, 20),
                                 (0.0, 2.0, 50), (0.8, 1.0, 0)]:
         hot, counts, cur = dynaexq_inputs(128, rng, size)
         rc, out, got = r.run(text, {"hotness": hot, "counts": counts, "current": cur},
-                             {"alpha": alpha, "margin": margin})
+                             {"alpha": alpha, "margin": margin}, shape=shape)
         want = ref.dynaexq(hot, counts, cur, alpha, margin, capacity)
         r.check(f"dynaexq alpha={alpha} margin={margin} |current|={size}",
                 [f"moe-run exited {rc}: {out}"] if rc else compare(want, got))
@@ -191,7 +210,7 @@ def test_dynaexq(r, rng):
     hot, counts, cur = dynaexq_inputs(128, rng, 34)
     budget = 21474836480 + 48 * 128 * 2359296 + 48 * 9437184 * 5 + 17
     rc, out, got = r.run(text, {"hotness": hot, "counts": counts, "current": cur},
-                         {"budget_bytes": budget})
+                         {"budget_bytes": budget}, shape=shape)
     n = ref.hi_capacity(budget, 21474836480, 9437184, 2359296, 48, 128)
     want = ref.dynaexq(hot, counts, cur, 0.8, 1.0, n)
     problems = [f"moe-run exited {rc}: {out}"] if rc else compare(want, got)
@@ -209,7 +228,7 @@ def test_dynaexq(r, rng):
     cur = steady["hi_set"]
     jitter = rng.integers(0, 4, 128).astype(np.int32)  # (1-alpha)*c moves S by < 2
     rc, out, got = r.run(text, {"hotness": s * 2, "counts": jitter, "current": cur},
-                         {"alpha": 0.5, "margin": margin})
+                         {"alpha": 0.5, "margin": margin}, shape=shape)
     problems = [f"moe-run exited {rc}: {out}"] if rc else []
     if not problems:
         want = ref.dynaexq(s * 2, jitter, cur, 0.5, margin, capacity)
@@ -219,7 +238,7 @@ def test_dynaexq(r, rng):
     r.check("dynaexq no churn within the margin", problems)
     # The same jitter without a margin does churn (the test can fail).
     rc, out, got = r.run(text, {"hotness": s * 2, "counts": jitter * 40, "current": cur},
-                         {"alpha": 0.5, "margin": 0.0})
+                         {"alpha": 0.5, "margin": 0.0}, shape=shape)
     want = ref.dynaexq(s * 2, jitter * 40, cur, 0.5, 0.0, capacity)
     problems = [f"moe-run exited {rc}: {out}"] if rc else compare(want, got)
     if not problems and got["num_promotions"][0] == 0:
@@ -231,8 +250,9 @@ def test_dynaexq(r, rng):
     for E, slack, size in [(64, 2, 20), (128, 0, 34), (128, 8, 34), (256, 4, 34)]:
         hot, counts, cur = dynaexq_inputs(E, rng, size)
         capacity_e = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, E)
-        rc, out, got = r.run(residency_policy(E, slack),
-                             {"hotness": hot, "counts": counts, "current": cur})
+        rc, out, got = r.run(residency_policy(slack),
+                             {"hotness": hot, "counts": counts, "current": cur},
+                             shape={"experts": E})
         s = ref.ema(hot, counts, 0.8)
         hi = ref.hot_set(s, cur, capacity_e, rank_slack=slack)
         flags = np.zeros(E, bool)
@@ -241,13 +261,12 @@ def test_dynaexq(r, rng):
                 [f"moe-run exited {rc}: {out}"] if rc else compare({"hi_set": flags}, got))
 
 
-def libra_policy(E, G, k, T_hint=None):
-    """The @libra rule of policies/libra.mlir for E experts, G GPUs, top-k ids."""
-    text = open(os.path.join(ROOT, "policies", "libra.mlir")).read()
+def libra_shape(E, G, k):
+    """policies/libra.mlir bound to E experts, G GPUs, top-k ids (the hidden size only
+    matters to @libra_predict)."""
+    return {"experts": E, "top_k": k, "devices": G, "hidden_size": 64}
     text = text[text.index("moe.balance @libra"):]
-    return (text.replace("128x8xi32", f"{E}x{G}xi32").replace("8x128xi32", f"{G}x{E}xi32")
-                .replace("tensor<8xf32>", f"tensor<{G}xf32>").replace("?x8xi32", f"?x{k}xi32")
-                .replace("{gpus = 8}", f"{{gpus = {G}}}").replace("experts = 128", f"experts = {E}"))
+    return {"experts": E, "top_k": k, "devices": G, "hidden_size": 64}
 
 
 def predicted_ids(T, E, k, rng, skew):
@@ -272,9 +291,10 @@ def test_libra(r, rng):
             token_gpu = (np.arange(T) * G // T).astype(np.int32)
         else:
             token_gpu = rng.integers(0, G, T).astype(np.int32)
-        rc, out, got = r.run(libra_policy(E, G, k),
+        rc, out, got = r.run(shipped("libra"),
                              {"next_topk_ids": ids, "token_gpu": token_gpu},
-                             {"extra_experts": N, "alpha": alpha, "epsilon": eps})
+                             {"extra_experts": N, "alpha": alpha, "epsilon": eps},
+                             shape=libra_shape(E, G, k), entry="libra")
         label = f"libra E={E} G={G} k={k} T={T} skew={skew} N={N} alpha={alpha} eps={eps} {layout}"
         if rc != 0:
             r.check(label, [f"moe-run exited {rc}: {out}"])
@@ -301,10 +321,8 @@ def test_libra(r, rng):
     H, E, T = 2048, 128, 33
     hidden = rng.standard_normal((T, H)).astype(np.float32)
     gate = (0.02 * rng.standard_normal((H, E))).astype(np.float32)
-    text = open(os.path.join(ROOT, "policies", "libra.mlir")).read()
-    rc, out, got = r.run(text.replace("moe.balance @libra", "moe.balance @libra_unused")
-                         [:text.index("moe.balance @libra")],
-                         {"hidden": hidden, "next_gate": gate})
+    rc, out, got = r.run(shipped("libra"), {"hidden": hidden, "next_gate": gate},
+                         shape=native("libra"), entry="libra_predict")
     problems = [f"moe-run exited {rc}: {out}"] if rc else []
     if not problems:
         logits = np.zeros((T, E), np.float32)
@@ -343,9 +361,7 @@ def expertflow_reference(inputs, knobs):
 
 
 def test_expertflow(r, rng):
-    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
-    rule = full[full.index("moe.prefetch @expertflow"):]
-    router = full[:full.index("moe.prefetch @expertflow")]
+    full, shape = shipped("expertflow"), native("expertflow")
     E = 64
     # A scripted run: each call's outputs are the next call's state.
     for knobs, seed_events in [({"bandwidth": 1.0e11, "layer_time": 1.0e-3}, "stalls"),
@@ -370,7 +386,7 @@ def test_expertflow(r, rng):
                 events = rng.integers(0, 3, n_ev).astype(np.int32)
             inputs = dict(state, pregate_mass=mass, requested=requested,
                           now=np.array([now], np.int32), events=events)
-            rc, out, got = r.run(rule, inputs, knobs)
+            rc, out, got = r.run(full, inputs, knobs, shape=shape, entry="expertflow")
             if rc != 0:
                 problems = [f"moe-run exited {rc}: {out}"]
                 break
@@ -394,7 +410,7 @@ def test_expertflow(r, rng):
                   "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
                   "events": np.zeros(0, np.int32)}
         knobs = {"bandwidth": bandwidth, "layer_time": layer_time}
-        rc, out, got = r.run(rule, inputs, knobs)
+        rc, out, got = r.run(full, inputs, knobs, shape=shape, entry="expertflow")
         want = expertflow_reference(inputs, knobs)
         r.check(f"expertflow step size at {bandwidth:.0e} B/s, {layer_time} s/layer "
                 f"(S = {want['step_size'][0]})",
@@ -404,8 +420,8 @@ def test_expertflow(r, rng):
         logits = rng.standard_normal((T, E)).astype(np.float32)
         resident = np.zeros(E, bool)
         resident[rng.choice(E, n_res, replace=False)] = True
-        rc, out, got = r.run(router, {"logits": logits, "resident": resident},
-                             {"bonus": bonus})
+        rc, out, got = r.run(full, {"logits": logits, "resident": resident},
+                             {"bonus": bonus}, shape=shape, entry="expertflow_route")
         problems = [f"moe-run exited {rc}: {out}"] if rc else []
         if not problems:
             biased = (logits + np.float32(bonus) * resident).astype(np.float32)
@@ -424,31 +440,37 @@ def test_expertflow(r, rng):
 
 
 def test_errors(r):
+    # (label, (text, shape, entry), inputs, knobs, message)
+    dynaexq = (shipped("dynaexq"), {"experts": 128}, None)
+    dyn_inputs = {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
+                  "current": np.zeros(128, bool)}
     cases = [
-        ("EPLB: groups not dividing experts", eplb_policy(64, 72, 5, 1, 8), {}, {},
-         "groups (5) must divide the 64 experts in hierarchical mode"),
-        ("EPLB: fewer slots than experts", eplb_policy(64, 56, 8, 1, 8), {}, {},
+        ("EPLB: groups not dividing experts", (eplb_policy(64, 72, 5, 1, 8), None, None),
+         {}, {}, "groups (5) must divide the 64 experts in hierarchical mode"),
+        ("EPLB: fewer slots than experts", (eplb_policy(64, 56, 8, 1, 8), None, None), {}, {},
          "phy2log must have a static number of slots >= experts (64)"),
-        ("EPLB: NaN loads", eplb_policy(16, 24, 4, 2, 4),
+        ("EPLB: NaN loads", (eplb_policy(16, 24, 4, 2, 4), None, None),
          {"loads": np.array([1.0] * 7 + [np.nan] + [1.0] * 8, np.float32)}, {},
          "holds NaN at flat index 7"),
-        ("DynaExq: budget below one expert", open(os.path.join(ROOT, "policies",
-                                                                "dynaexq.mlir")).read(),
-         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
-          "current": np.zeros(128, bool)}, {"budget_bytes": 1000},
+        ("EPLB (generic): slots not split over the GPUs",
+         (shipped("eplb"), dict(native("eplb"), slots=300), None),
+         {"loads": np.ones(256, np.float32)}, {}, "the 300 slots must split evenly over 8 gpus"),
+        ("EPLB (generic): nodes unbound",
+         (shipped("eplb"), dict(native("eplb"), nodes=None), None),
+         {"loads": np.ones(256, np.float32)}, {}, "generic in nodes: bind it (--nodes"),
+        ("DynaExq: budget below one expert", dynaexq, dyn_inputs, {"budget_bytes": 1000},
          "a budget of 1000 bytes cannot hold"),
-        ("DynaExq: alpha out of range", open(os.path.join(ROOT, "policies",
-                                                          "dynaexq.mlir")).read(),
-         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
-          "current": np.zeros(128, bool)}, {"alpha": 1.0}, "alpha must be in [0, 1)"),
-        ("DynaExq: unknown knob", open(os.path.join(ROOT, "policies", "dynaexq.mlir")).read(),
-         {"hotness": np.zeros(128, np.float32), "counts": np.zeros(128, np.int32),
-          "current": np.zeros(128, bool)}, {"alpah": 0.5}, "alpah"),
+        ("DynaExq: alpha out of range", dynaexq, dyn_inputs, {"alpha": 1.0},
+         "alpha must be in [0, 1)"),
+        ("DynaExq: unknown knob", dynaexq, dyn_inputs, {"alpah": 0.5}, "alpah"),
+        ("DynaExq: hotness of another expert count", dynaexq,
+         dict(dyn_inputs, hotness=np.zeros(64, np.float32)), {}, "hotness"),
     ]
-    libra = libra_policy(128, 8, 8)
+    libra = (shipped("libra"), libra_shape(128, 8, 8), "libra")
     ok_ids = {"next_topk_ids": np.zeros((4, 8), np.int32), "token_gpu": np.zeros(4, np.int32)}
     cases += [
-        ("Libra: experts not split evenly over GPUs", libra_policy(60, 8, 8), ok_ids, {},
+        ("Libra: experts not split evenly over GPUs",
+         (shipped("libra"), libra_shape(60, 8, 8), "libra"), ok_ids, {},
          "the 60 experts must split evenly over the 8 GPUs"),
         ("Libra: alpha above 1", libra, ok_ids, {"alpha": 1.5}, "alpha must be in [0, 1]"),
         ("Libra: more imports than experts", libra, ok_ids, {"extra_experts": 500},
@@ -458,9 +480,11 @@ def test_errors(r):
         ("Libra: token_gpu length", libra,
          {"next_topk_ids": np.zeros((4, 8), np.int32), "token_gpu": np.zeros(5, np.int32)}, {},
          "token_gpu"),
+        ("Libra: ids of another top-k", libra,
+         {"next_topk_ids": np.zeros((4, 6), np.int32), "token_gpu": np.zeros(4, np.int32)}, {},
+         "next_topk_ids"),
     ]
-    full = open(os.path.join(ROOT, "policies", "expertflow.mlir")).read()
-    ef = full[full.index("moe.prefetch @expertflow"):]
+    ef = (shipped("expertflow"), native("expertflow"), "expertflow")
     ef_inputs = {"pregate_mass": np.ones(64, np.float32), "requested": np.zeros(64, bool),
                  "resident": np.zeros(64, bool), "last_use": np.full(64, -1, np.int32),
                  "now": np.zeros(1, np.int32), "step": np.zeros(1, np.int32),
@@ -478,11 +502,11 @@ def test_errors(r):
         ("ExpertFlow: wrong state shape", ef, dict(ef_inputs, now=np.zeros(2, np.int32)), {},
          "now"),
     ]
-    for label, text, inputs, knobs, message in cases:
+    for label, (text, shape, entry), inputs, knobs, message in cases:
         if not inputs:
             E = int(text.split("tensor<")[1].split("x")[0])
             inputs = {"loads": np.ones(E, np.float32)}
-        rc, out, _ = r.run(text, inputs, knobs)
+        rc, out, _ = r.run(text, inputs, knobs, shape=shape, entry=entry)
         problems = []
         if rc == 0:
             problems.append("expected a non-zero exit")

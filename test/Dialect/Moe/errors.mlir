@@ -1558,7 +1558,7 @@ moe.residency @hot_set_margin(%s: tensor<8xf32>, %cur: !moe.set<8>) -> (hi: !moe
 moe.balance @eplb_groups(%loads: tensor<64xf32>)
     -> (p: tensor<72xi32>, l: tensor<64x9xi32>, c: tensor<64xi32>) attributes {experts = 64} {
   // expected-error @+1 {{'moe.eplb' op groups (5) must divide the 64 experts in hierarchical mode}}
-  %p, %l, %c = moe.eplb %loads {groups = 5, nodes = 1, gpus = 8}
+  %p, %l, %c = moe.eplb %loads groups = 5 nodes = 1 gpus = 8
       : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
   moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
 }
@@ -1569,7 +1569,7 @@ moe.balance @eplb_groups(%loads: tensor<64xf32>)
 moe.balance @eplb_slots(%loads: tensor<64xf32>)
     -> (p: tensor<32xi32>, l: tensor<64x1xi32>, c: tensor<64xi32>) attributes {experts = 64} {
   // expected-error @+1 {{'moe.eplb' op phy2log must have a static number of slots >= experts (64)}}
-  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 1, gpus = 8}
+  %p, %l, %c = moe.eplb %loads groups = 8 nodes = 1 gpus = 8
       : tensor<64xf32> -> tensor<32xi32>, tensor<64x1xi32>, tensor<64xi32>
   moe.yield %p, %l, %c : tensor<32xi32>, tensor<64x1xi32>, tensor<64xi32>
 }
@@ -1579,7 +1579,7 @@ moe.balance @eplb_slots(%loads: tensor<64xf32>)
 moe.balance @eplb_gpus(%loads: tensor<64xf32>)
     -> (p: tensor<72xi32>, l: tensor<64x9xi32>, c: tensor<64xi32>) attributes {experts = 64} {
   // expected-error @+1 {{'moe.eplb' op gpus (6) must be a multiple of nodes (4)}}
-  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 4, gpus = 6}
+  %p, %l, %c = moe.eplb %loads groups = 8 nodes = 4 gpus = 6
       : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
   moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
 }
@@ -1589,7 +1589,7 @@ moe.balance @eplb_gpus(%loads: tensor<64xf32>)
 moe.balance @eplb_log2phy(%loads: tensor<64xf32>)
     -> (p: tensor<72xi32>, l: tensor<64x8xi32>, c: tensor<64xi32>) attributes {experts = 64} {
   // expected-error @+1 {{'moe.eplb' op log2phy must be 64x9 (experts x (slots - experts + 1))}}
-  %p, %l, %c = moe.eplb %loads {groups = 8, nodes = 1, gpus = 8}
+  %p, %l, %c = moe.eplb %loads groups = 8 nodes = 1 gpus = 8
       : tensor<64xf32> -> tensor<72xi32>, tensor<64x8xi32>, tensor<64xi32>
   moe.yield %p, %l, %c : tensor<72xi32>, tensor<64x8xi32>, tensor<64xi32>
 }
@@ -1599,7 +1599,7 @@ moe.balance @eplb_log2phy(%loads: tensor<64xf32>)
 moe.balance @default_placement(%loads: tensor<60xf32>) -> (d: tensor<8xf32>)
     attributes {experts = 60} {
   // expected-error @+1 {{'moe.device_loads' op the default placement needs experts (60) divisible by gpus (8)}}
-  %d = moe.device_loads %loads {gpus = 8} : tensor<60xf32> -> tensor<8xf32>
+  %d = moe.device_loads %loads gpus = 8 : tensor<60xf32> -> tensor<8xf32>
   moe.yield %d : tensor<8xf32>
 }
 

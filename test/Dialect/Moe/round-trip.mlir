@@ -186,21 +186,21 @@ moe.residency @residency(%hotness: tensor<8xf32>, %counts: tensor<8xi32>, %curre
 }
 
 // CHECK-LABEL: moe.balance @balance
-// CHECK: moe.eplb %loads {gpus = 4 : i64, groups = 4 : i64, nodes = 2 : i64} : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
-// CHECK: moe.eplb %loads {global, gpus = 4 : i64, groups = 4 : i64, nodes = 2 : i64}
-// CHECK: moe.device_loads %loads {gpus = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
-// CHECK: moe.device_loads %loads placed(%{{.*}}, %{{.*}} : tensor<24xi32>, tensor<16xi32>) {gpus = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
+// CHECK: moe.eplb %loads groups = 4 nodes = 2 gpus = 4 : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
+// CHECK: moe.eplb %loads groups = 4 nodes = 2 gpus = 4 global :
+// CHECK: moe.device_loads %loads gpus = 4 : tensor<16xf32> -> tensor<4xf32>
+// CHECK: moe.device_loads %loads placed(%{{.*}}, %{{.*}} : tensor<24xi32>, tensor<16xi32>) gpus = 4 : tensor<16xf32> -> tensor<4xf32>
 // CHECK: moe.imbalance %{{.*}} : tensor<4xf32> -> tensor<1xf32>
 moe.balance @balance(%loads: tensor<16xf32>)
     -> (phy2log: tensor<24xi32>, log2phy: tensor<16x9xi32>, count: tensor<16xi32>,
         before: tensor<4xf32>, ratio: tensor<1xf32>, global_p2l: tensor<24xi32>)
     attributes {experts = 16} {
-  %p, %l, %c = moe.eplb %loads {groups = 4, nodes = 2, gpus = 4}
+  %p, %l, %c = moe.eplb %loads groups = 4 nodes = 2 gpus = 4
       : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
-  %gp, %gl, %gc = moe.eplb %loads {groups = 4, nodes = 2, gpus = 4, global}
+  %gp, %gl, %gc = moe.eplb %loads groups = 4 nodes = 2 gpus = 4 global
       : tensor<16xf32> -> tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>
-  %b = moe.device_loads %loads {gpus = 4} : tensor<16xf32> -> tensor<4xf32>
-  %a = moe.device_loads %loads placed(%p, %c : tensor<24xi32>, tensor<16xi32>) {gpus = 4}
+  %b = moe.device_loads %loads gpus = 4 : tensor<16xf32> -> tensor<4xf32>
+  %a = moe.device_loads %loads placed(%p, %c : tensor<24xi32>, tensor<16xi32>) gpus = 4
       : tensor<16xf32> -> tensor<4xf32>
   %r = moe.imbalance %a : tensor<4xf32> -> tensor<1xf32>
   moe.yield %p, %l, %c, %b, %r, %gp : tensor<24xi32>, tensor<16x9xi32>, tensor<16xi32>,
@@ -231,7 +231,7 @@ moe.router @lookahead(%hidden: tensor<?x32xf32>, %weight: tensor<32x16xf32>, %re
 }
 
 // CHECK-LABEL: moe.balance @libra
-// CHECK: moe.gpu_requests %ids, %token_gpu {gpus = 4 : i64} : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
+// CHECK: moe.gpu_requests %ids, %token_gpu gpus = 4 : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
 // CHECK: moe.libra_replicate %{{.*}} extra(%{{.*}} : i64) alpha(%{{.*}} : f32) : tensor<4x16xi32> -> tensor<16x4xi32>
 // CHECK: moe.libra_shard %{{.*}}, %{{.*}} epsilon(%{{.*}} : f32) : tensor<4x16xi32>, tensor<16x4xi32> -> tensor<4x16xi32>, tensor<4xf32>
 // CHECK: moe.served_loads %{{.*}} : tensor<4x16xi32> -> tensor<4xf32>
@@ -243,7 +243,7 @@ moe.balance @libra(%ids: tensor<?x2xi32>, %token_gpu: tensor<?xi32>)
   %n = moe.knob "extra_experts" = 2 : i64
   %a = moe.knob "alpha" = 0.5 : f32
   %eps = moe.knob "epsilon" = 0.05 : f32
-  %req = moe.gpu_requests %ids, %token_gpu {gpus = 4} : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
+  %req = moe.gpu_requests %ids, %token_gpu gpus = 4 : tensor<?x2xi32>, tensor<?xi32> -> tensor<4x16xi32>
   %m = moe.libra_replicate %req extra(%n : i64) alpha(%a : f32) : tensor<4x16xi32> -> tensor<16x4xi32>
   %plan, %after = moe.libra_shard %req, %m epsilon(%eps : f32)
       : tensor<4x16xi32>, tensor<16x4xi32> -> tensor<4x16xi32>, tensor<4xf32>

@@ -36,7 +36,7 @@ LogicalResult HiCapacityOp::verify() {
   std::optional<int64_t> budget = getKnownInt(getBudget()), fixed = getKnownInt(getFixed()),
                          hi = getKnownInt(getHiBytes()), lo = getKnownInt(getLoBytes()),
                          layers = getKnownInt(getLayers());
-  if (!budget || !fixed || !hi || !lo || !layers)
+  if (!budget || !fixed || !hi || !lo || !layers || isParam(experts))
     return success();
   // In 128-bit arithmetic: byte counts times layers times experts may overflow i64.
   __int128 needed = (__int128)*fixed + (__int128)*layers * experts * *lo + (__int128)*layers * *hi;
@@ -81,6 +81,11 @@ LogicalResult RankedOp::verify() {
 }
 
 LogicalResult EplbOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   FailureOr<int64_t> e = verifyExpertVector(*this, getLoads().getType(), "loads");
   if (failed(e))
     return failure();
@@ -116,6 +121,11 @@ LogicalResult EplbOp::verify() {
 }
 
 LogicalResult DeviceLoadsOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   FailureOr<int64_t> e = verifyExpertVector(*this, getLoads().getType(), "loads");
   if (failed(e))
     return failure();
@@ -139,7 +149,8 @@ LogicalResult DeviceLoadsOp::verify() {
 }
 
 LogicalResult ImbalanceOp::verify() {
-  if (ShapedType::isDynamic(cast<ShapedType>(getLoads().getType()).getDimSize(0)))
+  if (ShapedType::isDynamic(cast<ShapedType>(getLoads().getType()).getDimSize(0)) &&
+      !inGenericPolicy(*this))
     return emitOpError() << "loads must have a static size";
   if (cast<ShapedType>(getResult().getType()).getDimSize(0) != 1)
     return emitOpError() << "result must have exactly 1 entry";
@@ -151,6 +162,11 @@ LogicalResult ImbalanceOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult GateOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   auto hidden = cast<ShapedType>(getHidden().getType());
   auto weight = cast<ShapedType>(getWeight().getType());
   auto result = cast<ShapedType>(getResult().getType());
@@ -189,6 +205,11 @@ static LogicalResult verifyPlacementMatrix(Operation *op, Type type, int64_t g, 
 }
 
 LogicalResult GpuRequestsOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   auto ids = cast<ShapedType>(getIds().getType());
   auto result = cast<ShapedType>(getResult().getType());
   if (result.getDimSize(0) != getGpus())
@@ -201,6 +222,11 @@ LogicalResult GpuRequestsOp::verify() {
 }
 
 LogicalResult ServedLoadsOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
@@ -213,6 +239,11 @@ LogicalResult ServedLoadsOp::verify() {
 }
 
 LogicalResult LibraReplicateOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
@@ -224,11 +255,16 @@ LogicalResult LibraReplicateOp::verify() {
 
 void LibraReplicateOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   int64_t e = cast<ShapedType>(getRequests().getType()).getDimSize(1);
-  rules.push_back(ScalarRule::intRange(getExtra(), "extra", 0, e));
+  rules.push_back(ScalarRule::intRange(getExtra(), "extra", 0, boundOf(e)));
   rules.push_back(ScalarRule::floatRange(getAlpha(), "alpha", 0.0, false, 1.0, false));
 }
 
 LogicalResult LibraShardOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
@@ -322,10 +358,15 @@ LogicalResult TwoLevelLruOp::verify() {
 void TwoLevelLruOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   // A cache that cannot hold one expert is a configuration error.
   int64_t e = cast<ExpertSetType>(getResident().getType()).getExperts();
-  rules.push_back(ScalarRule::intRange(getCapacity(), "capacity", 1, e));
+  rules.push_back(ScalarRule::intRange(getCapacity(), "capacity", 1, boundOf(e)));
 }
 
 LogicalResult ResidentFirstOp::verify() {
+  bool generic;
+  if (failed(verifySizeParameters(*this, &generic)))
+    return failure();
+  if (generic) // checked once --moe-specialize has bound the sizes
+    return success();
   auto ids = cast<ShapedType>(getIds().getType());
   if (ids.isDynamicDim(1))
     return emitOpError() << "ids must have a static k";

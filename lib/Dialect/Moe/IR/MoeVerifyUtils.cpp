@@ -138,6 +138,27 @@ LogicalResult verifySetSize(Operation *op, Type setType, int64_t experts,
   return success();
 }
 
+LogicalResult verifySizeParameters(Operation *op, bool *generic) {
+  bool inGeneric = inGenericPolicy(op);
+  if (generic)
+    *generic = inGeneric;
+  SmallVector<SizeParameter> params;
+  cast<ShapeRefinementOpInterface>(op).getSizeParameters(params);
+  for (const SizeParameter &p : params) {
+    if (p.attr.empty())
+      continue; // a size in types: the type checks cover it
+    if (isParam(p.value)) {
+      if (!inGeneric)
+        return op->emitOpError() << p.attr << " = ? is only allowed in a generic policy "
+                                    "(one whose experts are bound by --moe-specialize)";
+      continue;
+    }
+    if (p.value < 1)
+      return op->emitOpError() << p.attr << " must be >= 1, got " << p.value;
+  }
+  return success();
+}
+
 bool isFullSet(Value value) { return value.getDefiningOp<FullSetOp>() != nullptr; }
 bool isEmptySet(Value value) { return value.getDefiningOp<EmptySetOp>() != nullptr; }
 

@@ -63,6 +63,12 @@ mlir::LogicalResult verifyChoices(mlir::Operation *op, int64_t k, int64_t expert
 mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType,
                                   int64_t experts, llvm::StringRef what);
 
+/// Checks the model sizes an op is written with (ShapeRefinementOpInterface::
+/// getSizeParameters): `?` only inside a generic policy, fixed values >= 1. Returns
+/// whether the op still has a `?` size (`*generic`), for verifiers that check the
+/// bound shape only once it is bound.
+mlir::LogicalResult verifySizeParameters(mlir::Operation *op, bool *generic = nullptr);
+
 /// Checks the op's ScalarRulesOpInterface rules on statically known values.
 mlir::LogicalResult verifyScalarRules(mlir::Operation *op);
 

@@ -4,6 +4,8 @@
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace switchyard::moe {
 #define GEN_PASS_DEF_MOESPECIALIZE
@@ -14,6 +16,19 @@ using namespace mlir;
 using namespace switchyard::moe;
 
 static bool isParam(int64_t v) { return ShapedType::isDynamic(v); }
+
+const std::optional<Bound<int64_t>> *ShapeRequest::size(StringRef name) const {
+  return llvm::StringSwitch<const std::optional<Bound<int64_t>> *>(name)
+      .Case("experts", &experts)
+      .Case("top_k", &topK)
+      .Case("groups", &groups)
+      .Case("topk_groups", &topkGroups)
+      .Case("devices", &devices)
+      .Case("slots", &slots)
+      .Case("nodes", &nodes)
+      .Case("hidden_size", &hidden)
+      .Default(nullptr);
+}
 
 namespace {
 /// Binds one module's policies (see specializePolicies).
@@ -29,58 +44,94 @@ public:
   LogicalResult run() {
     if (failed(checkUsed()))
       return failure();
+    // Which policies are generic, before anything is bound.
+    llvm::SmallPtrSet<Operation *, 4> generic;
+    for (PolicyOpInterface p : policies)
+      if (isParam(p.getExperts()) || isParam(p.getTopK()) || hasGenericSizes(p))
+        generic.insert(p);
     for (PolicyOpInterface p : policies)
       if (failed(bindExperts(p)))
         return failure();
-    for (RouterOp router : routers) {
-      bool generic = isParam(router.getExperts()) || isParam(router.getTopK());
-      if (failed(bindRouter(router)) || (generic && failed(refineRouter(router))))
+    for (RouterOp router : routers)
+      if (failed(bindRouter(router)))
         return failure();
-      replaceParams(router);
-      warnOnLargeBudgets(router);
+    for (PolicyOpInterface p : policies) {
+      ShapeBinding binding;
+      if (failed(bindSizes(p, binding)) ||
+          (generic.contains(p) && failed(refinePolicy(p, binding))))
+        return failure();
+      if (auto router = dyn_cast<RouterOp>(p.getOperation())) {
+        replaceParams(router);
+        warnOnLargeBudgets(router);
+      }
     }
     return success();
   }
 
 private:
-  /// A request that no policy of the module uses is an error.
+  /// Every size parameter of the ops in `p`, with the op that has it.
+  static void forEachSize(PolicyOpInterface p,
+                          function_ref<void(Operation *, const SizeParameter &)> fn) {
+    p->walk([&](ShapeRefinementOpInterface op) {
+      SmallVector<SizeParameter> params;
+      op.getSizeParameters(params);
+      for (const SizeParameter &param : params)
+        fn(op, param);
+    });
+  }
+
+  static bool hasGenericSizes(PolicyOpInterface p) {
+    bool generic = false;
+    forEachSize(p, [&](Operation *, const SizeParameter &param) {
+      generic |= isParam(param.value);
+    });
+    return generic;
+  }
+
+  /// A request that no policy of the module uses is an error; a model config's value
+  /// is only where it could have changed a routing decision (see Bound::fromModel).
   LogicalResult checkUsed() {
     Location loc = policies.empty() ? module.getLoc() : policies.front()->getLoc();
-    auto unused = [&](const std::string &source, StringRef why) {
-      return emitError(loc) << source << " is not used by this policy file: " << why;
-    };
-    auto any = [&](auto predicate) { return llvm::any_of(routers, predicate); };
-    bool hasGroups = any([](RouterOp r) {
-      return r.getBody().walk([](GroupLimitOp) { return WalkResult::interrupt(); })
-          .wasInterrupted();
-    });
-    bool hasPlacement = any([](RouterOp r) {
-      return llvm::any_of(r.getArgumentTypes(), llvm::IsaPred<PlacementType>);
-    });
-    if (routers.empty()) {
-      for (const auto *b : {&request.topK, &request.sharedExperts})
-        if (*b)
-          return unused((*b)->source, "it has no moe.router");
-      if (request.scaling)
-        return unused(request.scaling->source, "it has no moe.router");
-      if (request.normTopkProb)
-        return unused(request.normTopkProb->source, "it has no moe.router");
+    llvm::StringSet<> used = {"experts"};
+    if (!routers.empty())
+      for (StringRef name : {"top_k", "shared_experts", "scaling", "norm_topk_prob"})
+        used.insert(name);
+    for (PolicyOpInterface p : policies) {
+      forEachSize(p, [&](Operation *, const SizeParameter &param) {
+        used.insert(param.name);
+      });
+      if (llvm::any_of(p.getArgumentTypes(), llvm::IsaPred<PlacementType>)) {
+        used.insert("devices");
+        used.insert("slots");
+      }
     }
-    for (const auto *b : {&request.groups, &request.topkGroups})
-      if (*b && !hasGroups)
-        return unused((*b)->source, "no router limits expert groups (moe.group_limit)");
-    for (const auto *b : {&request.devices, &request.slots})
-      if (*b && !hasPlacement)
-        return unused((*b)->source, "no router takes a !moe.placement");
+    auto check = [&](StringRef name, const auto &bound) -> LogicalResult {
+      if (!bound || used.contains(name))
+        return success();
+      if (bound->fromModel && (routers.empty() || name == "hidden_size"))
+        return success();
+      return emitError(loc) << bound->source
+                            << " is not used by this policy file: no router or rule in it "
+                               "has a `" << name << "` parameter";
+    };
+    for (StringRef name : {"top_k", "groups", "topk_groups", "devices", "slots", "nodes",
+                           "hidden_size"})
+      if (failed(check(name, *request.size(name))))
+        return failure();
+    if (failed(check("shared_experts", request.sharedExperts)) ||
+        failed(check("scaling", request.scaling)) ||
+        failed(check("norm_topk_prob", request.normTopkProb)))
+      return failure();
     return success();
   }
 
   /// Binds `current` (a policy's parameter `what`, `?` when generic) to `wanted`.
   LogicalResult bindValue(Operation *at, StringRef what, int64_t &current,
                           const std::optional<Bound<int64_t>> &wanted,
-                          std::optional<int64_t> fallback = std::nullopt) {
+                          std::optional<int64_t> fallback = std::nullopt,
+                          bool mayDiffer = false) {
     if (!isParam(current)) {
-      if (wanted && wanted->value != current)
+      if (wanted && wanted->value != current && !mayDiffer)
         return at->emitError() << wanted->source << " conflicts with " << describe(at)
                                << ", which fixes " << what << " = " << current;
       return success();
@@ -121,8 +172,7 @@ private:
     if (experts > kMaxExperts)
       return p->emitError() << request.experts->source << ": experts must be <= "
                             << kMaxExperts;
-    if (auto router = dyn_cast<RouterOp>(p.getOperation()))
-      router.setExperts(experts);
+    p.setExperts(experts);
     return success();
   }
 
@@ -148,52 +198,85 @@ private:
         return router.emitError() << request.sharedExperts->source << " must be >= 0";
       router.setSharedExperts(wanted);
     }
+    if (!request.scaling && !request.normTopkProb)
+      return success();
 
-    WalkResult walk = router.getBody().walk([&](Operation *op) {
-      LogicalResult ok = success();
-      if (auto route = dyn_cast<RouteOp>(op)) {
-        if (isParam(route.getK()))
-          route.setK(topK);
-        if (request.scaling) {
-          if (!(request.scaling->value > 0) || !std::isfinite(request.scaling->value))
-            ok = route.emitError() << request.scaling->source
-                                   << ": the routed scaling factor must be finite and > 0";
-          // A route scaled by a knob: the model's factor becomes the knob's default.
-          if (auto knob = route.getScalingFactor()
-                              ? route.getScalingFactor().getDefiningOp<KnobOp>()
-                              : KnobOp())
-            knob.setValueAttr(b.getF32FloatAttr(float(request.scaling->value)));
-          else
-            route.setScalingAttr(b.getF32FloatAttr(float(request.scaling->value)));
+    WalkResult walk = router.getBody().walk([&](RouteOp route) {
+      if (request.scaling) {
+        if (!(request.scaling->value > 0) || !std::isfinite(request.scaling->value)) {
+          route.emitError() << request.scaling->source
+                            << ": the routed scaling factor must be finite and > 0";
+          return WalkResult::interrupt();
         }
-        if (request.normTopkProb)
-          route.setRenormalize(request.normTopkProb->value);
-      } else if (auto topk = dyn_cast<TopKOp>(op)) {
-        if (isParam(topk.getK()))
-          topk.setK(topK);
-      } else if (auto limit = dyn_cast<GroupLimitOp>(op)) {
-        int64_t groups = limit.getGroups(), keep = limit.getTopkGroups();
-        ok = failed(bindValue(op, "groups", groups, request.groups)) ||
-                     failed(bindValue(op, "topk_groups", keep, request.topkGroups))
-                 ? failure()
-                 : success();
-        limit.setGroups(groups);
-        limit.setTopkGroups(keep);
+        // A route scaled by a knob: the model's factor becomes the knob's default.
+        if (auto knob = route.getScalingFactor()
+                            ? route.getScalingFactor().getDefiningOp<KnobOp>()
+                            : KnobOp())
+          knob.setValueAttr(b.getF32FloatAttr(float(request.scaling->value)));
+        else
+          route.setScalingAttr(b.getF32FloatAttr(float(request.scaling->value)));
       }
-      return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+      if (request.normTopkProb)
+        route.setRenormalize(request.normTopkProb->value);
+      return WalkResult::advance();
     });
     return failure(walk.wasInterrupted());
   }
 
-  /// Gives a generic router's arguments, ops and results their bound types.
-  LogicalResult refineRouter(RouterOp router) {
-    ShapeBinding binding;
-    binding.experts = router.getExperts();
-    binding.topK = router.getTopK();
-    Block &body = router.getBody().front();
+  /// The value a size parameter of `p` takes: E and (in a router) k are the policy's;
+  /// a rule's k is the request's or its file's router's; the rest come from the request.
+  std::optional<Bound<int64_t>> wantedSize(PolicyOpInterface p, StringRef name) {
+    if (name == "experts")
+      return Bound<int64_t>{p.getExperts(), describe(p) + "'s experts"};
+    if (name == "top_k") {
+      if (p.isRouter())
+        return Bound<int64_t>{p.getTopK(), describe(p) + "'s top_k"};
+      if (!request.topK && !routers.empty())
+        return Bound<int64_t>{routers.front().getTopK(),
+                              describe(routers.front()) + "'s top_k"};
+    }
+    return *request.size(name);
+  }
+
+  /// Binds the size parameters of every op in `p` (ShapeRefinementOpInterface::
+  /// getSizeParameters) and records the bound values in `binding`.
+  LogicalResult bindSizes(PolicyOpInterface p, ShapeBinding &binding) {
+    binding.experts = p.getExperts();
+    binding.topK = p.isRouter() ? p.getTopK() : ShapedType::kDynamic;
+    if (std::optional<Bound<int64_t>> k = wantedSize(p, "top_k"))
+      binding.topK = k->value;
+    if (request.slots)
+      binding.slots = request.slots->value;
+    if (request.hidden)
+      binding.hidden = request.hidden->value;
+    LogicalResult result = success();
+    forEachSize(p, [&](Operation *op, const SizeParameter &param) {
+      if (failed(result))
+        return;
+      int64_t value = param.value;
+      if (failed(bindValue(op, param.name, value, wantedSize(p, param.name), std::nullopt,
+                           param.mayDiffer))) {
+        result = failure();
+        return;
+      }
+      if (!param.attr.empty())
+        op->setAttr(param.attr, Builder(op).getI64IntegerAttr(value));
+      if (param.name == "slots")
+        binding.slots = value;
+      else if (param.name == "hidden_size")
+        binding.hidden = value;
+      else if (param.name == "top_k" && !p.isRouter())
+        binding.topK = value;
+    });
+    return result;
+  }
+
+  /// Gives a generic policy's arguments, ops and results their bound types.
+  LogicalResult refinePolicy(PolicyOpInterface policy, ShapeBinding &binding) {
+    Block &body = policy.getBodyBlock();
     SmallVector<Type> argTypes;
     for (BlockArgument arg : body.getArguments()) {
-      FailureOr<Type> type = bindArgument(router, arg, binding);
+      FailureOr<Type> type = bindArgument(policy, arg, binding);
       if (failed(type))
         return failure();
       binding.writtenTypes[arg] = arg.getType();
@@ -202,35 +285,35 @@ private:
     }
     if (failed(refineBlock(body, binding)))
       return failure();
-    router.setFunctionTypeAttr(TypeAttr::get(FunctionType::get(
-        router.getContext(), argTypes, body.getTerminator()->getOperandTypes())));
+    policy.setFunctionTypeAttr(TypeAttr::get(FunctionType::get(
+        policy->getContext(), argTypes, body.getTerminator()->getOperandTypes())));
     return success();
   }
 
-  FailureOr<Type> bindArgument(RouterOp router, BlockArgument arg,
-                               const ShapeBinding &binding) {
+  FailureOr<Type> bindArgument(PolicyOpInterface policy, BlockArgument arg,
+                               ShapeBinding &binding) {
     Type type = arg.getType();
     if (isa<ExpertSetType>(type))
-      return Type(ExpertSetType::get(router.getContext(), binding.experts));
+      return Type(ExpertSetType::get(policy->getContext(), binding.experts));
     if (auto placement = dyn_cast<PlacementType>(type)) {
       int64_t experts = placement.getExperts(), devices = placement.getDevices(),
               slots = placement.getSlots();
-      if (failed(bindValue(router, "devices", devices, request.devices)) ||
-          failed(bindValue(router, "slots", slots, request.slots, binding.experts)))
+      if (failed(bindValue(policy, "devices", devices, request.devices)) ||
+          failed(bindValue(policy, "slots", slots, request.slots, binding.experts)))
         return failure();
       if (!isParam(experts) && experts != binding.experts)
-        return router.emitError() << "argument '" << argName(router, arg)
-                                  << "' places " << experts << " experts, expected "
-                                  << binding.experts;
+        return policy->emitError() << "argument '" << argName(policy, arg) << "' places "
+                                   << experts << " experts, expected " << binding.experts;
       auto bound = PlacementType::getChecked(
           [&] {
-            return router.emitError()
-                   << "argument '" << argName(router, arg) << "' bound to " << devices
+            return policy->emitError()
+                   << "argument '" << argName(policy, arg) << "' bound to " << devices
                    << " devices and " << slots << " slots: ";
           },
-          router.getContext(), binding.experts, devices, slots);
+          policy->getContext(), binding.experts, devices, slots);
       if (!bound)
         return failure();
+      binding.slots = slots;
       return Type(bound);
     }
     // What the first user expects (ShapeRefinementOpInterface::bindOperandType).
@@ -240,8 +323,8 @@ private:
     return type;
   }
 
-  static StringRef argName(RouterOp router, BlockArgument arg) {
-    return cast<StringAttr>(router.getArgNames()[arg.getArgNumber()]).getValue();
+  static StringRef argName(PolicyOpInterface policy, BlockArgument arg) {
+    return cast<StringAttr>(policy.getArgNames()[arg.getArgNumber()]).getValue();
   }
 
   /// Nested regions first, so that an op's results follow what its regions yield.
@@ -303,13 +386,9 @@ LogicalResult switchyard::moe::specializePolicies(ModuleOp module,
 }
 
 bool switchyard::moe::hasUnboundParameters(ModuleOp module) {
-  for (PolicyOpInterface p : getPolicyOps(module)) {
-    if (isParam(p.getExperts()))
+  for (PolicyOpInterface p : getPolicyOps(module))
+    if (isParam(p.getExperts()) || isParam(p.getTopK()))
       return true;
-    if (auto router = dyn_cast<RouterOp>(p.getOperation()))
-      if (isParam(router.getTopK()))
-        return true;
-  }
   return false;
 }
 
@@ -329,6 +408,8 @@ struct MoeSpecializePass : switchyard::moe::impl::MoeSpecializeBase<MoeSpecializ
     take(request.topkGroups, topkGroups, "topk_groups");
     take(request.devices, devices, "devices");
     take(request.slots, slots, "slots");
+    take(request.nodes, nodes, "nodes");
+    take(request.hidden, hidden, "hidden_size");
     take(request.sharedExperts, sharedExperts, "shared_experts");
     if (scaling != 0.0)
       request.scaling = Bound<double>{scaling, "scaling=" + std::to_string(scaling)};

@@ -21,10 +21,10 @@ moe.balance @eplb(%loads: tensor<256xf32>)
     -> (phy2log: tensor<288xi32>, log2phy: tensor<256x33xi32>,
         imbalance_after: tensor<1xf32>)
     attributes {experts = 256} {
-  %phy2log, %log2phy, %count = moe.eplb %loads {groups = 8, nodes = 2, gpus = 8}
+  %phy2log, %log2phy, %count = moe.eplb %loads groups = 8 nodes = 2 gpus = 8
       : tensor<256xf32> -> tensor<288xi32>, tensor<256x33xi32>, tensor<256xi32>
   %after = moe.device_loads %loads placed(%phy2log, %count : tensor<288xi32>, tensor<256xi32>)
-      {gpus = 8} : tensor<256xf32> -> tensor<8xf32>
+      gpus = 8 : tensor<256xf32> -> tensor<8xf32>
   moe.yield %phy2log, %log2phy, %count, %before, %after, %ib, %ia
       : tensor<288xi32>, tensor<256x33xi32>, tensor<256xi32>, tensor<8xf32>,
         tensor<8xf32>, tensor<1xf32>, tensor<1xf32>
@@ -42,7 +42,7 @@ moe.balance @libra(%next_topk_ids: tensor<?x8xi32>, %token_gpu: tensor<?xi32>)
     attributes {experts = 256} {
   %extra = moe.knob "extra_experts" = 4 : i64
   %epsilon = moe.knob "epsilon" = 0.05 : f32
-  %req = moe.gpu_requests %next_topk_ids, %token_gpu {gpus = 8}
+  %req = moe.gpu_requests %next_topk_ids, %token_gpu gpus = 8
       : tensor<?x8xi32>, tensor<?xi32> -> tensor<8x256xi32>
   %m = moe.libra_replicate %req extra(%extra : i64) alpha(%alpha : f32)
       : tensor<8x256xi32> -> tensor<256x8xi32>

@@ -58,6 +58,13 @@ def Moe_NoUnknownAttributes : NativeOpTrait<"NoUnknownAttributes"> {
   let cppNamespace = "::switchyard::moe::role";
 }
 
+// Every dynamic dimension of the op's operands is the expert count E (rule steps over
+// per-expert statistics: hotness, loads, last use). --moe-specialize binds a generic
+// rule's arguments read by such an op to [E] (ShapeRefinementOpInterface).
+def Moe_ExpertOperands : NativeOpTrait<"ExpertOperands"> {
+  let cppNamespace = "::switchyard::moe::role";
+}
+
 // Every op derives from one of the role classes below, which gives it its role trait
 // (MoeInterfaces.td); Moe_Op itself is not used directly.
 class Moe_Op<string mnemonic, list<Trait> traits = []>

@@ -121,7 +121,9 @@ class Moe_RuleContainerOp<string mnemonic, string what, string example>
     the signature and returned by the body's `moe.yield`. `experts` is the number of
     logical experts E every set, score vector and placement in the body is over. Only
     dimension 0 of an argument may be dynamic (rows: tokens or layers); knobs
-    (`moe.knob`) are overridable by name as in routers.
+    (`moe.knob`) are overridable by name as in routers. A rule that leaves `experts`
+    out is generic, as a router can be: its expert dimensions (and the devices, slots,
+    groups of its ops) are `?` until `--moe-specialize` binds them.
 
     Example:
     ```mlir
@@ -133,7 +135,7 @@ class Moe_RuleContainerOp<string mnemonic, string what, string example>
     TypeAttrOf<FunctionType>:$function_type,
     StrArrayAttr:$arg_names,
     StrArrayAttr:$result_names,
-    Moe_I64Attr:$experts,
+    DefaultValuedAttr<Moe_I64Attr, "::mlir::ShapedType::kDynamic">:$experts,
     OptionalAttr<DictArrayAttr>:$arg_attrs,
     OptionalAttr<DictArrayAttr>:$res_attrs
   );
@@ -157,7 +159,7 @@ def Moe_BalanceOp : Moe_RuleContainerOp<"balance", "load-balancing (replication 
     moe.balance @eplb(%loads: tensor<64xf32>)
         -> (phy2log: tensor<72xi32>, log2phy: tensor<64x9xi32>, replica_count: tensor<64xi32>)
         attributes {experts = 64 : i64} {
-      %p2l, %l2p, %cnt = moe.eplb %loads {groups = 8, nodes = 2, gpus = 8}
+      %p2l, %l2p, %cnt = moe.eplb %loads groups = 8 nodes = 2 gpus = 8
           : tensor<64xf32> -> tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
       moe.yield %p2l, %l2p, %cnt : tensor<72xi32>, tensor<64x9xi32>, tensor<64xi32>
     }

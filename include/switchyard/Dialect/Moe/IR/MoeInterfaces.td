@@ -57,8 +57,9 @@ def Moe_LoopLoweringOpInterface : OpInterface<"LoopLoweringOpInterface"> {
 def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
   let cppNamespace = "::switchyard::moe";
   let description = [{
-    How `--moe-specialize` gives an op of a generic policy its bound result types once
-    its operands have theirs. By default a result takes the bound type of the first
+    How `--moe-specialize` binds an op of a generic policy: the model sizes it is
+    written with (`getSizeParameters`), the types of the policy arguments it reads
+    (`bindOperandType`) and its result types once its operands have theirs. By default a result takes the bound type of the first
     operand written with the same generic type (softmax, mask, fill, union, ...), an
     expert set is over the bound E, and a static type stays; an op whose results are
     shaped otherwise ([T, k] ids, [E] counts, ...) declares `refineResultTypes`.
@@ -75,7 +76,14 @@ def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
       }],
       "::mlir::Type", "bindOperandType",
       (ins "unsigned":$index, "const ::switchyard::moe::ShapeBinding &":$binding), [{}],
-      [{ return ::switchyard::moe::detail::bindScoreOperand($_op, index, binding); }]>
+      [{ return ::switchyard::moe::detail::bindScoreOperand($_op, index, binding); }]>,
+    InterfaceMethod<[{
+        The model sizes the op is written with (k, groups, devices, ...; none by
+        default): --moe-specialize binds each `?` and checks each fixed value.
+      }],
+      "void", "getSizeParameters",
+      (ins "::llvm::SmallVectorImpl<::switchyard::moe::SizeParameter> &":$params), [{}],
+      [{ (void)params; }]>
   ];
 }
 
@@ -109,7 +117,10 @@ def Moe_PolicyOpInterface : OpInterface<"PolicyOpInterface", [FunctionOpInterfac
       "::mlir::ArrayAttr", "getArgNames">,
     InterfaceMethod<"The names of the results, in order.",
       "::mlir::ArrayAttr", "getResultNames">,
-    InterfaceMethod<"The number of routed experts E.", "int64_t", "getExperts">,
+    InterfaceMethod<"The number of routed experts E (`?` in a generic policy).",
+      "int64_t", "getExperts">,
+    InterfaceMethod<"Binds E (--moe-specialize).", "void", "setExperts",
+      (ins "int64_t":$experts)>,
     InterfaceMethod<"The router's k (0 for rules).", "int64_t", "getTopK", (ins), [{}],
       [{ return 0; }]>,
     InterfaceMethod<"The router's shared experts (0 for rules).", "int64_t",

@@ -30,11 +30,16 @@ constexpr int64_t kMaxLayers = int64_t(1) << 24;
 /// The largest block size of moe.align_blocks.
 constexpr int64_t kMaxBlockSize = int64_t(1) << 16;
 
-/// What --moe-specialize binds a generic router to, and the types its values were
-/// written with (ShapeRefinementOpInterface reads both).
+/// What --moe-specialize binds a generic policy to, and the types its values were
+/// written with (ShapeRefinementOpInterface reads both). A size the policy does not use
+/// stays `?` (ShapedType::kDynamic).
 struct ShapeBinding {
   int64_t experts = mlir::ShapedType::kDynamic;
   int64_t topK = mlir::ShapedType::kDynamic;
+  /// Physical expert slots over all devices (a placement, EPLB's phy2log).
+  int64_t slots = mlir::ShapedType::kDynamic;
+  /// The model's hidden size (a gate's weight is [hidden, E]).
+  int64_t hidden = mlir::ShapedType::kDynamic;
   /// Every refined value's type as written in the generic policy.
   llvm::DenseMap<mlir::Value, mlir::Type> writtenTypes;
   mlir::Type writtenType(mlir::Value value) const {
@@ -56,6 +61,20 @@ struct ScalarRule : switchyard::runtime::ScalarRange {
   static ScalarRule floatRange(mlir::Value v, llvm::StringRef name,
                                std::optional<double> min, bool minOpen,
                                std::optional<double> max, bool maxOpen);
+};
+
+/// A size an op takes from the model it is bound to (ShapeRefinementOpInterface::
+/// getSizeParameters): `name` is the binding's parameter ("experts", "top_k", "groups",
+/// "topk_groups", "devices", "slots", "nodes", "hidden_size" - the tools' --flag of the same
+/// name), `value` what the op has now (`?` = ShapedType::kDynamic in a generic policy),
+/// `attr` the inherent attribute --moe-specialize writes the bound value to (empty
+/// when the size lives in types only). A fixed value that differs from the binding is
+/// an error unless `mayDiffer` (an op's own k next to the model's top-k).
+struct SizeParameter {
+  llvm::StringRef name;
+  int64_t value;
+  llvm::StringRef attr = {};
+  bool mayDiffer = false;
 };
 
 /// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements

@@ -48,6 +48,7 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);

@@ -12,7 +12,8 @@
 
 include "switchyard/Dialect/Moe/IR/MoeSetOps.td"
 
-def Moe_EmaOp : Moe_RuleStepOp<"ema", [AllTypesMatch<["hotness", "result"]>]> {
+def Moe_EmaOp : Moe_RuleStepOp<"ema", [AllTypesMatch<["hotness", "result"]>,
+                                       Moe_ExpertOperands]> {
   let summary = "hotness update: an exponential moving average of interval counters";
   let description = [{
     DynaExq §3.5, hotness estimation: at the end of an update interval,
@@ -52,7 +53,7 @@ def Moe_HiCapacityOp : Moe_RuleStepOp<"hi_capacity"> {
       n_hi = min(experts, floor((budget - fixed - layers*experts*lo_bytes)
                                 / (layers*hi_bytes)))
 
-    The result is n_hi (i64). A budget that cannot hold the low-precision experts plus
+    The result is n_hi (i64); `experts` is the policy's E (`?` in a generic rule). A budget that cannot hold the low-precision experts plus
     one high-precision expert per layer is an error (reported by the verifier for
     known values). All sizes are bytes; `hi_bytes > 0`, `lo_bytes >= 0`, `layers >= 1`.
 
@@ -69,17 +70,18 @@ def Moe_HiCapacityOp : Moe_RuleStepOp<"hi_capacity"> {
     `budget` `(` $budget `:` type($budget) `)` `fixed` `(` $fixed `:` type($fixed) `)`
     `hi_bytes` `(` $hi_bytes `:` type($hi_bytes) `)`
     `lo_bytes` `(` $lo_bytes `:` type($lo_bytes) `)`
-    `layers` `(` $layers `:` type($layers) `)` `experts` `=` $experts attr-dict
-    `->` type($result)
+    `layers` `(` $layers `:` type($layers) `)` `experts` `=` custom<SizeOrParam>($experts)
+    attr-dict `->` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
   }];
 }
 
 def Moe_HotSetOp : Moe_SetOp<"hot_set", Moe_RuleStep, [AllTypesMatch<["current", "result"]>,
-                                           AttrSizedOperandSegments]> {
+                                           Moe_ExpertOperands, AttrSizedOperandSegments]> {
   let summary = "budget-feasible top-n set with hysteresis (DynaExq §3.5)";
   let description = [{
     The next high-precision (or resident) set: the top `capacity` experts by `scores`,
@@ -123,7 +125,7 @@ def Moe_HotSetOp : Moe_SetOp<"hot_set", Moe_RuleStep, [AllTypesMatch<["current",
   }];
 }
 
-def Moe_RankedOp : Moe_RuleStepOp<"ranked"> {
+def Moe_RankedOp : Moe_RuleStepOp<"ranked", [Moe_ExpertOperands]> {
   let summary = "the members of a set as a list ordered by score";
   let description = [{
     `ids` lists the members of `set` ordered by `scores` (descending by default,
@@ -149,9 +151,13 @@ def Moe_RankedOp : Moe_RuleStepOp<"ranked"> {
     type($scores) `->` type($ids) `,` type($count)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
-def Moe_EplbOp : Moe_RuleStepOp<"eplb"> {
+def Moe_EplbOp : Moe_RuleStepOp<"eplb", [Moe_ExpertOperands]> {
   let summary = "DeepSeek EPLB: replicate hot experts and pack replicas onto GPUs";
   let description = [{
     DeepSeek's expert-parallel load balancer (eplb.py, `rebalance_experts`) for one
@@ -180,8 +186,15 @@ def Moe_EplbOp : Moe_RuleStepOp<"eplb"> {
 
     Example (DeepSeek-V3 shape):
     ```mlir
-    %p2l, %l2p, %cnt = moe.eplb %loads {groups = 8, nodes = 2, gpus = 8}
+    %p2l, %l2p, %cnt = moe.eplb %loads groups = 8 nodes = 2 gpus = 8
         : tensor<256xf32> -> tensor<288xi32>, tensor<256x33xi32>, tensor<256xi32>
+    ```
+
+    In a generic balance rule, `groups`, `nodes`, `gpus` and the slots P may be `?`
+    (bound by `--groups`, `--nodes`, `--devices`, `--slots`):
+    ```mlir
+    %p2l, %l2p, %cnt = moe.eplb %loads groups = ? nodes = ? gpus = ?
+        : tensor<?xf32> -> tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>
     ```
   }];
   let arguments = (ins Moe_ExpertVector:$loads, Moe_I64Attr:$groups, Moe_I64Attr:$nodes,
@@ -189,13 +202,17 @@ def Moe_EplbOp : Moe_RuleStepOp<"eplb"> {
   let results = (outs TensorRankOf<[I32], [1]>:$phy2log, TensorRankOf<[I32], [2]>:$log2phy,
                       TensorRankOf<[I32], [1]>:$replica_count);
   let assemblyFormat = [{
-    $loads attr-dict `:` type($loads) `->` type($phy2log) `,` type($log2phy) `,`
-    type($replica_count)
+    $loads `groups` `=` custom<SizeOrParam>($groups) `nodes` `=` custom<SizeOrParam>($nodes)
+    `gpus` `=` custom<SizeOrParam>($gpus) (`global` $global^)? attr-dict
+    `:` type($loads) `->` type($phy2log) `,` type($log2phy) `,` type($replica_count)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// True when the plan is hierarchical (groups packed onto nodes first).
     bool isHierarchical() { return !getGlobal() && getGroups() % getNodes() == 0; }
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];
 }
 
@@ -209,9 +226,9 @@ def Moe_DeviceLoadsOp : Moe_RuleStepOp<"device_loads", [AttrSizedOperandSegments
 
     Example:
     ```mlir
-    %before = moe.device_loads %loads {gpus = 8} : tensor<256xf32> -> tensor<8xf32>
+    %before = moe.device_loads %loads gpus = 8 : tensor<256xf32> -> tensor<8xf32>
     %after = moe.device_loads %loads placed(%p2l, %cnt : tensor<288xi32>, tensor<256xi32>)
-        {gpus = 8} : tensor<256xf32> -> tensor<8xf32>
+        gpus = 8 : tensor<256xf32> -> tensor<8xf32>
     ```
   }];
   let arguments = (ins Moe_ExpertVector:$loads, Optional<TensorRankOf<[I32], [1]>>:$phy2log,
@@ -219,9 +236,16 @@ def Moe_DeviceLoadsOp : Moe_RuleStepOp<"device_loads", [AttrSizedOperandSegments
   let results = (outs TensorRankOf<[F32], [1]>:$result);
   let assemblyFormat = [{
     $loads (`placed` `(` $phy2log^ `,` $replica_count `:` type($phy2log) `,`
-    type($replica_count) `)`)? attr-dict `:` type($loads) `->` type($result)
+    type($replica_count) `)`)? `gpus` `=` custom<SizeOrParam>($gpus) attr-dict
+    `:` type($loads) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+    ::mlir::Type bindOperandType(unsigned index, const ShapeBinding &binding);
+  }];
 }
 
 def Moe_ImbalanceOp : Moe_RuleStepOp<"imbalance"> {
@@ -262,6 +286,12 @@ def Moe_GateOp : Moe_TokenStageOp<"gate"> {
     $hidden `,` $weight attr-dict `:` type($hidden) `,` type($weight) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+    ::mlir::Type bindOperandType(unsigned index, const ShapeBinding &binding);
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+  }];
 }
 
 def Moe_GpuRequestsOp : Moe_RuleStepOp<"gpu_requests"> {
@@ -274,7 +304,7 @@ def Moe_GpuRequestsOp : Moe_RuleStepOp<"gpu_requests"> {
 
     Example:
     ```mlir
-    %req = moe.gpu_requests %ids, %token_gpu {gpus = 8}
+    %req = moe.gpu_requests %ids, %token_gpu gpus = 8
         : tensor<?x8xi32>, tensor<?xi32> -> tensor<8x128xi32>
     ```
   }];
@@ -282,9 +312,16 @@ def Moe_GpuRequestsOp : Moe_RuleStepOp<"gpu_requests"> {
                        Moe_I64Attr:$gpus);
   let results = (outs TensorRankOf<[I32], [2]>:$result);
   let assemblyFormat = [{
-    $ids `,` $token_gpu attr-dict `:` type($ids) `,` type($token_gpu) `->` type($result)
+    $ids `,` $token_gpu `gpus` `=` custom<SizeOrParam>($gpus) attr-dict
+    `:` type($ids) `,` type($token_gpu) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+    ::mlir::Type bindOperandType(unsigned index, const ShapeBinding &binding);
+  }];
 }
 
 def Moe_ServedLoadsOp : Moe_RuleStepOp<"served_loads"> {
@@ -309,6 +346,10 @@ def Moe_ServedLoadsOp : Moe_RuleStepOp<"served_loads"> {
     `:` type($requests) `->` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_LibraReplicateOp : Moe_RuleStepOp<"libra_replicate"> {
@@ -347,6 +388,8 @@ def Moe_LibraReplicateOp : Moe_RuleStepOp<"libra_replicate"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
   }];
 }
@@ -384,6 +427,8 @@ def Moe_LibraShardOp : Moe_RuleStepOp<"libra_shard"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
   }];
 }
@@ -392,7 +437,7 @@ def Moe_LibraShardOp : Moe_RuleStepOp<"libra_shard"> {
 // ExpertFlow: adaptive prefetch step, feedback counters, two-level LRU, ordering
 //===----------------------------------------------------------------------===//
 
-def Moe_ExpectedExpertsOp : Moe_RuleStepOp<"expected_experts"> {
+def Moe_ExpectedExpertsOp : Moe_RuleStepOp<"expected_experts", [Moe_ExpertOperands]> {
   let summary = "ExpertFlow: the experts a layer is expected to activate";
   let description = [{
     ExpertFlow §3.2.1: from the pre-gate's probability mass per expert (`scores`, >= 0,
@@ -492,7 +537,7 @@ def Moe_StepFeedbackOp : Moe_RuleStepOp<"step_feedback"> {
   }];
 }
 
-def Moe_TwoLevelLruOp : Moe_RuleStepOp<"two_level_lru", [
+def Moe_TwoLevelLruOp : Moe_RuleStepOp<"two_level_lru", [Moe_ExpertOperands,
     Pure, AllTypesMatch<["resident", "requested", "predicted", "resident_out", "high"]>,
     AllTypesMatch<["last_use", "last_use_out", "loads", "evictions"]>]> {
   let summary = "ExpertFlow: two-level LRU expert cache step";
@@ -560,6 +605,10 @@ def Moe_ResidentFirstOp : Moe_RouteStageOp<"resident_first"> {
     type($order) `,` type($num_ready)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOERULEOPS_TD

@@ -107,6 +107,7 @@ def Moe_TopKOp : Moe_TokenOp<"topk"> {
     `,` type($indices)
   }];
   let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];
@@ -137,6 +138,9 @@ def Moe_GroupLimitOp : Moe_TokenOp<"group_limit", [AllTypesMatch<["input", "resu
     (`group_topk` `=` $group_topk^)? attr-dict `:` type($input)
   }];
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+  }];
 }
 
 def Moe_BinsOp : Moe_TokenOp<"bins"> {

@@ -28,6 +28,10 @@ public:
   }
 };
 
+/// Every dynamic dimension of the op's operands is E (see MoeBase.td).
+template <typename ConcreteType>
+class ExpertOperands : public mlir::OpTrait::TraitBase<ConcreteType, ExpertOperands> {};
+
 /// A per-token op of the token stage.
 template <typename ConcreteType>
 class TokenStage : public mlir::OpTrait::TraitBase<ConcreteType, TokenStage> {};

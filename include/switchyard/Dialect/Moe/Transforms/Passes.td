@@ -7,29 +7,33 @@ include "mlir/Pass/PassBase.td"
 def MoeSpecialize : Pass<"moe-specialize", "mlir::ModuleOp"> {
   let summary = "binds generic policies to a model's shape";
   let description = [{
-    Rewrites every generic policy of the module into the static form the lowering
-    compiles: `?` expert dimensions become `experts`, `k = ?` becomes `top_k`,
-    `groups = ? keep = ?` the expert groups, a placement's `?` its devices and slots
-    (slots default to the expert count), and `moe.param` values constants; result
-    types follow (ShapeRefinementOpInterface). `scaling` and `norm_topk_prob` set the
-    routed scaling factor and renormalization of every `moe.route`.
+    Rewrites every generic policy of the module (routers and rules) into the static
+    form the lowering compiles: `?` expert dimensions become `experts`, `k = ?` becomes
+    `top_k`, `groups = ? keep = ?` the expert groups, a placement's `?` its devices and
+    slots (slots default to the expert count), `gpus = ?` the devices, EPLB's slots
+    and nodes, a gate's hidden size, and `moe.param` values constants; result types
+    follow (ShapeRefinementOpInterface). `scaling` and `norm_topk_prob` set the routed
+    scaling factor and renormalization of every `moe.route`.
 
     A parameter the policy fixes to another value, a value no policy uses, and a
     generic parameter left unbound are errors; a `moe.fill` budget larger than the
     experts is a warning (the policy would select every expert). The tools bind the
     same way from `--experts`, `--top-k`, `--groups`, `--topk-groups`, `--devices`,
-    `--slots`, `--shared-experts`, `--scaling`, `--norm-topk-prob` and
-    `--model config.json`.
+    `--slots`, `--nodes`, `--hidden-size`, `--shared-experts`, `--scaling`,
+    `--norm-topk-prob` and `--model config.json`.
 
     Example: `moe-opt --moe-specialize="experts=8 top_k=2" policies/xshare.mlir`
   }];
   let options = [
     Option<"experts", "experts", "int64_t", "-1", "the number of routed experts E">,
     Option<"topK", "top_k", "int64_t", "-1", "experts per token k">,
-    Option<"groups", "groups", "int64_t", "-1", "expert groups (moe.group_limit)">,
+    Option<"groups", "groups", "int64_t", "-1", "expert groups (moe.group_limit, moe.eplb)">,
     Option<"topkGroups", "topk_groups", "int64_t", "-1", "groups each token keeps">,
-    Option<"devices", "devices", "int64_t", "-1", "devices of a placement">,
-    Option<"slots", "slots", "int64_t", "-1", "physical expert slots of a placement">,
+    Option<"devices", "devices", "int64_t", "-1", "devices (GPUs) of a placement or plan">,
+    Option<"slots", "slots", "int64_t", "-1",
+           "physical expert slots (a placement, EPLB's phy2log)">,
+    Option<"nodes", "nodes", "int64_t", "-1", "nodes of an EPLB plan">,
+    Option<"hidden", "hidden_size", "int64_t", "-1", "the model's hidden size (moe.gate)">,
     Option<"sharedExperts", "shared_experts", "int64_t", "-1", "shared experts">,
     Option<"scaling", "scaling", "double", "0.0", "routed scaling factor (> 0)">,
     Option<"normTopkProb", "norm_topk_prob", "std::string", "\"\"",

@@ -24,25 +24,35 @@ template <typename T>
 struct Bound {
   T value;
   std::string source;
+  /// Read from a model's config.json (not a flag): a value that describes the model
+  /// rather than a routing choice is bound where a policy uses it and otherwise left
+  /// alone (the hidden size; every value in a file of rules only, which do not route).
+  bool fromModel = false;
 };
 
 /// What to bind a module's policies to; unset parameters stay as the policy has them.
 struct ShapeRequest {
-  std::optional<Bound<int64_t>> experts, topK, groups, topkGroups, devices, slots,
-      sharedExperts;
+  std::optional<Bound<int64_t>> experts, topK, groups, topkGroups, devices, slots, nodes,
+      hidden, sharedExperts;
   std::optional<Bound<double>> scaling;
   std::optional<Bound<bool>> normTopkProb;
 
+  /// The size parameter `name` (SizeParameter::name: "experts", "top_k", "groups",
+  /// "topk_groups", "devices", "slots", "nodes", "hidden_size"), or null for another name.
+  const std::optional<Bound<int64_t>> *size(llvm::StringRef name) const;
+
   bool empty() const {
-    return !experts && !topK && !groups && !topkGroups && !devices && !slots &&
-           !sharedExperts && !scaling && !normTopkProb;
+    return !experts && !topK && !groups && !topkGroups && !devices && !slots && !nodes &&
+           !hidden && !sharedExperts && !scaling && !normTopkProb;
   }
 };
 
-/// Binds every policy of `module`:
+/// Binds every policy of `module` (routers and rules):
 /// * a generic parameter (`?` expert dimensions, `k = ?`, `groups = ? keep = ?`, a
-///   `?` in a placement, `shared_experts` left at 0) takes the requested value; one with
-///   no value requested is an error (slots default to E, shared_experts to 0);
+///   `?` in a placement, `gpus = ?`, EPLB's slots, a gate's hidden size,
+///   `shared_experts` left at 0) takes the requested value; one with no value requested
+///   is an error (a placement's slots default to E, shared_experts to 0, a rule's top-k
+///   to its file's router's);
 /// * a fixed parameter that differs from the request is an error naming both;
 /// * a request no policy uses (e.g. groups without a `moe.group_limit`) is an error;
 /// * `scaling` / `norm_topk_prob` are the model's: they set every `moe.route`'s
