@@ -184,6 +184,8 @@ static nlohmann::json ruleToJson(const KnobRule &r) {
     j["min"] = *r.range.min;
   if (r.range.max)
     j["max"] = *r.range.max;
+  if (!r.range.relation.empty())
+    j["relation"] = r.range.relation;
   return j;
 }
 
@@ -353,6 +355,11 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
         rule.range.max = number("max");
         rule.range.minOpen = flag("min_open");
         rule.range.maxOpen = flag("max_open");
+        if (auto it = r.find("relation"); it != r.end()) {
+          typed &= it->is_string();
+          if (it->is_string())
+            rule.range.relation = it->get<std::string>();
+        }
         if (!typed) {
           error = where + ": a rule's fields have the wrong types";
           return false;

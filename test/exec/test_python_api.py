@@ -170,6 +170,22 @@ def main():
     raises("a float knob the C entry rejects", lambda: lynx(logits=lynx_x, phase=1,
                                                             knobs={"alpha": float("nan")}),
            "knob 'alpha' breaks a rule: alpha must be finite and > 0")
+    # A rule relating several knobs (DynaExq: the byte budget holds one high-precision
+    # expert per layer), checked by the compiled code at run time; the entry's status
+    # names the first knob of the relation, and a budget that holds five experts per
+    # layer gives five.
+    dyn = sy.CompiledRouter(os.path.join(POLICIES, "dynaexq.mlir"), experts=128)
+    zeros = dict(hotness=np.zeros(128, np.float32), counts=np.zeros(128, np.int32),
+                 current=np.zeros(128, bool))
+    for knobs in ({"budget_bytes": 1000}, {"layers": 100000}, {"hi_bytes": 10**12}):
+        raises(f"a relation of knobs broken at run time ({knobs})",
+               lambda: dyn(knobs=knobs, **zeros),
+               "status 4: knob 'budget_bytes' breaks a rule: budget must be in [0, inf] "
+               "(moe.hi_capacity at dynaexq.mlir:38:8); budget >= fixed + layers * experts "
+               "* lo_bytes + layers * hi_bytes")
+    five = 21474836480 + 48 * 128 * 2359296 + 48 * 9437184 * 5
+    check("a relation of knobs that holds at run time",
+          dyn(knobs={"budget_bytes": five}, **zeros)["hi_set"].sum() == 5)
     raises("an unknown run-time knob", lambda: tune(logits=x, knobs={"budgte": 1}),
            "unknown knob 'budgte' (the policy's knobs: k0, budget)")
     frozen = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4,

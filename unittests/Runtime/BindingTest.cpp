@@ -291,3 +291,31 @@ TEST(Signature, MalformedKnobsNameTheField) {
                  "rules": [{"text": "t", "op": "o", "lo": "zero"}]}]})", s, error));
   EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
 }
+
+TEST(Signature, RelationsAreLeftToTheCompiledCode) {
+  // A rule relating several knobs (DynaExq's budget): the compiled code checks it at run
+  // time; packKnobs cannot (it sees one value at a time) and must not reject on it.
+  Signature s = withKnobs();
+  KnobRule relation;
+  relation.range.relation = "budget >= fixed + layers * hi_bytes";
+  relation.text = relation.range.relation;
+  relation.op = "moe.hi_capacity at x.mlir:7:8";
+  s.knobs[0].rules.push_back(relation);
+  Signature back;
+  std::string error;
+  ASSERT_TRUE(fromJson(toJson(s), back, error)) << error;
+  EXPECT_EQ(back.knobs[0].rules[1].range.relation, "budget >= fixed + layers * hi_bytes");
+  EXPECT_EQ(back.knobs[0].rules[1].range.requirement(),
+            "must satisfy budget >= fixed + layers * hi_bytes");
+  EXPECT_FALSE(back.knobs[0].rules[1].range.violation(int64_t(-5)).has_value());
+  std::vector<uint8_t> bytes;
+  EXPECT_TRUE(packKnobs(back.knobs, {"budget=3"}, bytes, error)) << error;
+  EXPECT_FALSE(packKnobs(back.knobs, {"budget=-1"}, bytes, error)); // its range still holds
+  EXPECT_EQ(statusMessage(back, 2),
+            "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4); "
+            "budget >= fixed + layers * hi_bytes (moe.hi_capacity at x.mlir:7:8)");
+  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
+      "knobs": [{"name": "k", "dtype": "int64", "default": 1,
+                 "rules": [{"text": "t", "op": "o", "relation": 3}]}]})", back, error));
+  EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
+}

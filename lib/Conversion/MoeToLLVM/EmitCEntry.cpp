@@ -37,6 +37,8 @@ Value breaksRule(OpBuilder &b, Location loc, Value v, DictionaryAttr rule) {
   };
   Type i1 = b.getI1Type();
   Value bad = LLVM::ConstantOp::create(b, loc, i1, 0);
+  if (rule.get("relation")) // checked by the body, where every value is known
+    return bad;
   auto orBad = [&](Value c) { bad = LLVM::OrOp::create(b, loc, bad, c); };
   if (v.getType().isInteger(64)) {
     auto cst = [&](int64_t x) { return LLVM::ConstantOp::create(b, loc, b.getI64Type(), x); };
@@ -195,8 +197,12 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
     return impl.emitError() << "moe.abi describes " << args.size()
                             << " lowered parameters but the function has "
                             << impl.getNumArguments();
-  LLVM::CallOp::create(b, loc, impl, args);
-  LLVM::ReturnOp::create(b, loc, LLVM::ConstantOp::create(b, loc, i32, 0).getResult());
+  // The body returns a status when a rule relating several values fails at run time
+  // (RouterLowering::failIf), else nothing.
+  auto call = LLVM::CallOp::create(b, loc, impl, args);
+  Value status = call.getNumResults() ? call.getResult()
+                                      : LLVM::ConstantOp::create(b, loc, i32, 0).getResult();
+  LLVM::ReturnOp::create(b, loc, status);
   b.setInsertionPointToStart(fail);
   LLVM::ReturnOp::create(b, loc, fail->getArgument(0));
   entry->setAttr("moe.abi", abi);

@@ -43,8 +43,14 @@ LogicalResult hiCapacity(RouterLowering &L, HiCapacityOp op) {
   };
   Value layers = wide(L.scalar(op.getLayers()));
   Value lowAll = em.mulI(em.mulI(layers, c128(op.getExperts())), wide(L.scalar(op.getLoBytes())));
-  Value free = em.subI(em.subI(wide(L.scalar(op.getBudget())), wide(L.scalar(op.getFixed()))),
-                       lowAll);
+  Value budget = wide(L.scalar(op.getBudget())), fixed = wide(L.scalar(op.getFixed()));
+  // The budget must hold one high-precision expert per layer (the verifier's rule, for
+  // knobs set at run time).
+  Value needed = em.addI(em.addI(fixed, lowAll),
+                         em.mulI(layers, wide(L.scalar(op.getHiBytes()))));
+  L.failIf(em.cmpI(P::slt, budget, needed), {op.getBudget(), op.getFixed(), op.getLayers(),
+                                             op.getHiBytes(), op.getLoBytes()});
+  Value free = em.subI(em.subI(budget, fixed), lowAll);
   free = em.select(em.cmpI(P::slt, free, c128(0)), c128(0), free);
   Value perLayer = em.mulI(layers, wide(L.scalar(op.getHiBytes())));
   perLayer = em.select(em.cmpI(P::slt, perLayer, c128(1)), c128(1), perLayer);

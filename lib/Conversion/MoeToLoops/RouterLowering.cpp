@@ -24,7 +24,6 @@
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
@@ -311,12 +310,8 @@ static std::pair<StringRef, int64_t> valueRule(BlockArgument arg, int64_t expert
     Operation *user = use.getOwner();
     if (auto when = dyn_cast<WhenOp>(user); when && when.getPhase() == arg)
       return {"phase", 0};
-    Value ids = TypeSwitch<Operation *, Value>(user)
-                    .Case<ExpertCountsOp, AlignBlocksOp, RemapPhysicalOp, BinScoreOp,
-                          ConfidentTop1Op, GpuRequestsOp, ResidentFirstOp>(
-                        [](auto op) { return op.getIds(); })
-                    .Default([](Operation *) { return Value(); });
-    if (ids == arg)
+    if (auto reader = dyn_cast<ExpertIdsReaderOpInterface>(user);
+        reader && reader.getExpertIds() == arg)
       return {"expert_ids", experts};
   }
   return {"", 0};
@@ -333,7 +328,9 @@ static DictionaryAttr scalarRuleAttr(MLIRContext *ctx, const ScalarRule &rule,
     os << " at " << llvm::sys::path::filename(file.getFilename().getValue()) << ":"
        << file.getLine() << ":" << file.getColumn();
   NamedAttrList f;
-  f.set("text", b.getStringAttr(rule.name + " " + rule.requirement()));
+  // A relation names its operands itself.
+  f.set("text", b.getStringAttr(rule.relation.empty() ? rule.name + " " + rule.requirement()
+                                                      : rule.relation));
   f.set("op", b.getStringAttr(where));
   f.set("float", b.getBoolAttr(rule.isFloat));
   f.set("lo", b.getI64IntegerAttr(rule.lo));
@@ -347,6 +344,8 @@ static DictionaryAttr scalarRuleAttr(MLIRContext *ctx, const ScalarRule &rule,
   if (rule.max)
     f.set("max", b.getF64FloatAttr(*rule.max));
   f.set("min_open", b.getBoolAttr(rule.minOpen));
+  if (!rule.relation.empty())
+    f.set("relation", b.getStringAttr(rule.relation));
   f.set("max_open", b.getBoolAttr(rule.maxOpen));
   return f.getDictionary(ctx);
 }
@@ -468,8 +467,11 @@ FailureOr<func::FuncOp> RouterLowering::run() {
       destinations.try_emplace(v, outputs.back());
   }
 
-  for (KnobOp knob : knobs)
+  for (auto [j, knob] : llvm::enumerate(knobs)) {
     stored[knob.getResult()].scalar = entry->getArgument(p++);
+    knobIndex[knob.getResult()] = int32_t(j);
+  }
+  entryBlock = entry;
 
   if (failed(lowerBlock(router.getBodyBlock())))
     return failure();
@@ -478,8 +480,32 @@ FailureOr<func::FuncOp> RouterLowering::run() {
       copyInto(out, mem(v), v);
   for (Value temp : temporaries)
     memref::DeallocOp::create(b, loc, temp);
-  func::ReturnOp::create(b, loc);
+  if (!statusSlot) {
+    func::ReturnOp::create(b, loc);
+    return func;
+  }
+  // A run-time rule was checked: the body returns its status (moe-emit-c-entry).
+  func::ReturnOp::create(b, loc, memref::LoadOp::create(b, loc, statusSlot).getResult());
+  func.setFunctionType(b.getFunctionType(params, b.getI32Type()));
   return func;
+}
+
+void RouterLowering::failIf(Value broken, ValueRange operands) {
+  auto knob = llvm::find_if(operands, [&](Value v) { return knobIndex.count(v) != 0; });
+  if (knob == operands.end())
+    return;
+  Location loc = router.getLoc();
+  if (!statusSlot) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entryBlock);
+    statusSlot = memref::AllocaOp::create(b, loc, MemRefType::get({}, b.getI32Type()));
+    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, 0, 32), statusSlot);
+  }
+  int32_t status = 2 + knobIndex.lookup(*knob);
+  emitter.ifThen(broken, [&] {
+    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, status, 32),
+                            statusSlot);
+  });
 }
 
 } // namespace switchyard::moe

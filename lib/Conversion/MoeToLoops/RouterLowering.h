@@ -85,6 +85,13 @@ public:
   argBest(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
           llvm::function_ref<mlir::Value(mlir::Value)> score);
 
+  /// A rule relating several scalar operands (ScalarRule::relational), at run time:
+  /// when `broken` holds, the C entry returns the status of the first knob among
+  /// `operands` (2 + its index, as for its range) instead of 0; the code goes on with
+  /// clamped values, outputs the caller must not use. With no knob among them the
+  /// verifier has checked the constants and nothing is emitted.
+  void failIf(mlir::Value broken, mlir::ValueRange operands);
+
   /// Binds a scalar result (an i64/f32 computed by an op).
   void setScalar(mlir::Value v, mlir::Value scalar) { stored[v].scalar = scalar; }
   /// A temporary buffer freed at the end of the current scope.
@@ -122,6 +129,9 @@ private:
   llvm::DenseMap<mlir::Value, mlir::Value> aliases;      // stage/gate result -> inner value
   llvm::DenseMap<mlir::Value, mlir::Value> rowLocal;     // value -> per-token buffer
   llvm::SmallVector<mlir::Value> temporaries;            // freed at the end
+  llvm::DenseMap<mlir::Value, int32_t> knobIndex;        // knob -> field of NAME_knobs
+  mlir::Block *entryBlock = nullptr;
+  mlir::Value statusSlot; // memref<i32>: the status failIf sets (made by the first)
   mlir::OpBuilder::InsertPoint prologue; // where scratch buffers are allocated
   mlir::Value parallelToken;             // the iteration of the enclosing parallel loop
   mlir::Value parallelExtent;            // its trip count

@@ -26,6 +26,15 @@ void HiCapacityOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
   rules.push_back(ScalarRule::intRange(getFixed(), "fixed", 0));
   rules.push_back(ScalarRule::intRange(getBudget(), "budget", 0));
+  // One relation of all five (the verifier checks it below; the lowering at run time,
+  // naming the first of them that is a knob).
+  static constexpr llvm::StringLiteral relation =
+      "budget >= fixed + layers * experts * lo_bytes + layers * hi_bytes (the "
+      "low-precision experts and one high-precision expert per layer)";
+  for (auto [value, name] : {std::pair{getBudget(), "budget"}, {getFixed(), "fixed"},
+                             {getLayers(), "layers"}, {getHiBytes(), "hi_bytes"},
+                             {getLoBytes(), "lo_bytes"}})
+    rules.push_back(ScalarRule::relational(value, name, relation));
 }
 
 LogicalResult HiCapacityOp::verify() {

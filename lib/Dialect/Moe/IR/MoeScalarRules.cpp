@@ -35,6 +35,14 @@ ScalarRule ScalarRule::floatRange(Value v, StringRef name, std::optional<double>
   return r;
 }
 
+ScalarRule ScalarRule::relational(Value v, StringRef name, StringRef relation) {
+  ScalarRule r;
+  r.value = v;
+  r.name = name.str();
+  r.relation = relation.str();
+  return r;
+}
+
 LogicalResult switchyard::moe::detail::verifyScalarRules(Operation *op) {
   auto withRules = dyn_cast<ScalarRulesOpInterface>(op);
   if (!withRules)

@@ -29,9 +29,16 @@ struct ScalarRange {
   std::optional<double> min, max;
   bool minOpen = false, maxOpen = false;
   std::string why; // appended to a failed non-zero check
+  // A requirement that relates this value to others ("budget >= fixed + ..."):
+  // not a range of the value alone (the range above stays unconstrained). The verifier
+  // checks it on known values; the compiled code checks it at run time, where every
+  // value is known, and returns this value's status when it fails.
+  std::string relation;
 
   /// The requirement `v` breaks ("must be in [0, inf]"), or none.
   std::optional<std::string> violation(int64_t v) const {
+    if (!relation.empty())
+      return std::nullopt;
     if (isFloat)
       return violation(static_cast<double>(v));
     if (v < lo || (hi && v > *hi))
@@ -40,7 +47,7 @@ struct ScalarRange {
   }
 
   std::optional<std::string> violation(double v) const {
-    if (!isFloat)
+    if (!isFloat || !relation.empty())
       return std::nullopt;
     if (finite && !std::isfinite(v))
       return std::string("must be finite");
@@ -57,6 +64,8 @@ struct ScalarRange {
 
   /// Every requirement: "must be in [0, inf]", "must be finite and > 0".
   std::string requirement() const {
+    if (!relation.empty())
+      return "must satisfy " + relation;
     if (!isFloat)
       return "must be " + intRangeText();
     std::string text;

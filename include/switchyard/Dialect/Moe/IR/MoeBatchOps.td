@@ -69,7 +69,7 @@ def Moe_SegmentReduceOp : Moe_BatchStageOp<"segment_reduce", [AllTypesMatch<["in
   let hasVerifier = 1;
 }
 
-def Moe_BinScoreOp : Moe_BatchStageOp<"bin_score"> {
+def Moe_BinScoreOp : Moe_BatchStageOp<"bin_score", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "LYNX batch-wide bin-weighted expert scores";
   let description = [{
     LYNX §3.2.1 (adaptive expert scorer), with B the number of tokens in the batch:

@@ -87,6 +87,19 @@ def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
   ];
 }
 
+def Moe_ExpertIdsReaderOpInterface : OpInterface<"ExpertIdsReaderOpInterface"> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    An op that indexes per-expert data with the expert ids of its `ids` operand (-1 =
+    no expert, else [0, E)). A policy argument read this way gets that value rule in
+    the ABI, and the runtime checks it before the compiled code runs.
+  }];
+  let methods = [
+    InterfaceMethod<"The operand holding expert ids.", "::mlir::Value", "getExpertIds",
+      (ins), [{}], [{ return $_op.getIds(); }]>
+  ];
+}
+
 def Moe_ScalarRulesOpInterface : OpInterface<"ScalarRulesOpInterface"> {
   let cppNamespace = "::switchyard::moe";
   let description = [{

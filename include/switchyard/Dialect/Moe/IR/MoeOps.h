@@ -61,6 +61,11 @@ struct ScalarRule : switchyard::runtime::ScalarRange {
   static ScalarRule floatRange(mlir::Value v, llvm::StringRef name,
                                std::optional<double> min, bool minOpen,
                                std::optional<double> max, bool maxOpen);
+  /// A requirement relating `v` to other operands (ScalarRange::relation): the op's
+  /// verifier checks it on known values, its lowering at run time (RouterLowering::
+  /// failIf), naming `v`'s knob.
+  static ScalarRule relational(mlir::Value v, llvm::StringRef name,
+                               llvm::StringRef relation);
 };
 
 /// A size an op takes from the model it is bound to (ShapeRefinementOpInterface::

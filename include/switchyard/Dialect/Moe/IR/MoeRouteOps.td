@@ -55,7 +55,8 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
   }];
 }
 
-def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise, AllTypesMatch<["ids", "result"]>]> {
+def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise,
+    AllTypesMatch<["ids", "result"]>, Moe_ExpertIdsReaderOpInterface]> {
   let summary = "maps logical expert ids to physical replica slots";
   let description = [{
     EPLB/Libra replication: logical expert `e = ids[t,j]` has `replica_count[e]` physical
@@ -75,7 +76,7 @@ def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise, AllTy
   let hasVerifier = 1;
 }
 
-def Moe_ExpertCountsOp : Moe_RouteStageOp<"expert_counts"> {
+def Moe_ExpertCountsOp : Moe_RouteStageOp<"expert_counts", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "how many tokens each expert receives";
   let description = [{
     `counts[e] = |{(t, j) : ids[t,j] == e}|`; `-1` entries are not counted. E is the
@@ -116,7 +117,7 @@ def Moe_CompactActiveOp : Moe_RouteStageOp<"compact_active"> {
   let hasVerifier = 1;
 }
 
-def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks"> {
+def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "vLLM-style block-aligned token order for a grouped GEMM";
   let description = [{
     The contract of vLLM's `moe_align_block_size`, for T tokens with k slots each

@@ -294,7 +294,7 @@ def Moe_GateOp : Moe_TokenStageOp<"gate"> {
   }];
 }
 
-def Moe_GpuRequestsOp : Moe_RuleStepOp<"gpu_requests"> {
+def Moe_GpuRequestsOp : Moe_RuleStepOp<"gpu_requests", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "requests per (GPU, expert) from the tokens' expert ids";
   let description = [{
     `requests[g, e]` = the number of tokens held by GPU g (`token_gpu[t] == g`) that
@@ -583,7 +583,7 @@ def Moe_TwoLevelLruOp : Moe_RuleStepOp<"two_level_lru", [Moe_ExpertOperands,
   }];
 }
 
-def Moe_ResidentFirstOp : Moe_RouteStageOp<"resident_first"> {
+def Moe_ResidentFirstOp : Moe_RouteStageOp<"resident_first", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "ExpertFlow: cache-aware execution order, ready tokens first";
   let description = [{
     ExpertFlow §3.4: the order in which to run the batch's tokens: first the tokens all

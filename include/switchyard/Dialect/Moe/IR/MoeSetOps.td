@@ -221,7 +221,8 @@ def Moe_DifferenceOp : Moe_SetOp<"difference", Moe_RuleStep, [SameOperandsAndRes
   let hasFolder = 1;
 }
 
-def Moe_ConfidentTop1Op : Moe_SetOp<"confident_top1", Moe_BatchStage> {
+def Moe_ConfidentTop1Op : Moe_SetOp<"confident_top1", Moe_BatchStage,
+                                     [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "LYNX: the top-1 experts of the batch's high-confidence tokens";
   let description = [{
     LYNX §3.2.1 / Insight 2: a high-confidence token keeps its first choice. Token t is
