@@ -48,3 +48,4 @@ moe.router @big_budget(%logits: tensor<?x?xf32>) -> (selected: !moe.set<?>) {
   %s = moe.fill %none with %mass budget(%budget : i64) : tensor<?xf32> -> !moe.set<?>
   moe.yield %s : !moe.set<?>
 }
+
