@@ -4,6 +4,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace switchyard;
@@ -74,11 +75,43 @@ struct ConfigReader {
 };
 } // namespace
 
+/// The deepest nesting of arrays and objects in JSON text (strings skipped).
+/// llvm::json::parse recurses once per level: a config is checked before it is
+/// parsed, so that a file of a million '[' is an error, not a stack overflow.
+static size_t jsonNesting(llvm::StringRef text) {
+  size_t depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i; // the escaped character
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+/// A Hugging Face config nests a few levels (rope_scaling, quantization_config, ...).
+constexpr size_t kMaxConfigNesting = 64;
+
 bool host::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
                            std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) {
     error = "--model: cannot read '" + path.str() + "': " + buffer.getError().message();
+    return false;
+  }
+  if (jsonNesting((*buffer)->getBuffer()) > kMaxConfigNesting) {
+    error = path.str() + ": not a config.json: arrays and objects nest more than " +
+            std::to_string(kMaxConfigNesting) + " levels deep";
     return false;
   }
   llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
