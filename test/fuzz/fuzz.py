@@ -13,14 +13,21 @@ describes. Each iteration picks a campaign and mutates one thing:
   run-npy  a shipped entry run on inputs where one .npy file (values, dtype, shape,
            header or bytes) or one scalar argument is corrupted;
   run-knob a shipped entry run with mutated `--set knob=value` overrides;
-  compile  a mutated .mlir through moe-compile --target=cuda (no nvcc involved).
+  compile  a mutated .mlir through moe-compile --target=cuda (no nvcc involved);
+  shape    a shipped policy bound by mutated shape flags (--experts, --top-k, ...,
+           --model with a corrupted config.json) through moe-run, moe-compile and
+           moe-opt, or by a mutated --moe-specialize= option string.
+
+The shipped policies are generic: every run on a file derived from one passes the flags
+binding it to its documented model (switchyard.native_shape, scripts/switchyard.py).
 
 Mutations: byte flips / inserts / deletes / truncation; token-level edits (numbers
 replaced by 0, -1, 2^31, 2^60, 2^63-1, floats, inf, nan, strings; attributes deleted,
 duplicated, renamed; unknown attributes added; types changed; ops renamed, lines
 deleted, duplicated, swapped or spliced from another seed; ops of other dialects
 inserted); .npy header / shape / dtype / data corruption (NaN, +-inf, huge ids,
-truncation, trailing bytes).
+truncation, trailing bytes); generic syntax (`?` <-> sizes, `k = ?`, `gpus = ?`,
+`scaled_by(...)`, `moe.param`).
 
 Findings: a sanitizer report (ASan, UBSan), a signal or abort, an LLVM stack dump, an
 exit status other than 0 and 1, a timeout, or exit 0 with suspicious output (a non-text
@@ -44,12 +51,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import reduce
 
 import numpy as np
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import switchyard  # noqa: E402  (native_shape, shape_flags, SHAPE_PARAMS)
 
 INTS = ["0", "-1", "1", "2", "3", "7", "63", "64", "255", "256", "65535", "65536",
         "1048576", "2147483647", "2147483648", "-2147483648", "-2147483649",
@@ -65,14 +75,39 @@ STRINGS = ['"x"', '""', '"capacity"', "unit", "true", "false", "[1, 2]", "[]", "
 UNKNOWN_ATTRS = ["capacity = 5", "foo", "moe.extra = 1", 'bar = "x"', "k = 2",
                  "experts = 8", "sym_visibility = \"private\"", "llvm.emit_c_interface",
                  "moe.abi = 1", "moe.kind = 3", "top_k = 1", "shared_experts = -1",
-                 "arg_names = [\"a\"]", "function_type = i32", "groups = 0"]
+                 "arg_names = [\"a\"]", "function_type = i32", "groups = 0",
+                 "k = ?", "gpus = ?", "experts = ?", "groups = ?", "keep = ?", "nodes = ?"]
 TYPES = ["f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64", "index", "none",
          "tensor<?xf32>", "tensor<4x4xf32>", "tensor<*xf32>", "tensor<?x?xf32>",
          "tensor<0x8xf32>", "tensor<?x0xf32>", "!moe.set<8>", "!moe.set<0>",
          "!moe.set<2147483648>", "memref<?xf32>", "vector<4xf32>", "complex<f32>",
          "tensor<?x1099511627776xf32>", "tensor<4611686018427387904xi32>",
          "!moe.placement<experts = 8, devices = 2, slots = 8>",
-         "!moe.placement<experts = 8, devices = 1, slots = 9223372036854775807>"]
+         "!moe.placement<experts = 8, devices = 1, slots = 9223372036854775807>",
+         "!moe.set<?>", "tensor<?x?xi32>", "tensor<?x8xf32>", "tensor<8x?xf32>",
+         "!moe.placement<experts = ?, devices = ?, slots = ?>",
+         "!moe.placement<experts = ?, devices = 2, slots = ?>",
+         "!moe.placement<experts = 8, devices = ?, slots = ?>"]
+GENERIC_KEYS = ["k", "gpus", "groups", "keep", "nodes", "experts", "devices", "slots"]
+PARAM_NAMES = ["top_k", "experts", "groups", "topk_groups", "devices", "slots", "nodes",
+               "hidden_size", "shared_experts", "scaling", "norm_topk_prob", "nosuch", "",
+               "top-k", "TOP_K"]
+
+# Shape flags (the tools' --experts ... --model, --moe-specialize's options).
+SHAPE_INTS = ["0", "-1", "1", "2", "3", "4", "7", "8", "9", "16", "60", "64", "65", "128",
+              "256", "257", "288", "7168", "1048576", "1048577", "2147483647", "2147483648",
+              str(2 ** 32), str(2 ** 60), str(2 ** 63 - 1), str(-2 ** 63), str(2 ** 63),
+              "9" * 30, "", "x", "1.5", "0x10", "1e3", " 8", "+8", "-0"]
+SIZES = ["1", "2", "3", "4", "6", "8", "16", "32", "64", "128", "256"]
+SHAPE_FLOATS = ["0", "-0", "-1", "1", "2.5", "1e-45", "3.4e38", "1e39", "1e308", "inf",
+                "-inf", "nan", "x", ""]
+SHAPE_BOOLS = ["true", "false", "1", "0", "yes", "maybe", ""]
+MODEL_KEYS = ["num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+              "experts_per_token", "n_group", "topk_group", "n_shared_experts",
+              "hidden_size", "routed_scaling_factor", "norm_topk_prob"]
+JSON_VALUES = ["8", 8.5, 8.0, True, False, None, [], {}, [8], -1, 0, 1, 2 ** 31, 2 ** 60,
+               2 ** 63 - 1, 2 ** 63, 2 ** 64, -2 ** 63, 1e300, -1e300, float("nan"),
+               float("inf"), "nan", ""]
 PUNCT = list("{}()<>[]:,=%@!#\"?x-") + ["->", "\x00", "\xff", "\n", " ", "//", "\\"]
 
 
@@ -97,6 +132,10 @@ def other_dialect_snippets(arg, type_):
         "%fz_u = ub.poison : i64",
         "llvm.unreachable",
         "%fz_g = gpu.thread_id x",
+        "%fz_p = moe.param \"top_k\" : i64",
+        "%fz_p = moe.param \"experts\" : i32",
+        "%fz_p = moe.param \"nosuch\" : i64",
+        "%fz_p = moe.param \"scaling\" : f32",
     ]
     return [s.replace("ARG", arg).replace("TYPE", type_) for s in snippets]
 
@@ -154,7 +193,7 @@ class MlirMutator:
                              self.attr, self.type_, self.type_, self.opname, self.ssa,
                              self.line, self.line, self.splice, self.snippet,
                              self.snippet, self.byte, self.byte, self.keyword,
-                             self.punct])
+                             self.punct, self.generic, self.generic, self.generic])
             out = op(text)
             if out is not None:
                 text = out
@@ -172,6 +211,8 @@ class MlirMutator:
         if not m:
             return None
         r = self.rng.random()
+        if r < 0.08:
+            return self._replace_span(text, m.span(), b"?")
         pool = INTS if r < 0.6 else FLOATS if r < 0.8 else STRINGS
         return self._replace_span(text, m.span(), self.rng.choice(pool).encode())
 
@@ -295,6 +336,66 @@ class MlirMutator:
             j = rng.randrange(len(data))
             data[j:j] = data[i:i + rng.randrange(1, 64)]
         return bytes(data)
+
+    def generic(self, text):
+        """Generic syntax: `?` <-> sizes, `KEY = ?`, scaled_by(...), moe.param."""
+        rng = self.rng
+        c = rng.randrange(6)
+        if c == 0:                                       # a `?` becomes a size
+            ms = list(re.finditer(rb"\?", text))
+            if not ms:
+                return None
+            m = rng.choice(ms)
+            return self._replace_span(text, m.span(), rng.choice(INTS[:12] + ["?"]).encode())
+        if c == 1:                                       # KEY = N / ? swapped, dropped, doubled
+            ms = list(re.finditer(rb"\b(%s) = (\?|-?\d+)" % "|".join(GENERIC_KEYS).encode(),
+                                  text))
+            if not ms:
+                return None
+            m = rng.choice(ms)
+            d = rng.randrange(4)
+            new = (b"" if d == 0 else m.group(0) + b" " + m.group(0) if d == 1 else
+                   m.group(1) + b" = " + (b"?" if m.group(2) != b"?" else
+                                          rng.choice(INTS).encode()) if d == 2 else
+                   rng.choice(GENERIC_KEYS).encode() + b" = " + m.group(2))
+            return self._replace_span(text, m.span(), new)
+        if c == 2:                                       # scaled_by: drop, retype, rebind
+            ms = list(re.finditer(rb"scaled_by\((%[\w]+) : (\w+)\)", text))
+            if not ms:
+                return None
+            m = rng.choice(ms)
+            ssa = [x.group(0) for x in SSA_RE.finditer(text)] or [b"%x"]
+            d = rng.randrange(3)
+            new = (b"" if d == 0 else
+                   b"scaled_by(" + m.group(1) + b" : " + rng.choice(TYPES[:9]).encode() + b")"
+                   if d == 1 else b"scaled_by(" + rng.choice(ssa) + b" : f32)")
+            return self._replace_span(text, m.span(), new)
+        if c == 3:                                       # scaled_by added to a route / topk
+            ms = list(re.finditer(rb"k = (?:\?|\d+)", text))
+            if not ms:
+                return None
+            m = rng.choice(ms)
+            ssa = [x.group(0) for x in SSA_RE.finditer(text)] or [b"%x"]
+            return self._replace_span(text, (m.end(), m.end()), b" scaled_by(" +
+                                      rng.choice(ssa) + b" : f32)")
+        if c == 4:                                       # moe.param renamed / retyped
+            ms = list(re.finditer(rb"moe\.param \"([^\"]*)\" : (\w+)", text))
+            if not ms:
+                return None
+            m = rng.choice(ms)
+            new = b'moe.param "%s" : %s' % (
+                rng.choice(PARAM_NAMES).encode() if rng.random() < 0.7 else m.group(1),
+                rng.choice(TYPES[:9]).encode() if rng.random() < 0.5 else m.group(2))
+            return self._replace_span(text, m.span(), new)
+        # a moe.param line inserted before a moe op
+        lines = text.split(b"\n")
+        idx = [i for i, l in enumerate(lines) if re.match(rb"\s+%\w+(, %\w+)* = moe\.", l)]
+        if not idx:
+            return None
+        lines.insert(rng.choice(idx), b'  %%fz_p%d = moe.param "%s" : %s' % (
+            rng.randrange(3), rng.choice(PARAM_NAMES).encode(),
+            rng.choice(["i64", "i64", "i32", "f32", "i1", "index"]).encode()))
+        return b"\n".join(lines)
 
     def punct(self, text):
         if not text:
@@ -485,6 +586,157 @@ def corrupt_array(arr, rng, entry, name):
             i = rng.randrange(10 + hl, len(d))
             d[i] = rng.randrange(256)
     return bytes(d)
+
+
+# ---------------------------------------------------------------------------------------
+# Shape flags: a shipped policy's binding, its mutations, corrupted config.json files
+# ---------------------------------------------------------------------------------------
+
+def policy_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def native_shape(path):
+    """The shape binding of a shipped policy ({} for a file outside policies/)."""
+    if os.path.dirname(os.path.abspath(path)) != os.path.join(ROOT, "policies"):
+        return {}
+    return switchyard.native_shape(policy_name(path))
+
+
+def native_flags(path):
+    return switchyard.shape_flags(**native_shape(path))
+
+
+MODELS = sorted(os.path.join(ROOT, "models", f) for f in os.listdir(os.path.join(ROOT, "models"))
+                if f.endswith(".json"))
+# Flags (of moe-run / moe-compile / moe-opt) the minimizer may drop, and whether their
+# value is the next argument.
+DROPPABLE = {"--" + p.replace("_", "-"): p != "norm_topk_prob" for p in switchyard.SHAPE_PARAMS}
+DROPPABLE.update({"--set": True, "--freeze-knobs": False, "--lane-parallel": False})
+
+
+def corrupt_model(rng):
+    """The bytes of a corrupted copy of a models/*.json."""
+    text = open(rng.choice(MODELS), "rb").read()
+    d = json.loads(text)
+    c = rng.randrange(9)
+    if c <= 2:                                            # wrong type / huge / NaN values
+        for _ in range(rng.randrange(1, 4)):
+            d[rng.choice(MODEL_KEYS)] = rng.choice(JSON_VALUES)
+    elif c == 3:                                          # missing keys
+        for k in rng.sample(MODEL_KEYS, rng.randrange(1, len(MODEL_KEYS))):
+            d.pop(k, None)
+    elif c == 4:                                          # aliases that disagree
+        d[rng.choice(MODEL_KEYS[:3])] = rng.choice([1, 2, 8, 64, 128, 256, 2 ** 20 + 1])
+        d[rng.choice(MODEL_KEYS[3:5])] = rng.choice([0, 1, 2, 8, 9, 300])
+    elif c == 5:                                          # not one object
+        return rng.choice([b"", b"[]", b"null", b"1", b'"x"', b"{", b"[{}]", b"{}",
+                           b"\xef\xbb\xbf" + text, b"\x00", text + b"\n{}",
+                           b'{"num_experts": 8, "num_experts": 9, "num_experts_per_tok": 2}',
+                           b"[" * 100000 + b"]" * 100000,
+                           b'{"a": ' * 50000 + b"1" + b"}" * 50000])
+    elif c == 6:                                          # number literals JSON can't hold
+        nums = list(re.finditer(rb"(?<=: )-?\d[\d.eE+-]*", text))
+        if nums:
+            m = rng.choice(nums)
+            return text[:m.start()] + rng.choice(
+                [b"1e400", b"-1e400", b"99999999999999999999999", b"9223372036854775808",
+                 b"18446744073709551616", b"-0", b"8.0", b"8e0", b"0x8", b"NaN", b"Infinity",
+                 b"08", b"1e-400", b"9.223372036854775807e18"]) + text[m.end():]
+    elif c == 7:                                          # bytes
+        data = bytearray(text)
+        for _ in range(rng.randrange(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return bytes(data[:rng.randrange(len(data) + 1)] if rng.random() < 0.3 else data)
+    else:                                                 # the values of another model
+        d.update({k: v for k, v in json.loads(open(rng.choice(MODELS)).read()).items()
+                  if k in MODEL_KEYS and rng.random() < 0.5})
+    return json.dumps(d).encode()
+
+
+def mutate_shape(rng, shape, files):
+    """Mutated shape flags (a list of (param, value text)) from a binding dict; a
+    corrupted config.json lands in files['model.json']."""
+    items = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in shape.items()]
+    ints = [p for p in switchyard.SHAPE_PARAMS if p not in ("scaling", "norm_topk_prob",
+                                                           "model")]
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        c = rng.randrange(10)
+        if c <= 2:                                        # an int parameter's value
+            items.append((rng.choice(ints), rng.choice(rng.choice([SHAPE_INTS, SIZES]))))
+        elif c == 3:
+            items.append(("scaling", rng.choice(SHAPE_FLOATS)))
+        elif c == 4:
+            items.append(("norm_topk_prob", rng.choice(SHAPE_BOOLS)))
+        elif c == 5 and items:                            # dropped
+            del items[rng.randrange(len(items))]
+        elif c == 6:                                      # another policy's binding
+            other = switchyard.native_shape(rng.choice(sorted(switchyard.NATIVE_SHAPES)))
+            items += [(k, str(v)) for k, v in other.items()]
+        elif c == 7:                                      # --model: a corrupted copy
+            files["model.json"] = corrupt_model(rng)
+            items.append(("model", "{dir}/model.json"))
+        elif c == 8:                                      # --model: another model, no file
+            items.append(("model", rng.choice(MODELS + ["{dir}/nosuch.json", "{dir}", ""])))
+        elif items:                                       # a value nudged
+            i = rng.randrange(len(items))
+            try:
+                items[i] = (items[i][0], str(int(items[i][1]) + rng.choice([-1, 1, 2])))
+            except ValueError:
+                pass
+    # Last one wins: a parameter given twice is a cl::opt error, kept now and then.
+    if rng.random() < 0.85:
+        items = list({k: v for k, v in items}.items())
+    return items
+
+
+def shape_args(rng, items):
+    args = []
+    for k, v in items:
+        flag = "--" + k.replace("_", "-")
+        if k == "norm_topk_prob" or rng.random() < 0.3:
+            args.append("%s=%s" % (flag, v))
+        else:
+            args += [flag, v]
+    return args
+
+
+SPECIALIZE_KEYS = ["experts", "top_k", "groups", "topk_groups", "devices", "slots", "nodes",
+                   "hidden_size", "shared_experts", "scaling", "norm_topk_prob"]
+
+
+def specialize_option(rng, shape):
+    """A mutated option string of --moe-specialize."""
+    items = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in shape.items()
+             if k != "model"]
+    if "model" in shape:
+        m = json.load(open(shape["model"]))
+        items += [("experts", str(m.get("num_local_experts", m.get("num_experts",
+                                                                   m.get("n_routed_experts"))))),
+                  ("top_k", str(m.get("num_experts_per_tok", m.get("experts_per_token"))))]
+    for _ in range(rng.randrange(0, 4)):
+        c = rng.randrange(8)
+        if c <= 2:
+            k = rng.choice(SPECIALIZE_KEYS)
+            pool = (SHAPE_FLOATS if k == "scaling" else SHAPE_BOOLS if k == "norm_topk_prob"
+                    else SHAPE_INTS)
+            items.append((k, rng.choice(pool)))
+        elif c == 3 and items:
+            del items[rng.randrange(len(items))]
+        elif c == 4:
+            items.append((rng.choice(["model", "Experts", "top-k", "k", "nosuch", "", "experts ",
+                                      "values"]), rng.choice(SHAPE_INTS)))
+        elif c == 5 and items:
+            items.append(rng.choice(items))
+        elif c == 6:
+            items.append((rng.choice(SPECIALIZE_KEYS), None))   # key without '='
+        else:
+            rng.shuffle(items)
+    sep = rng.choice([" ", " ", ",", "  ", " , ", "\t"])
+    text = sep.join(k if v is None else "%s=%s" % (k, v) for k, v in items)
+    if rng.random() < 0.1:
+        text = rng.choice(["{%s}", "'%s'", '"%s"', "%s}", "{%s", "%s=", "%s\\"]) % text
+    return text
 
 
 # ---------------------------------------------------------------------------------------
@@ -726,7 +978,8 @@ class Fuzzer:
         self.execs = 0
         self.by_campaign = {}
         self.findings = {}   # key -> dict
-        self.entries = []    # (path, text, entry json)
+        self.entries = []    # (path, text, entry json, shape flags)
+        self.seed_flags = [native_flags(p) for p in self.shipped]  # seeds[:len(shipped)]
         self.deadline = None
 
     def log(self, msg):
@@ -818,10 +1071,26 @@ class Fuzzer:
 
     def minimize(self, case, key):
         """Deletes lines, then chunks of bytes, of the .mlir input while it reproduces."""
-        name = case.meta.get("mlir_name")
-        if not name or case.files.get(name) is None or key.startswith("timeout"):
+        if key.startswith("timeout"):
             return case
         budget_end = time.time() + self.opts.minimize_seconds
+        # Flags (shape, --set, ...) dropped one at a time while it reproduces.
+        i = 0
+        while i < len(case.args) and time.time() < budget_end:
+            flag = case.args[i].split("=", 1)[0]
+            if flag not in DROPPABLE:
+                i += 1
+                continue
+            n = 2 if DROPPABLE[flag] and "=" not in case.args[i] else 1
+            trial = Case(case.tool, case.args[:i] + case.args[i + n:], case.files,
+                         case.campaign, case.meta)
+            if self.reproduces(trial, key):
+                case = trial
+            else:
+                i += n
+        name = case.meta.get("mlir_name")
+        if not name or case.files.get(name) is None:
+            return case
         data = case.files[name]
 
         def attempt(candidate):
@@ -851,9 +1120,9 @@ class Fuzzer:
                     dict(case.meta, mlir=data))
 
     # -- entries of the shipped files ------------------------------------------------
-    def list_entries(self, path_or_bytes, count=True):
-        files = {"p.mlir": path_or_bytes}
-        case = Case("moe-run", ["{dir}/p.mlir", "--list"], files, "list",
+    def list_entries(self, path_or_bytes, count=True, flags=(), files=None):
+        files = dict(files or {}, **{"p.mlir": path_or_bytes})
+        case = Case("moe-run", ["{dir}/p.mlir", "--list"] + list(flags), files, "list",
                     {"mlir": path_or_bytes, "mlir_name": "p.mlir"})
         res, out = self.execute(case, count=count)
         if count:
@@ -870,17 +1139,18 @@ class Fuzzer:
     def prepare(self):
         for path in self.shipped:
             text = open(path, "rb").read()
-            entries = self.list_entries(text, count=False)
+            flags = native_flags(path)
+            entries = self.list_entries(text, count=False, flags=flags)
             if not entries:
-                self.log("warning: cannot list %s" % path)
+                self.log("warning: cannot list %s %s" % (path, " ".join(flags)))
                 continue
             for e in entries:
-                self.entries.append((path, text, e))
+                self.entries.append((path, text, e, flags))
         self.log("%d seeds, %d shipped entries" % (len(self.seeds), len(self.entries)))
 
     # -- campaigns -------------------------------------------------------------------
-    def run_args(self, entry, inputs, files, extra=None):
-        args = ["{dir}/p.mlir", "--entry", entry["name"], "--out", "{out}"]
+    def run_args(self, entry, inputs, files, extra=None, flags=()):
+        args = ["{dir}/p.mlir", "--entry", entry["name"], "--out", "{out}"] + list(flags)
         for name, v in inputs.items():
             if isinstance(v, (int, str)):
                 args += ["--arg", "%s=%s" % (name, v)]
@@ -895,8 +1165,9 @@ class Fuzzer:
         return self.rng.choice([0, 1, 1, 2, 3, 5, 8, 17, 64, 300])
 
     def campaign_opt(self):
-        seed = self.rng.choice(self.seeds)
-        text = self.mut.mutate(seed)
+        i = self.rng.randrange(len(self.seeds))
+        text = self.mut.mutate(self.seeds[i])
+        flags = self.seed_flags[i] if i < len(self.shipped) and self.rng.random() < 0.7 else []
         passes = self.rng.choice([[], [], ["--moe-host-pipeline"], ["--moe-host-pipeline"],
                                   ["--canonicalize"], ["--moe-form-stages"],
                                   ["--moe-freeze-knobs", "--moe-form-stages",
@@ -905,7 +1176,7 @@ class Fuzzer:
                                   ["--moe-set-knobs=values=budget=%s" %
                                    self.rng.choice(INTS)],
                                   ["--moe-map-to-gpu"], ["--cse", "--symbol-dce"]])
-        case = Case("moe-opt", ["{dir}/p.mlir"] + passes, {"p.mlir": text}, "opt",
+        case = Case("moe-opt", ["{dir}/p.mlir"] + flags + passes, {"p.mlir": text}, "opt",
                     {"mlir": text, "mlir_name": "p.mlir"})
         res = self.run_case(case)
         if res.rc == 0 and not passes and self.rng.random() < 0.3:
@@ -915,36 +1186,37 @@ class Fuzzer:
             self.run_case(case2)
 
     def campaign_compile(self):
-        seed = self.rng.choice(self.seeds[:len(self.shipped)] if self.rng.random() < 0.7
-                               else self.seeds)
-        text = self.mut.mutate(seed)
-        case = Case("moe-compile", ["{dir}/p.mlir", "--target=cuda", "-o", "{out}"],
+        i = self.rng.randrange(len(self.shipped) if self.rng.random() < 0.7
+                               else len(self.seeds))
+        text = self.mut.mutate(self.seeds[i])
+        flags = self.seed_flags[i] if i < len(self.shipped) else []
+        case = Case("moe-compile", ["{dir}/p.mlir", "--target=cuda", "-o", "{out}"] + flags,
                     {"p.mlir": text}, "compile", {"mlir": text, "mlir_name": "p.mlir"})
         self.run_case(case)
 
     def campaign_run_mlir(self):
-        path, text, entry0 = self.rng.choice(self.entries)
+        path, text, entry0, flags = self.rng.choice(self.entries)
         text = self.mut.mutate(text)
-        entries = self.list_entries(text)
+        entries = self.list_entries(text, flags=flags)
         if not entries:
             return
         entry = self.rng.choice(entries)
         inputs = make_inputs(entry, self.nprng, self.tokens())
         files = {"p.mlir": text}
-        args = self.run_args(entry, inputs, files)
+        args = self.run_args(entry, inputs, files, flags=flags)
         case = Case("moe-run", args, files, "run-mlir",
                     {"mlir": text, "mlir_name": "p.mlir", "entry": entry, "inputs": inputs})
         self.run_case(case)
 
     def campaign_run_npy(self):
-        path, text, entry = self.rng.choice(self.entries)
+        path, text, entry, flags = self.rng.choice(self.entries)
         inputs = make_inputs(entry, self.nprng, self.tokens())
         if not inputs:
             return self.campaign_run_knob()
         name = self.rng.choice(sorted(inputs))
         inputs[name] = corrupt_array(inputs[name], self.rng, entry, name)
         files = {"p.mlir": text}
-        args = self.run_args(entry, inputs, files)
+        args = self.run_args(entry, inputs, files, flags=flags)
         if self.rng.random() < 0.05:
             args = [a for a in args if not a.startswith(name + "=")]
         case = Case("moe-run", args, files, "run-npy",
@@ -952,7 +1224,7 @@ class Fuzzer:
         self.run_case(case)
 
     def campaign_run_knob(self):
-        path, text, entry = self.rng.choice(self.entries)
+        path, text, entry, flags = self.rng.choice(self.entries)
         inputs = make_inputs(entry, self.nprng, self.tokens())
         files = {"p.mlir": text}
         extra, knobs = [], {}
@@ -970,7 +1242,9 @@ class Fuzzer:
             else:
                 extra += ["--set", self.rng.choice(["nosuch=1", "=1", "k0", "k0=", "==",
                                                     "budget=1=2"])]
-        args = self.run_args(entry, inputs, files, extra)
+        if self.rng.random() < 0.2:
+            extra.append("--freeze-knobs")
+        args = self.run_args(entry, inputs, files, extra, flags=flags)
         policy_name = os.path.basename(path)[:-5]
         valid_knobs = {}
         for k, v in knobs.items():
@@ -985,10 +1259,59 @@ class Fuzzer:
                      "shipped": text})
         self.run_case(case)
 
+    def campaign_shape(self):
+        """A shipped policy bound by mutated shape flags or --moe-specialize options."""
+        rng = self.rng
+        path = rng.choice(self.shipped)
+        text = shipped = open(path, "rb").read()
+        if rng.random() < 0.1:
+            text, shipped = self.mut.mutate(text), None
+        files = {"p.mlir": text}
+        meta = {"mlir": text, "mlir_name": "p.mlir"}
+        shape = native_shape(path)
+        r = rng.random()
+        if r < 0.15:                                      # moe-opt --moe-specialize=...
+            opt = specialize_option(rng, shape)
+            spec = (["--pass-pipeline=builtin.module(moe-specialize{%s})" % opt]
+                    if rng.random() < 0.2 else ["--moe-specialize=" + opt] + rng.choice(
+                        [[], [], ["--moe-host-pipeline"], ["--canonicalize"]]))
+            extra = shape_args(rng, mutate_shape(rng, {}, files)) if rng.random() < 0.15 else []
+            return self.run_case(Case("moe-opt", ["{dir}/p.mlir"] + spec + extra, files,
+                                      "shape", meta))
+        args = shape_args(rng, mutate_shape(rng, shape, files))
+        if r < 0.30:
+            passes = rng.choice([[], ["--moe-host-pipeline"], ["--moe-form-stages"],
+                                 ["--moe-specialize=experts=8 top_k=2"]])
+            return self.run_case(Case("moe-opt", ["{dir}/p.mlir"] + args + passes, files,
+                                      "shape", meta))
+        if r < 0.45:
+            return self.run_case(Case("moe-compile", ["{dir}/p.mlir", "--target=cuda", "-o",
+                                                      "{out}"] + args, files, "shape", meta))
+        entries = self.list_entries(text, flags=args, files=files)
+        if not entries or r < 0.6:
+            return
+        entry = rng.choice(entries)
+        tokens = self.tokens()
+        width = 1
+        for a in entry["arguments"]:
+            width = max(width, reduce(lambda x, d: x * (1 if d == "?" else d), a["shape"], 1))
+        if width * max(tokens, 1) > 1 << 22:              # inputs too large to write
+            tokens = min(tokens, 1)
+            if width > 1 << 22:
+                return
+        inputs = make_inputs(entry, self.nprng, tokens)
+        extra = ["--freeze-knobs"] if rng.random() < 0.2 else []
+        run = self.run_args(entry, inputs, files, extra, flags=args)
+        name = policy_name(path)
+        self.run_case(Case("moe-run", run, files, "shape",
+                           dict(meta, entry=entry, inputs=inputs, knobs={},
+                                policy_name=name if entry["name"] == name else None,
+                                shipped=shipped)))
+
     def loop(self):
-        campaigns = [(self.campaign_opt, 0.30), (self.campaign_run_mlir, 0.25),
-                     (self.campaign_run_npy, 0.20), (self.campaign_run_knob, 0.20),
-                     (self.campaign_compile, 0.05)]
+        campaigns = [(self.campaign_opt, 0.25), (self.campaign_run_mlir, 0.20),
+                     (self.campaign_run_npy, 0.12), (self.campaign_run_knob, 0.13),
+                     (self.campaign_compile, 0.05), (self.campaign_shape, 0.25)]
         if self.opts.campaigns:
             wanted = self.opts.campaigns.split(",")
             campaigns = [(f, w) for f, w in campaigns
@@ -1019,7 +1342,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per execution")
     ap.add_argument("--minimize-seconds", type=float, default=120.0)
     ap.add_argument("--campaigns", default="", help="comma-separated subset of opt, "
-                    "run-mlir, run-npy, run-knob, compile")
+                    "run-mlir, run-npy, run-knob, compile, shape")
     ap.add_argument("--asan-options", default="detect_leaks=0:detect_odr_violation=0:"
                     "alloc_dealloc_mismatch=0:allocator_may_return_null=0:"
                     "handle_abort=1:symbolize=1")
