@@ -279,4 +279,28 @@ npy::Array CallBuffers::output(size_t index) const {
   return npy::makeI32(shape, reinterpret_cast<const int32_t *>(data));
 }
 
+PackedArguments::PackedArguments(const Signature &signature, int64_t tokens,
+                                 const std::vector<void *> &buffers,
+                                 const std::vector<int64_t> &scalars, const void *knobs)
+    : numTokens(tokens), bufferValues(buffers), scalar32(signature.params.size()),
+      scalar64(signature.params.size()), knobStruct(knobs) {
+  packed.push_back(&numTokens);
+  for (size_t i = 0; i < signature.params.size(); ++i) {
+    const Param &p = signature.params[i];
+    if (p.kind != "scalar") {
+      packed.push_back(&bufferValues[i]);
+    } else if (p.dtype == "int64") {
+      scalar64[i] = scalars[i];
+      packed.push_back(&scalar64[i]);
+    } else {
+      scalar32[i] = static_cast<int32_t>(scalars[i]);
+      packed.push_back(&scalar32[i]);
+    }
+  }
+  // An entry with run-time knobs takes `const struct NAME_knobs *` last (NULL: defaults).
+  if (!signature.knobs.empty())
+    packed.push_back(&knobStruct);
+  packed.push_back(&result);
+}
+
 } // namespace switchyard::runtime

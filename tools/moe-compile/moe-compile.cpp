@@ -8,6 +8,8 @@
 //   DIR/libNAME.so  a shared library holding it
 //   DIR/NAME.ll     the LLVM IR, for inspection
 //   DIR/NAME.abi.json  the entry's parameters (names, dtypes, shapes) for the runtime
+//   DIR/manifest.json  every entry: signature, bound sizes, host library and packed
+//                      symbol, PTX / cubin and launch size classes (runtime::Manifest)
 // Knobs are run-time parameters of the host entry (`const struct NAME_knobs *`, NULL: the
 // defaults, which --set changes) and kernel parameters of the GPU launcher (the same
 // struct); --freeze-knobs compiles them in.
@@ -18,6 +20,7 @@
 #include "switchyard/Target/Ptx/PtxCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Runtime/Manifest.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -77,6 +80,39 @@ static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &e
   return true;
 }
 
+static std::string path(llvm::StringRef dir, llvm::StringRef file) {
+  llvm::SmallString<256> p(dir);
+  llvm::sys::path::append(p, file);
+  return std::string(p);
+}
+
+/// The launch size classes of a GPU entry, from the launcher metadata JSON.
+static bool describeSizeClasses(const std::string &json,
+                                std::vector<runtime::SizeClass> &classes, std::string &error) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  const llvm::json::Array *list =
+      parsed && parsed->getAsObject() ? parsed->getAsObject()->getArray("size_classes") : nullptr;
+  if (!list) {
+    if (!parsed)
+      llvm::consumeError(parsed.takeError());
+    error = "internal error: the GPU launch metadata has no size classes";
+    return false;
+  }
+  for (const llvm::json::Value &value : *list) {
+    const llvm::json::Object *c = value.getAsObject();
+    if (!c)
+      continue;
+    runtime::SizeClass sizeClass;
+    sizeClass.name = c->getString("name").value_or("").str();
+    sizeClass.minTokens = c->getInteger("min_tokens").value_or(0);
+    sizeClass.maxTokens = c->getInteger("max_tokens").value_or(-1);
+    if (const llvm::json::Array *launches = c->getArray("launches"))
+      sizeClass.launches = launches->size();
+    classes.push_back(sizeClass);
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   tools::parseCommandLine(argc, argv, "Switchyard: compile MoE routing policies\n");
@@ -121,16 +157,20 @@ int main(int argc, char **argv) {
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create '" + outDir + "': " + ec.message());
 
+  runtime::Manifest manifest;
+  manifest.policy = inputFile;
+  manifest.target = target;
+  manifest.command.assign(argv, argv + argc);
   for (const host::RouterInfo &info : routers) {
     if (!entry.empty() && info.name != entry)
       continue;
+    runtime::ManifestEntry described;
+    described.experts = info.experts;
+    described.topK = info.topK;
+    described.sharedExperts = info.sharedExperts;
     auto start = std::chrono::steady_clock::now();
     std::string error;
-    auto path = [&](llvm::StringRef file) {
-      llvm::SmallString<256> p(outDir);
-      llvm::sys::path::append(p, file);
-      return std::string(p);
-    };
+    auto path = [&](llvm::StringRef file) { return ::path(outDir, file); };
     // Rules are host scheduling code: they get the host artifacts whatever the target.
     bool isRule = info.kind != "router";
     if (wantPtx && isRule && !wantHost)
@@ -157,11 +197,18 @@ int main(int argc, char **argv) {
       llvm::outs() << "moe-compile: @" << info.name << " -> " << ptx << ", " << json << ", "
                    << launchH << ", " << launchCpp;
       std::string cubin = path(info.name + ".cubin"), usage;
-      if (host::assemblePtx(ptx, gpuArch, cubin, error, &usage))
+      described.ptx = info.name + ".ptx";
+      described.gpuArch = gpuArch;
+      described.launchMetadata = info.name + ".json";
+      if (host::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
         llvm::outs() << ", " << cubin;
-      else
+        described.cubin = info.name + ".cubin";
+      } else {
         llvm::outs() << " (no cubin: " << error << ")";
+      }
       llvm::outs() << "\n";
+      if (!describeSizeClasses(artifacts.json, described.sizeClasses, error))
+        return fail(error);
       if (report) {
         // Bytes each token moves through the kernel: its inputs and outputs (per-token
         // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.
@@ -198,9 +245,9 @@ int main(int argc, char **argv) {
         for (llvm::StringRef line : llvm::split(llvm::StringRef(usage).rtrim("; "), "; "))
           llvm::outs() << "  ptxas " << line << "\n";
       }
-      if (!wantHost)
-        continue;
     }
+    // The host lowering gives the entry's signature; a GPU-only target records it in
+    // the manifest too (the launcher takes the same buffers).
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
@@ -208,15 +255,22 @@ int main(int argc, char **argv) {
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
     std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);
+    described.signature = runtime::Signature{info.name, info.kind, abi};
+    described.signature.knobs = knobs;
+    if (wantPtx && !isRule && !wantHost) {
+      manifest.entries.push_back(std::move(described));
+      continue;
+    }
+    described.hostLibrary = "lib" + info.name + ".so";
+    described.hostSymbol = info.name + "_packed";
+    manifest.entries.push_back(described);
 
     std::string header = path(info.name + ".h"), object = path(info.name + ".o");
     std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
     std::string signature = path(info.name + ".abi.json");
-    runtime::Signature described{info.name, info.kind, abi};
-    described.knobs = knobs;
     if (!writeText(header, host::emitHeader(info, abi, knobs), error) ||
-        !writeText(signature, runtime::toJson(described), error) ||
-        !host::emitObjectFile(*copy, object, error) ||
+        !writeText(signature, runtime::toJson(described.signature), error) ||
+        !host::emitObjectFile(*copy, object, error, info.name) ||
         !host::linkSharedLibrary(object, library, error))
       return fail(error);
     {
@@ -237,5 +291,8 @@ int main(int argc, char **argv) {
       llvm::outs() << " (" << llvm::format("%.0f", ms) << " ms)";
     llvm::outs() << "\n";
   }
+  std::string error;
+  if (!writeText(path(outDir, "manifest.json"), runtime::toJson(manifest), error))
+    return fail(error);
   return 0;
 }

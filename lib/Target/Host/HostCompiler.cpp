@@ -1,8 +1,10 @@
 //===- Compiler.cpp - host code from a lowered policy ---------------------===//
 #include "switchyard/Target/Host/HostCompiler.h"
+#include "switchyard/Runtime/Binding.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -53,7 +55,39 @@ static std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error
       llvm::CodeGenOptLevel::Aggressive));
 }
 
-bool emitObjectFile(ModuleOp lowered, StringRef path, std::string &error) {
+/// Adds `void NAME_packed(void **args)` calling entry `name`: MLIR's packed calling
+/// convention (args[i] points at argument i, the last one at the result), which the
+/// ExecutionEngine builds for moe-run's JIT. A shared library exports it so that the
+/// runtime calls every entry the same way, whatever its parameter list.
+static bool addPackedEntry(llvm::Module &module, StringRef name, std::string &error) {
+  llvm::Function *entry = module.getFunction(name);
+  if (!entry || entry->isDeclaration()) {
+    error = "the lowered module has no entry '" + name.str() + "'";
+    return false;
+  }
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(context);
+  auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, false);
+  auto *packed = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
+                                        name + "_packed", module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", packed));
+  llvm::Value *args = packed->getArg(0);
+  SmallVector<llvm::Value *> values;
+  for (llvm::Argument &arg : entry->args()) {
+    llvm::Value *slot = b.CreateConstGEP1_64(ptr, args, arg.getArgNo());
+    values.push_back(b.CreateLoad(arg.getType(), b.CreateLoad(ptr, slot)));
+  }
+  llvm::Value *result = b.CreateCall(entry, values);
+  if (!entry->getReturnType()->isVoidTy()) {
+    llvm::Value *slot = b.CreateConstGEP1_64(ptr, args, entry->arg_size());
+    b.CreateStore(result, b.CreateLoad(ptr, slot));
+  }
+  b.CreateRetVoid();
+  return true;
+}
+
+bool emitObjectFile(ModuleOp lowered, StringRef path, std::string &error,
+                    StringRef packedEntry) {
   std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(error);
   if (!tm)
     return false;
@@ -63,6 +97,8 @@ bool emitObjectFile(ModuleOp lowered, StringRef path, std::string &error) {
     error = "translation to LLVM IR failed";
     return false;
   }
+  if (!packedEntry.empty() && !addPackedEntry(*module, packedEntry, error))
+    return false;
   module->setDataLayout(tm->createDataLayout());
   module->setTargetTriple(tm->getTargetTriple());
   if (llvm::Error err = makeOptimizingTransformer(3, 0, tm.get())(module.get())) {
@@ -273,34 +309,17 @@ bool invokeEntry(ExecutionEngine &engine, StringRef name, int64_t tokens,
                  const std::vector<AbiParam> &abi, std::vector<void *> &buffers,
                  const std::vector<int64_t> &scalars, std::string &error,
                  const runtime::Signature *signature, void *knobs) {
-  // The packed interface takes a pointer to each argument, then one to the result.
-  std::vector<int32_t> scalar32(abi.size());
-  std::vector<int64_t> scalar64(abi.size());
-  std::vector<void *> packed;
-  packed.push_back(&tokens);
-  for (size_t i = 0; i < abi.size(); ++i) {
-    if (abi[i].kind != "scalar") {
-      packed.push_back(&buffers[i]);
-    } else if (abi[i].dtype == "int64") {
-      scalar64[i] = scalars[i];
-      packed.push_back(&scalar64[i]);
-    } else {
-      scalar32[i] = static_cast<int32_t>(scalars[i]);
-      packed.push_back(&scalar32[i]);
-    }
-  }
-  // An entry with run-time knobs takes `const struct NAME_knobs *` last (NULL: defaults).
-  if (signature && !signature->knobs.empty())
-    packed.push_back(&knobs);
-  int32_t status = -1;
-  packed.push_back(&status);
-  if (llvm::Error err = engine.invokePacked(name, packed)) {
+  runtime::Signature described{name.str(), "router", abi};
+  if (signature)
+    described.knobs = signature->knobs;
+  runtime::PackedArguments call(described, tokens, buffers, scalars, knobs);
+  if (llvm::Error err = engine.invokePacked(name, call.arguments())) {
     error = llvm::toString(std::move(err));
     return false;
   }
-  if (status != 0) {
-    error = "the compiled entry returned status " + std::to_string(status) +
-            (signature ? ": " + runtime::statusMessage(*signature, status) : "");
+  if (call.status() != 0) {
+    error = "the compiled entry returned status " + std::to_string(call.status()) +
+            (signature ? ": " + runtime::statusMessage(*signature, call.status()) : "");
     return false;
   }
   return true;

@@ -18,8 +18,11 @@ namespace switchyard::host {
 /// JIT-compiles the lowered module at -O3 for this CPU.
 llvm::Expected<std::unique_ptr<mlir::ExecutionEngine>> jitCompile(mlir::ModuleOp lowered);
 
-/// Writes a relocatable object file for this CPU's architecture (-O3, PIC).
-bool emitObjectFile(mlir::ModuleOp lowered, llvm::StringRef path, std::string &error);
+/// Writes a relocatable object file for this CPU's architecture (-O3, PIC). With
+/// `packedEntry`, it also defines `void ENTRY_packed(void **args)`, the entry in MLIR's
+/// packed convention (what runtime::HostPolicy calls).
+bool emitObjectFile(mlir::ModuleOp lowered, llvm::StringRef path, std::string &error,
+                    llvm::StringRef packedEntry = {});
 
 /// Links `object` into a shared library with the system C compiler driver.
 bool linkSharedLibrary(llvm::StringRef object, llvm::StringRef library, std::string &error);

@@ -62,6 +62,30 @@ private:
   std::vector<int64_t> scalarValues;
 };
 
+/// The argument array of a call in MLIR's packed convention (`ENTRY_packed(void **)` of
+/// a compiled library, ExecutionEngine::invokePacked for the JIT): a pointer to each
+/// argument of the C entry (num_tokens, one per buffer or scalar, the knob struct when
+/// the entry has knobs), then one to the int32 status it returns.
+class PackedArguments {
+public:
+  PackedArguments(const Signature &signature, int64_t tokens, const std::vector<void *> &buffers,
+                  const std::vector<int64_t> &scalars, const void *knobs);
+  PackedArguments(const PackedArguments &) = delete;
+  PackedArguments &operator=(const PackedArguments &) = delete;
+
+  std::vector<void *> &arguments() { return packed; }
+  int32_t status() const { return result; }
+
+private:
+  int64_t numTokens;
+  std::vector<void *> bufferValues;
+  std::vector<int32_t> scalar32;
+  std::vector<int64_t> scalar64;
+  const void *knobStruct;
+  int32_t result = -1;
+  std::vector<void *> packed;
+};
+
 } // namespace switchyard::runtime
 
 #endif

@@ -1,0 +1,53 @@
+//===- HostPolicy.h - a compiled policy entry loaded for the host -*- C++ -*-===//
+//
+// Loads one entry of an artifact directory (manifest.json + libNAME.so) with dlopen
+// and calls its packed symbol on buffers bound by name (CallBuffers), with the knob
+// struct packed from `name=value` settings. Thread-safe: a call allocates only its
+// own temporaries. No LLVM/MLIR dependency.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_HOSTPOLICY_H
+#define SWITCHYARD_RUNTIME_HOSTPOLICY_H
+
+#include "switchyard/Runtime/Binding.h"
+#include "switchyard/Runtime/Manifest.h"
+
+#include <memory>
+
+namespace switchyard::runtime {
+
+class HostPolicy {
+public:
+  /// Loads entry `entry` (empty: the only router) of the artifact directory `dir`.
+  static std::unique_ptr<HostPolicy> load(const std::string &dir, const std::string &entry,
+                                          std::string &error);
+  ~HostPolicy();
+  HostPolicy(const HostPolicy &) = delete;
+  HostPolicy &operator=(const HostPolicy &) = delete;
+
+  const Signature &signature() const { return entry.signature; }
+  const ManifestEntry &manifestEntry() const { return entry; }
+  const std::string &directory() const { return dir; }
+
+  /// The knob struct for `overrides` ("name=value"; checked against each knob's rules),
+  /// empty when the entry has no run-time knobs.
+  bool packKnobs(const std::vector<std::string> &overrides, std::vector<uint8_t> &knobs,
+                 std::string &error) const;
+
+  /// Runs the entry on `call` (finished: every input bound, outputs allocated); `knobs`
+  /// from packKnobs, or empty for the defaults. A non-zero status is an error naming
+  /// what it means (a knob rule, the token count).
+  bool run(CallBuffers &call, const std::vector<uint8_t> &knobs, std::string &error) const;
+
+private:
+  HostPolicy() = default;
+  using PackedFn = void (*)(void **);
+  std::string dir;
+  ManifestEntry entry;
+  void *library = nullptr;
+  PackedFn function = nullptr;
+};
+
+} // namespace switchyard::runtime
+
+#endif

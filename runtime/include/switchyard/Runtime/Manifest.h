@@ -1,0 +1,55 @@
+//===- Manifest.h - what a compiled policy's artifact directory holds -*- C++ -*-===//
+//
+// moe-compile writes DIR/manifest.json beside the artifacts: for every entry its
+// signature (named arguments and results, dtypes, shapes, knobs), the model sizes it
+// was bound to, the host library and packed symbol, and for GPU targets the PTX /
+// cubin and the launch size classes. The runtime loads a policy from the manifest
+// alone. No LLVM/MLIR dependency.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_MANIFEST_H
+#define SWITCHYARD_RUNTIME_MANIFEST_H
+
+#include "switchyard/Runtime/Signature.h"
+
+#include <string>
+#include <vector>
+
+namespace switchyard::runtime {
+
+/// One launch configuration of a GPU entry for a range of token counts.
+struct SizeClass {
+  std::string name;
+  int64_t minTokens = 0;  // inclusive
+  int64_t maxTokens = -1; // inclusive; -1: unbounded
+  int64_t launches = 0;
+};
+
+struct ManifestEntry {
+  Signature signature;
+  int64_t experts = 0, topK = 0, sharedExperts = 0; // the sizes it was bound to
+  std::string hostLibrary;                          // "libNAME.so"; "" without host code
+  std::string hostSymbol;                           // "NAME_packed"
+  std::string ptx, cubin, gpuArch, launchMetadata;  // file names; "" without GPU code
+  std::vector<SizeClass> sizeClasses;
+};
+
+struct Manifest {
+  static constexpr int kVersion = 1;
+  std::string policy;                // the source file
+  std::string target;                // host, ptx, cuda or all
+  std::vector<std::string> command;  // the moe-compile command line
+  std::vector<ManifestEntry> entries;
+
+  /// The entry named `name`, or with an empty name the only router; nullptr with
+  /// `error` listing the entries otherwise.
+  const ManifestEntry *find(const std::string &name, std::string &error) const;
+};
+
+std::string toJson(const Manifest &manifest);
+/// Reads DIR/manifest.json; false with a message naming the file and field otherwise.
+bool readManifest(const std::string &dir, Manifest &manifest, std::string &error);
+
+} // namespace switchyard::runtime
+
+#endif

@@ -1,0 +1,167 @@
+//===- Manifest.cpp - what a compiled policy's artifact directory holds -----===//
+#include "switchyard/Runtime/Manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace switchyard::runtime {
+
+const ManifestEntry *Manifest::find(const std::string &name, std::string &error) const {
+  std::vector<const ManifestEntry *> routers;
+  std::string names;
+  for (const ManifestEntry &e : entries) {
+    if (e.signature.entry == name)
+      return &e;
+    if (!e.signature.isRule())
+      routers.push_back(&e);
+    names += (names.empty() ? "@" : ", @") + e.signature.entry;
+  }
+  if (name.empty() && routers.size() == 1)
+    return routers.front();
+  error = name.empty() ? "the policy has " + std::to_string(routers.size()) +
+                             " routers; name one (its entries: " + names + ")"
+                       : "no entry @" + name + " in the compiled policy (its entries: " +
+                             names + ")";
+  return nullptr;
+}
+
+std::string toJson(const Manifest &manifest) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const ManifestEntry &e : manifest.entries) {
+    nlohmann::json sizeClasses = nlohmann::json::array();
+    for (const SizeClass &c : e.sizeClasses)
+      sizeClasses.push_back({{"name", c.name},
+                             {"min_tokens", c.minTokens},
+                             {"max_tokens", c.maxTokens},
+                             {"launches", c.launches}});
+    entries.push_back({{"entry", e.signature.entry},
+                       {"signature", nlohmann::json::parse(toJson(e.signature))},
+                       {"shape",
+                        {{"experts", e.experts},
+                         {"top_k", e.topK},
+                         {"shared_experts", e.sharedExperts}}},
+                       {"host_library", e.hostLibrary},
+                       {"host_symbol", e.hostSymbol},
+                       {"ptx", e.ptx},
+                       {"cubin", e.cubin},
+                       {"gpu_arch", e.gpuArch},
+                       {"launch_metadata", e.launchMetadata},
+                       {"size_classes", sizeClasses}});
+  }
+  nlohmann::json j = {{"format", "switchyard-artifacts"},
+                      {"version", Manifest::kVersion},
+                      {"policy", manifest.policy},
+                      {"target", manifest.target},
+                      {"command", manifest.command},
+                      {"entries", entries}};
+  return j.dump(2) + "\n";
+}
+
+namespace {
+/// Typed field access with messages naming the file and the field.
+struct Reader {
+  std::string file;
+  std::string &error;
+
+  bool fail(const std::string &where, const std::string &what) {
+    error = file + ": " + where + " " + what;
+    return false;
+  }
+  bool string(const nlohmann::json &o, const char *key, std::string &out,
+              const std::string &where) {
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_string())
+      return fail(where + "." + key, "must be a string");
+    out = it->get<std::string>();
+    return true;
+  }
+  bool integer(const nlohmann::json &o, const char *key, int64_t &out,
+               const std::string &where) {
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_number_integer())
+      return fail(where + "." + key, "must be an integer");
+    out = it->get<int64_t>();
+    return true;
+  }
+};
+} // namespace
+
+bool readManifest(const std::string &dir, Manifest &manifest, std::string &error) {
+  std::string file = dir + "/manifest.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    error = "cannot open '" + file + "' (is '" + dir + "' a directory written by moe-compile?)";
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  Reader r{file, error};
+  if (j.is_discarded() || !j.is_object())
+    return r.fail("the file", "is not a JSON object");
+  std::string format;
+  int64_t version = 0;
+  if (!r.string(j, "format", format, "manifest") || !r.integer(j, "version", version, "manifest"))
+    return false;
+  if (format != "switchyard-artifacts" || version != Manifest::kVersion)
+    return r.fail("manifest", "is format '" + format + "' version " + std::to_string(version) +
+                                  "; this runtime reads switchyard-artifacts version " +
+                                  std::to_string(Manifest::kVersion) + " (recompile the policy)");
+  Manifest m;
+  if (!r.string(j, "policy", m.policy, "manifest") || !r.string(j, "target", m.target, "manifest"))
+    return false;
+  if (auto it = j.find("command"); it != j.end() && it->is_array())
+    for (const nlohmann::json &a : *it)
+      if (a.is_string())
+        m.command.push_back(a.get<std::string>());
+  auto entries = j.find("entries");
+  if (entries == j.end() || !entries->is_array())
+    return r.fail("manifest.entries", "must be an array");
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const nlohmann::json &o = (*entries)[i];
+    std::string where = "entries[" + std::to_string(i) + "]";
+    if (!o.is_object())
+      return r.fail(where, "must be an object");
+    ManifestEntry e;
+    auto sig = o.find("signature");
+    if (sig == o.end() || !sig->is_object())
+      return r.fail(where + ".signature", "must be an object");
+    std::string sigError;
+    if (!fromJson(sig->dump(), e.signature, sigError))
+      return r.fail(where, sigError);
+    auto shape = o.find("shape");
+    if (shape == o.end() || !shape->is_object())
+      return r.fail(where + ".shape", "must be an object");
+    if (!r.integer(*shape, "experts", e.experts, where + ".shape") ||
+        !r.integer(*shape, "top_k", e.topK, where + ".shape") ||
+        !r.integer(*shape, "shared_experts", e.sharedExperts, where + ".shape") ||
+        !r.string(o, "host_library", e.hostLibrary, where) ||
+        !r.string(o, "host_symbol", e.hostSymbol, where) || !r.string(o, "ptx", e.ptx, where) ||
+        !r.string(o, "cubin", e.cubin, where) || !r.string(o, "gpu_arch", e.gpuArch, where) ||
+        !r.string(o, "launch_metadata", e.launchMetadata, where))
+      return false;
+    for (const std::string *file : {&e.hostLibrary, &e.ptx, &e.cubin, &e.launchMetadata})
+      if (file->find('/') != std::string::npos)
+        return r.fail(where, "names file '" + *file + "' outside the artifact directory");
+    auto classes = o.find("size_classes");
+    if (classes == o.end() || !classes->is_array())
+      return r.fail(where + ".size_classes", "must be an array");
+    for (size_t c = 0; c < classes->size(); ++c) {
+      SizeClass s;
+      std::string at = where + ".size_classes[" + std::to_string(c) + "]";
+      if (!(*classes)[c].is_object() || !r.string((*classes)[c], "name", s.name, at) ||
+          !r.integer((*classes)[c], "min_tokens", s.minTokens, at) ||
+          !r.integer((*classes)[c], "max_tokens", s.maxTokens, at) ||
+          !r.integer((*classes)[c], "launches", s.launches, at))
+        return error.empty() ? r.fail(at, "must be an object") : false;
+      e.sizeClasses.push_back(s);
+    }
+    m.entries.push_back(std::move(e));
+  }
+  manifest = std::move(m);
+  return true;
+}
+
+} // namespace switchyard::runtime
