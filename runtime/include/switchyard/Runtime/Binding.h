@@ -42,6 +42,7 @@ public:
   int64_t tokens() const { return numTokens < 0 ? 0 : numTokens; }
   /// One pointer per ABI parameter (buffers) and the scalars' values, in ABI order.
   std::vector<void *> &buffers() { return pointers; }
+  const std::vector<void *> &buffers() const { return pointers; }
   const std::vector<int64_t> &scalars() const { return scalarValues; }
   /// Output parameter `index` as an array (its shape for the token count).
   npy::Array output(size_t index) const;

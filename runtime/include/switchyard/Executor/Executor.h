@@ -1,0 +1,67 @@
+//===- Executor.h - the MoE blocks of a checkpoint, end to end --*- C++ -*-===//
+//
+// Loads a Hugging Face checkpoint (config.json + safetensors) and a compiled routing
+// policy bound to its shape (through the policy cache: compiled once per policy text,
+// model and target), and runs batches through its MoE layers:
+//   stack:  h <- h + MoE_l(RMSNorm_l(h)) for each MoE layer l (post_attention_layernorm)
+//   blocks: y_l = MoE_l(x) for each layer on the same x (the HF MoE block's forward)
+// Attention and dense MLP layers are the engine's business: they are not run.
+// Every layer's routing can be recorded and replayed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_EXECUTOR_EXECUTOR_H
+#define SWITCHYARD_EXECUTOR_EXECUTOR_H
+
+#include "switchyard/Executor/MoeLayer.h"
+#include "switchyard/Runtime/PolicyCache.h"
+
+#include <map>
+
+namespace switchyard::exec {
+
+struct ExecutorOptions {
+  std::string modelDir;
+  std::string policyPath;                // empty: the model's native routing
+  std::string entry;                     // the router in the policy file (empty: the only one)
+  std::vector<std::string> knobSettings; // "name=value"
+  int64_t firstLayer = 0, lastLayer = -1; // checkpoint layer range [first, last); -1: all
+  std::string device = "host";
+};
+
+class Executor {
+public:
+  static std::unique_ptr<Executor> create(const ExecutorOptions &options,
+                                          runtime::PolicyCache &cache, std::string &error);
+
+  const model::MoeConfig &config() const { return cfg; }
+  const std::vector<std::unique_ptr<MoeLayer>> &layers() const { return moeLayers; }
+  /// The policy file used (the native one when none was given) and its entry.
+  const std::string &policyPath() const { return policyFile; }
+  const runtime::Signature &policySignature() const { return router->signature(); }
+
+  /// The stack on hidden states h[T, H] (in place). `replay` maps layer -> routing.
+  bool runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
+                const std::map<int64_t, Routing> *replay, std::map<int64_t, Routing> &routings,
+                std::vector<LayerMetrics> &metrics, std::string &error);
+  /// Each layer's block on the same x[T, H]: outputs[l] = MoE_l(x).
+  bool runBlocks(const std::vector<float> &x, int64_t tokens, const BatchInfo &batch,
+                 const std::map<int64_t, Routing> *replay, std::map<int64_t, Routing> &routings,
+                 std::map<int64_t, std::vector<float>> &outputs,
+                 std::vector<LayerMetrics> &metrics, std::string &error);
+
+private:
+  model::MoeConfig cfg;
+  std::unique_ptr<model::SafetensorsCheckpoint> ckpt;
+  std::string policyFile;
+  std::unique_ptr<Router> router;
+  std::vector<std::unique_ptr<MoeLayer>> moeLayers;
+  std::vector<float> normed;
+};
+
+/// The directory holding the shipped policies: $SWITCHYARD_POLICY_DIR, else the source
+/// tree's policies/ found from the running executable.
+std::string shippedPolicyDir();
+
+} // namespace switchyard::exec
+
+#endif

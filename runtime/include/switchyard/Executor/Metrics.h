@@ -1,0 +1,34 @@
+//===- Metrics.h - what one MoE layer did for one batch ---------*- C++ -*-===//
+#ifndef SWITCHYARD_EXECUTOR_METRICS_H
+#define SWITCHYARD_EXECUTOR_METRICS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace switchyard::exec {
+
+/// Seconds per stage of a layer's forward pass.
+struct StageTimes {
+  double routerGemm = 0, policy = 0, permute = 0, ffn = 0, combine = 0;
+  double total() const { return routerGemm + policy + permute + ffn + combine; }
+};
+
+struct LayerMetrics {
+  int64_t layer = 0;       // the checkpoint's layer index
+  int64_t tokens = 0;
+  int64_t activeExperts = 0;
+  std::vector<int32_t> tokensPerExpert;
+  int64_t expertBytes = 0; // weight bytes read: router, active experts, shared experts
+  int64_t flops = 0;       // 2 x multiply-adds of the GEMMs
+  StageTimes seconds;
+};
+
+/// {"layers": [{"layer", "tokens", "active_experts", "tokens_per_expert", "expert_bytes",
+/// "flops", "seconds": {"router_gemm", "policy", "permute", "ffn", "combine", "total"}}],
+/// ...extra} as JSON text.
+std::string metricsToJson(const std::vector<LayerMetrics> &layers);
+
+} // namespace switchyard::exec
+
+#endif

@@ -1,0 +1,58 @@
+//===- MoeLayer.h - one MoE block of a checkpoint on the host ---*- C++ -*-===//
+//
+// The Hugging Face sparse MoE block's forward on the host: router GEMM -> routing (a
+// compiled policy, or a replayed routing) -> tokens gathered per expert -> SwiGLU
+// expert FFN (down(silu(gate x) * up x)) per active expert -> weighted combine, plus
+// the shared experts (Qwen2-MoE's behind sigmoid(shared_expert_gate x)). Weights stay in
+// the mapped checkpoint; only the router's are widened at load.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_EXECUTOR_MOELAYER_H
+#define SWITCHYARD_EXECUTOR_MOELAYER_H
+
+#include "switchyard/Executor/Metrics.h"
+#include "switchyard/Executor/Routing.h"
+#include "switchyard/Model/MoeConfig.h"
+#include "switchyard/Model/Safetensors.h"
+
+namespace switchyard::exec {
+
+struct FfnWeights {
+  const model::TensorView *gate = nullptr, *up = nullptr, *down = nullptr;
+  int64_t bytes() const { return gate ? int64_t(gate->bytes + up->bytes + down->bytes) : 0; }
+};
+
+class MoeLayer {
+public:
+  /// The weights of checkpoint layer `layer`, checked against the config's shapes.
+  static std::unique_ptr<MoeLayer> load(const model::MoeConfig &config,
+                                        const model::SafetensorsCheckpoint &ckpt, int64_t layer,
+                                        std::string &error);
+
+  int64_t index() const { return layer; }
+  const std::vector<float> &postAttentionNorm() const { return norm; }
+
+  /// y[T, H] = the MoE block on x[T, H]. With `replay` the routing is that one (its
+  /// ids checked); otherwise `router` computes it into `routing`.
+  bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Router *router,
+               const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
+               std::string &error);
+
+private:
+  void expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out);
+
+  const model::MoeConfig *config = nullptr;
+  int64_t layer = 0;
+  std::vector<float> routerWeight; // [E, H], widened
+  std::vector<float> bias;         // [E] or empty
+  std::vector<float> norm;         // [H]
+  std::vector<float> sharedGate;   // [H] or empty
+  std::vector<FfnWeights> experts;
+  FfnWeights shared;
+  // Scratch reused across batches.
+  std::vector<float> logits, gathered, gateOut, upOut, slotOut, widen, expertOut;
+};
+
+} // namespace switchyard::exec
+
+#endif

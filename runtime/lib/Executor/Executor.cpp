@@ -1,0 +1,133 @@
+//===- Executor.cpp - the MoE blocks of a checkpoint, end to end -----------===//
+#include "switchyard/Executor/Executor.h"
+#include "switchyard/Executor/HostKernels.h"
+
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace switchyard::exec {
+
+std::string shippedPolicyDir() {
+  if (const char *dir = std::getenv("SWITCHYARD_POLICY_DIR"); dir && *dir)
+    return dir;
+#ifdef SWITCHYARD_SOURCE_POLICY_DIR
+  return SWITCHYARD_SOURCE_POLICY_DIR;
+#else
+  return "policies";
+#endif
+}
+
+std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
+                                           runtime::PolicyCache &cache, std::string &error) {
+  if (options.device != "host") {
+    error = "--device " + options.device + ": this executor runs on the host (--device host)";
+    return nullptr;
+  }
+  std::unique_ptr<Executor> ex(new Executor);
+  if (!model::readMoeConfig(options.modelDir, ex->cfg, error))
+    return nullptr;
+  ex->ckpt = model::SafetensorsCheckpoint::open(options.modelDir, error);
+  if (!ex->ckpt)
+    return nullptr;
+  ex->policyFile = options.policyPath.empty()
+                       ? shippedPolicyDir() + "/" + ex->cfg.nativePolicy() + ".mlir"
+                       : options.policyPath;
+  runtime::CompileRequest request;
+  request.policyPath = ex->policyFile;
+  request.flags = {"--model", ex->cfg.path};
+  if (!options.entry.empty())
+    request.flags.insert(request.flags.end(), {"--entry", options.entry});
+  std::string artifacts;
+  if (!cache.artifacts(request, artifacts, error))
+    return nullptr;
+  std::shared_ptr<runtime::HostPolicy> policy =
+      runtime::HostPolicy::load(artifacts, options.entry, error);
+  if (!policy)
+    return nullptr;
+  ex->router = Router::create(policy, ex->cfg.experts, options.knobSettings, error);
+  if (!ex->router)
+    return nullptr;
+  int64_t last = options.lastLayer < 0 ? ex->cfg.layers : options.lastLayer;
+  if (options.firstLayer < 0 || options.firstLayer >= last || last > ex->cfg.layers) {
+    error = "--layers " + std::to_string(options.firstLayer) + ":" + std::to_string(last) +
+            " is not a non-empty range within the model's " + std::to_string(ex->cfg.layers) +
+            " layers";
+    return nullptr;
+  }
+  for (int64_t l : ex->cfg.moeLayers) {
+    if (l < options.firstLayer || l >= last)
+      continue;
+    std::unique_ptr<MoeLayer> layer = MoeLayer::load(ex->cfg, *ex->ckpt, l, error);
+    if (!layer)
+      return nullptr;
+    ex->moeLayers.push_back(std::move(layer));
+  }
+  if (ex->moeLayers.empty()) {
+    error = "--layers " + std::to_string(options.firstLayer) + ":" + std::to_string(last) +
+            " holds no MoE layer (the model's MoE layers start at " +
+            std::to_string(ex->cfg.moeLayers.front()) + ")";
+    return nullptr;
+  }
+  return ex;
+}
+
+static const Routing *replayed(const std::map<int64_t, Routing> *replay, int64_t layer,
+                               std::string &error) {
+  if (!replay)
+    return nullptr;
+  auto it = replay->find(layer);
+  if (it == replay->end()) {
+    error = "layer " + std::to_string(layer) + ": the replayed run has no routing for it";
+    return nullptr;
+  }
+  return &it->second;
+}
+
+bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
+                        const std::map<int64_t, Routing> *replay,
+                        std::map<int64_t, Routing> &routings, std::vector<LayerMetrics> &metrics,
+                        std::string &error) {
+  const int64_t width = cfg.hidden;
+  std::vector<float> y(static_cast<size_t>(tokens * width));
+  normed.resize(static_cast<size_t>(tokens * width));
+  metrics.clear();
+  for (const std::unique_ptr<MoeLayer> &layer : moeLayers) {
+    const Routing *fixed = replayed(replay, layer->index(), error);
+    if (replay && !fixed)
+      return false;
+    rmsNorm(h.data(), tokens, width, layer->postAttentionNorm().data(), cfg.rmsNormEps,
+            normed.data());
+    LayerMetrics m;
+    if (!layer->forward(normed.data(), tokens, batch, router.get(), fixed,
+                        routings[layer->index()], y.data(), m, error))
+      return false;
+    for (size_t i = 0; i < y.size(); ++i)
+      h[i] += y[i];
+    metrics.push_back(std::move(m));
+  }
+  return true;
+}
+
+bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const BatchInfo &batch,
+                         const std::map<int64_t, Routing> *replay,
+                         std::map<int64_t, Routing> &routings,
+                         std::map<int64_t, std::vector<float>> &outputs,
+                         std::vector<LayerMetrics> &metrics, std::string &error) {
+  metrics.clear();
+  for (const std::unique_ptr<MoeLayer> &layer : moeLayers) {
+    const Routing *fixed = replayed(replay, layer->index(), error);
+    if (replay && !fixed)
+      return false;
+    std::vector<float> &y = outputs[layer->index()];
+    y.resize(static_cast<size_t>(tokens * cfg.hidden));
+    LayerMetrics m;
+    if (!layer->forward(x.data(), tokens, batch, router.get(), fixed, routings[layer->index()],
+                        y.data(), m, error))
+      return false;
+    metrics.push_back(std::move(m));
+  }
+  return true;
+}
+
+} // namespace switchyard::exec
