@@ -54,6 +54,12 @@ static cl::opt<std::string> model("model",
                                            "(its config.json)"),
                                   cl::value_desc("config.json"), cl::cat(category()));
 
+static cl::opt<bool> allowUnused(
+    "allow-unused-sizes",
+    cl::desc("ignore shape values no policy in the file has a parameter for (what an engine "
+             "binding any policy to a model wants), instead of reporting them"),
+    cl::cat(category()));
+
 static std::string formatNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);
@@ -70,6 +76,7 @@ static bool mergeFlag(std::optional<moe::Bound<T>> &slot, const cl::opt<T> &flag
 
 bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
   request = moe::ShapeRequest();
+  request.allowUnused = allowUnused;
   if (!model.empty() && !host::readModelConfig(model, request, error))
     return false;
   auto text = [](const cl::opt<int64_t> &flag) {

@@ -13,6 +13,7 @@
 #include "switchyard/Executor/Executor.h"
 #include "switchyard/Runtime/Npy.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -147,6 +148,10 @@ int main(int argc, char **argv) {
   if (!executor)
     return fail(error);
   const model::MoeConfig &config = executor->config();
+  std::vector<std::string> inputs = executor->policySignature().inputNames();
+  if (!config.sigmoidScoring && std::count(inputs.begin(), inputs.end(), "bias"))
+    std::printf("moe-exec: note: @%s takes a correction bias; %s has none, so it is zero\n",
+                executor->policySignature().entry.c_str(), config.path.c_str());
 
   npy::Array hiddenArray;
   std::vector<float> hidden;

@@ -35,7 +35,9 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
                        : options.policyPath;
   runtime::CompileRequest request;
   request.policyPath = ex->policyFile;
-  request.flags = {"--model", ex->cfg.path};
+  // Any policy on any model: the model's values a policy has no parameter for (a softmax
+  // router on DeepSeek-V3 ignores n_group) are not errors; one device for placements.
+  request.flags = {"--model", ex->cfg.path, "--devices", "1", "--allow-unused-sizes"};
   if (!options.entry.empty())
     request.flags.insert(request.flags.end(), {"--entry", options.entry});
   std::string artifacts;

@@ -99,12 +99,11 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
   if (name == "logits")
     return call.bind(name, npy::makeF32({tokens, experts}, logits), "router logits", error);
   if (name == "bias") {
-    if (!bias) {
-      error = "policy @" + signature().entry + " takes a correction bias, which this "
-              "checkpoint does not have (DeepSeek-V3's mlp.gate.e_score_correction_bias)";
-      return false;
-    }
-    return call.bind(name, npy::makeF32({experts}, bias), "the correction bias", error);
+    // A model without DeepSeek-V3's correction bias corrects nothing: zeros (moe-exec
+    // says so when it loads the policy).
+    std::vector<float> zeros(bias ? 0 : static_cast<size_t>(experts), 0.0f);
+    return call.bind(name, npy::makeF32({experts}, bias ? bias : zeros.data()),
+                     "the correction bias", error);
   }
   if (name == "phase")
     return call.bindScalar(name, static_cast<int32_t>(batch.phase), error);

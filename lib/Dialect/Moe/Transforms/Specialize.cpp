@@ -106,7 +106,7 @@ private:
       }
     }
     auto check = [&](StringRef name, const auto &bound) -> LogicalResult {
-      if (!bound || used.contains(name))
+      if (!bound || used.contains(name) || request.allowUnused)
         return success();
       if (bound->fromModel && (routers.empty() || name == "hidden_size"))
         return success();

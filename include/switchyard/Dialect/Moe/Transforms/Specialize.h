@@ -36,6 +36,9 @@ struct ShapeRequest {
       hidden, sharedExperts;
   std::optional<Bound<double>> scaling;
   std::optional<Bound<bool>> normTopkProb;
+  /// Values no policy has a parameter for are ignored rather than errors (an engine
+  /// binds any policy to a whole model: a softmax router ignores DeepSeek's n_group).
+  bool allowUnused = false;
 
   /// The size parameter `name` (SizeParameter::name: "experts", "top_k", "groups",
   /// "topk_groups", "devices", "slots", "nodes", "hidden_size"), or null for another name.
@@ -54,7 +57,8 @@ struct ShapeRequest {
 ///   is an error (a placement's slots default to E, shared_experts to 0, a rule's top-k
 ///   to its file's router's);
 /// * a fixed parameter that differs from the request is an error naming both;
-/// * a request no policy uses (e.g. groups without a `moe.group_limit`) is an error;
+/// * a request no policy uses (e.g. groups without a `moe.group_limit`) is an error,
+///   unless `allowUnused`;
 /// * `scaling` / `norm_topk_prob` are the model's: they set every `moe.route`'s
 ///   `scaling` / `renormalize`;
 /// * `moe.param` values become constants.
