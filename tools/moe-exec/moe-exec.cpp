@@ -35,6 +35,7 @@ const char *kUsage =
     "  --block-only           each MoE block on the same input: DIR/block_<l>.npy\n"
     "  --replay DIR           replay the routing recorded in DIR/topk_{ids,weights}_<l>.npy\n"
     "  --device host          where to run (host)\n"
+
     "  --repeat N             run N times, report the fastest (timing)\n";
 
 int fail(const std::string &message) {
@@ -122,6 +123,7 @@ int main(int argc, char **argv) {
       value(replayDir);
     } else if (a == "--device") {
       value(options.device);
+
     } else if (a == "--repeat") {
       value(v);
       char *end = nullptr;

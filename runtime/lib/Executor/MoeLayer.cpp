@@ -2,14 +2,31 @@
 #include "switchyard/Executor/MoeLayer.h"
 #include "switchyard/Executor/HostKernels.h"
 
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace switchyard::exec {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+/// FFN worker threads: $SWITCHYARD_THREADS, else one per hardware thread.
+int64_t workerThreads() {
+  static const int64_t threads = [] {
+    const char *text = std::getenv("SWITCHYARD_THREADS");
+    int64_t n = text ? std::strtoll(text, nullptr, 10) : 0;
+    return n > 0 ? std::min<int64_t>(n, 256)
+                 : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  }();
+  return threads;
+}
+
 double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -63,17 +80,57 @@ std::unique_ptr<MoeLayer> MoeLayer::load(const model::MoeConfig &config,
   return m;
 }
 
-void MoeLayer::expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out) {
+void MoeLayer::expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out,
+                         Workspace &ws) {
   int64_t width = w.gate->shape[0];
   size_t need = static_cast<size_t>(n * width);
-  if (gateOut.size() < need) {
-    gateOut.resize(need);
-    upOut.resize(need);
+  if (ws.gate.size() < need) {
+    ws.gate.resize(need);
+    ws.up.resize(need);
   }
-  matmulWeightT(x, n, *w.gate, gateOut.data(), widen);
-  matmulWeightT(x, n, *w.up, upOut.data(), widen);
-  siluMul(gateOut.data(), upOut.data(), n * width);
-  matmulWeightT(gateOut.data(), n, *w.down, out, widen);
+  matmulWeightT(x, n, *w.gate, ws.gate.data(), ws.widen);
+  matmulWeightT(x, n, *w.up, ws.up.data(), ws.widen);
+  siluMul(ws.gate.data(), ws.up.data(), n * width);
+  matmulWeightT(ws.gate.data(), n, *w.down, out, ws.widen);
+}
+
+void MoeLayer::runExperts(const Routing &routing, int64_t workers) {
+  const int64_t h = config->hidden;
+  const ExpertSlots &slots = routing.byExpert;
+  std::vector<int64_t> order;
+  for (int64_t e = 0; e + 1 < static_cast<int64_t>(slots.offsets.size()); ++e)
+    if (slots.count(e) > 0)
+      order.push_back(e);
+  // Largest first: the last expert a worker takes is a small one.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return slots.count(a) > slots.count(b); });
+  workers = std::max<int64_t>(1, std::min<int64_t>(workers, order.size()));
+  if (static_cast<int64_t>(workspaces.size()) < workers)
+    workspaces.resize(static_cast<size_t>(workers));
+  std::atomic<size_t> next{0};
+  auto work = [&](Workspace &ws) {
+    for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+      int64_t e = order[i], begin = slots.offsets[e];
+      expertFfn(experts[e], permutedIn.data() + begin * h, slots.count(e),
+                permutedOut.data() + begin * h, ws);
+    }
+  };
+  if (workers == 1) {
+    work(workspaces[0]);
+    return;
+  }
+  // Parallel over experts, each GEMM on one thread: at decode sizes (a few rows per
+  // expert) this streams the weights from several cores at once, which one
+  // multi-threaded GEMM per expert does not.
+  int previous = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  std::vector<std::thread> threads;
+  for (int64_t t = 1; t < workers; ++t)
+    threads.emplace_back(work, std::ref(workspaces[t]));
+  work(workspaces[0]);
+  for (std::thread &t : threads)
+    t.join();
+  openblas_set_num_threads(previous);
 }
 
 bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
@@ -116,37 +173,37 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     metrics.seconds.policy = since(start);
   }
 
-  // 2. Per active expert: gather its tokens, run its FFN into the slots' rows.
+  // 2. Permute: the routed rows in expert order (ExpertSlots), then every active
+  //    expert's FFN on its contiguous rows.
   const int64_t k = routing.k;
-  slotOut.resize(static_cast<size_t>(tokens * k * h));
+  const ExpertSlots &slots = routing.byExpert;
+  start = Clock::now();
+  int64_t rows = static_cast<int64_t>(slots.slots.size());
+  permutedIn.resize(static_cast<size_t>(rows * h));
+  permutedOut.resize(static_cast<size_t>(rows * h));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(permutedIn.data() + r * h, x + (slots.slots[r] / k) * h, h * sizeof(float));
   metrics.tokensPerExpert.assign(static_cast<size_t>(e), 0);
   for (int64_t x2 = 0; x2 < e; ++x2) {
-    int64_t n = routing.byExpert.count(x2);
+    int64_t n = slots.count(x2);
     metrics.tokensPerExpert[x2] = static_cast<int32_t>(n);
     if (n == 0)
       continue;
     ++metrics.activeExperts;
-    const FfnWeights &w = experts[x2];
-    metrics.expertBytes += w.bytes();
-    metrics.flops += 2 * n * 3 * w.gate->shape[0] * h;
-    const int32_t *slots = routing.byExpert.slots.data() + routing.byExpert.offsets[x2];
-    start = Clock::now();
-    gathered.resize(static_cast<size_t>(n * h));
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(gathered.data() + i * h, x + (slots[i] / k) * h, h * sizeof(float));
-    metrics.seconds.permute += since(start);
-    start = Clock::now();
-    expertOut.resize(static_cast<size_t>(n * h));
-    expertFfn(w, gathered.data(), n, expertOut.data());
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(slotOut.data() + slots[i] * h, expertOut.data() + i * h, h * sizeof(float));
-    metrics.seconds.ffn += since(start);
+    metrics.expertBytes += experts[x2].bytes();
+    metrics.flops += 2 * n * 3 * experts[x2].gate->shape[0] * h;
   }
+  metrics.seconds.permute += since(start);
+  start = Clock::now();
+  runExperts(routing, workerThreads());
+  metrics.seconds.ffn += since(start);
 
   // 3. Combine: y[t] = sum_j w[t, j] * out[t * k + j] (+ the shared experts).
   start = Clock::now();
   if (shared.gate && tokens > 0) {
-    expertFfn(shared, x, tokens, y);
+    if (workspaces.empty())
+      workspaces.resize(1);
+    expertFfn(shared, x, tokens, y, workspaces[0]);
     metrics.expertBytes += shared.bytes();
     metrics.flops += 2 * tokens * 3 * shared.gate->shape[0] * h;
     if (!sharedGate.empty())
@@ -163,16 +220,14 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   }
   metrics.seconds.ffn += since(start);
   start = Clock::now();
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      if (routing.ids[t * k + j] < 0)
-        continue;
-      float w = routing.weights[t * k + j];
-      const float *row = slotOut.data() + (t * k + j) * h;
-      float *out = y + t * h;
-      for (int64_t c = 0; c < h; ++c)
-        out[c] += w * row[c];
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t slot = slots.slots[r];
+    float w = routing.weights[slot];
+    const float *row = permutedOut.data() + r * h;
+    float *out = y + (slot / k) * h;
+    for (int64_t c = 0; c < h; ++c)
+      out[c] += w * row[c];
+  }
   metrics.seconds.combine = since(start);
   return true;
 }

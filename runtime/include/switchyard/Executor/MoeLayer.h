@@ -4,7 +4,8 @@
 // compiled policy, or a replayed routing) -> tokens gathered per expert -> SwiGLU
 // expert FFN (down(silu(gate x) * up x)) per active expert -> weighted combine, plus
 // the shared experts (Qwen2-MoE's behind sigmoid(shared_expert_gate x)). Weights stay in
-// the mapped checkpoint; only the router's are widened at load.
+// the mapped checkpoint (copying them into huge-page memory measured no faster);
+// only the router's are widened at load.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_EXECUTOR_MOELAYER_H
@@ -39,7 +40,14 @@ public:
                std::string &error);
 
 private:
-  void expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out);
+  /// Scratch of one FFN worker, reused across batches.
+  struct Workspace {
+    std::vector<float> gate, up, widen;
+  };
+  void expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out, Workspace &ws);
+  /// Runs the active experts' FFNs on the permuted rows, on `workers` threads (each
+  /// takes the next-largest expert; OpenBLAS single-threaded inside).
+  void runExperts(const Routing &routing, int64_t workers);
 
   const model::MoeConfig *config = nullptr;
   int64_t layer = 0;
@@ -49,8 +57,10 @@ private:
   std::vector<float> sharedGate;   // [H] or empty
   std::vector<FfnWeights> experts;
   FfnWeights shared;
-  // Scratch reused across batches.
-  std::vector<float> logits, gathered, gateOut, upOut, slotOut, widen, expertOut;
+  // Scratch reused across batches: permuted rows in expert order ([T * k, H] in and
+  // out), one workspace per worker.
+  std::vector<float> logits, permutedIn, permutedOut;
+  std::vector<Workspace> workspaces;
 };
 
 } // namespace switchyard::exec
