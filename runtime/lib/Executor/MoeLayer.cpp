@@ -57,6 +57,7 @@ std::unique_ptr<MoeLayer> MoeLayer::load(const model::MoeConfig &config,
   std::unique_ptr<MoeLayer> m(new MoeLayer);
   m->config = &config;
   m->layer = layer;
+  m->workers = workerThreads();
   int64_t h = config.hidden, e = config.experts, w = config.expertIntermediate;
   if (!widenTensor(ckpt, config.routerWeight(layer), {e, h}, m->routerWeight, error) ||
       !widenTensor(ckpt, config.postAttentionNorm(layer), {h}, m->norm, error))
@@ -195,7 +196,7 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   }
   metrics.seconds.permute += since(start);
   start = Clock::now();
-  runExperts(routing, workerThreads());
+  runExperts(routing, workers);
   metrics.seconds.ffn += since(start);
 
   // 3. Combine: y[t] = sum_j w[t, j] * out[t * k + j] (+ the shared experts).

@@ -31,6 +31,9 @@ public:
                                         std::string &error);
 
   int64_t index() const { return layer; }
+  /// Threads that run the experts' FFNs (default: $SWITCHYARD_THREADS, else one per
+  /// hardware thread).
+  void setWorkers(int64_t n) { workers = n < 1 ? 1 : n; }
   const std::vector<float> &postAttentionNorm() const { return norm; }
 
   /// y[T, H] = the MoE block on x[T, H]. With `replay` the routing is that one (its
@@ -51,6 +54,7 @@ private:
 
   const model::MoeConfig *config = nullptr;
   int64_t layer = 0;
+  int64_t workers = 1;
   std::vector<float> routerWeight; // [E, H], widened
   std::vector<float> bias;         // [E] or empty
   std::vector<float> norm;         // [H]
