@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   cmake ninja-build g++-12 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
-  libopenblas-dev libgtest-dev nlohmann-json3-dev valgrind
+  libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind
   python3 python3-numpy python3-matplotlib
 )
 

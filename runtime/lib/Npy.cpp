@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <system_error>
 
@@ -445,7 +446,7 @@ bool resolveDescr(const std::string &descr, DType &dtype, std::string &message) 
 }
 
 /// Reads exactly `n` bytes; false if the stream ends first.
-bool readExactly(std::ifstream &in, char *data, uint64_t n) {
+bool readExactly(std::istream &in, char *data, uint64_t n) {
   in.read(data, static_cast<std::streamsize>(n));
   return static_cast<uint64_t>(in.gcount()) == n;
 }
@@ -506,6 +507,21 @@ bool load(const std::string &path, const std::string &what, Array &out,
   if (!in.is_open())
     return fail(std::string("cannot open file: ") +
                 (errno ? std::strerror(errno) : "unknown error"));
+  return loadStream(in, fileSize, what, out, error);
+}
+
+bool loadBytes(const std::string &bytes, const std::string &what, Array &out,
+               std::string &error) {
+  std::istringstream in(bytes);
+  return loadStream(in, bytes.size(), what, out, error);
+}
+
+bool loadStream(std::istream &in, uint64_t fileSize, const std::string &what, Array &out,
+                std::string &error) {
+  auto fail = [&](const std::string &message) {
+    error = what + ": " + message;
+    return false;
+  };
 
   // Preamble: magic, version, header length.
   unsigned char preamble[12] = {};

@@ -211,6 +211,61 @@ def check_replay(s):
                 "replay: editing token 0's weights did not change exactly token 0")
 
 
+def check_batches(s):
+    """--batches runs each batch exactly as --input would, with its own structure."""
+    path, config, _ = s.model("qwen3", "qwen3_moe")
+    rng = np.random.default_rng(11)
+    H = config["hidden_size"]
+    batches = [  # decode steps of 5 requests, a prefill, a verify step of 2 requests
+        (rng.standard_normal((5, H)), np.arange(5), np.full(5, 7)),
+        (rng.standard_normal((12, H)), np.zeros(12), np.arange(12)),
+        (rng.standard_normal((8, H)), np.repeat([3, 4], 4), np.tile(np.arange(20, 24), 2))]
+    members = {}
+    for i, (x, r, p) in enumerate(batches):
+        members[f"hidden_{i}"] = x.astype(np.float32)
+        members[f"request_ids_{i}"] = r.astype(np.int32)
+        members[f"positions_{i}"] = p.astype(np.int32)
+    npz = os.path.join(s.work, "batches.npz")
+    np.savez_compressed(npz, **members)
+    lynx = os.path.join(ROOT, "policies", "lynx.mlir")
+    out = os.path.join(s.work, "batches-out")
+    r = s.run(path, np.zeros((1, H), np.float32), out, "--policy", lynx)  # warm the cache
+    r = subprocess.run([s.exe, path, "--batches", npz, "--out", out, "--policy", lynx],
+                       capture_output=True, text=True, env=s.env)
+    s.check(r.returncode == 0, f"--batches failed: {r.stderr.strip()}")
+    if r.returncode:
+        return
+    table = r.stdout
+    for phase in ("decode", "prefill"):
+        s.check(phase in table, f"--batches: no {phase} batch in the table:\n{table}")
+    for i, (x, req, pos) in enumerate(batches):
+        alone = s.exec_ok(f"batch {i} alone", path, x.astype(np.float32), "--policy", lynx,
+                          "--request-ids", _save(s, f"r{i}.npy", req.astype(np.int32)),
+                          "--positions", _save(s, f"p{i}.npy", pos.astype(np.int32)))
+        if alone:
+            a = np.load(f"{out}/batch_{i}/hidden.npy")
+            b = np.load(f"{alone}/hidden.npy")
+            s.check(a.tobytes() == b.tobytes(), f"--batches: batch {i} differs from --input")
+    for what, content, expected in (
+            ("not a zip", b"nope", "as an .npz (zip) archive"),
+            ("no hidden_0", {"hidden_1": np.zeros((1, H), np.float32)}, "no hidden_0"),
+            ("stray member", {"hidden_0": np.zeros((1, H), np.float32),
+                              "bias_0": np.zeros(3, np.float32)}, "members other than"),
+            ("bad phase", {"hidden_0": np.zeros((1, H), np.float32),
+                           "phase_0": np.int32(5)}, "0 (prefill), 1 (decode) or 2"),
+            ("short ids", {"hidden_0": np.zeros((2, H), np.float32),
+                           "request_ids_0": np.zeros(3, np.int32)}, "expected shape (2,)")):
+        bad = os.path.join(s.work, "bad.npz")
+        if isinstance(content, bytes):
+            open(bad, "wb").write(content)
+        else:
+            np.savez(bad, **content)
+        r = subprocess.run([s.exe, path, "--batches", bad, "--out", out],
+                           capture_output=True, text=True, env=s.env)
+        s.check(r.returncode == 1 and expected in r.stderr,
+                f"--batches {what}: expected '{expected}', got {r.returncode}: {r.stderr.strip()}")
+
+
 def write_safetensors(path, header, data=b""):
     text = json.dumps(header).encode()
     with open(path, "wb") as f:
@@ -329,7 +384,7 @@ def main():
             check_native(s, "mixtral-f16", "mixtral", dtype="float16"),
             check_native(s, "deepseek-bf16", "deepseek_v3", dtype="bfloat16", shards=2)],
         "policies": lambda: check_policies(s),
-        "replay": lambda: check_replay(s),
+        "replay": lambda: [check_replay(s), check_batches(s)],
         "errors": lambda: check_errors(s),
     }
     try:

@@ -4,6 +4,7 @@
 //            [--set knob=v ...] [--request-ids r.npy] [--positions p.npy]
 //            [--phase prefill|decode|mixed] [--layers A:B] [--block-only]
 //            [--replay DIR] [--device host] [--repeat N]
+//   moe-exec MODEL_DIR --batches FILE.npz --out DIR [...]   (a sequence of batches)
 //
 // Writes DIR/hidden.npy (the stack h <- h + MoE_l(RMSNorm_l(h))) or, with --block-only,
 // DIR/block_<l>.npy (each MoE block on the same input), DIR/topk_ids_<l>.npy,
@@ -12,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "switchyard/Executor/Executor.h"
 #include "switchyard/Runtime/Npy.h"
+#include "switchyard/Runtime/Npz.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,7 +26,7 @@ using namespace switchyard;
 namespace {
 
 const char *kUsage =
-    "usage: moe-exec MODEL_DIR --input hidden.npy --out DIR [options]\n"
+    "usage: moe-exec MODEL_DIR (--input hidden.npy | --batches FILE.npz) --out DIR [options]\n"
     "  --policy P.mlir        routing policy (default: the model's native routing)\n"
     "  --entry NAME           the router in the policy file\n"
     "  --set knob=value       a run-time knob of the policy (repeatable)\n"
@@ -34,6 +36,9 @@ const char *kUsage =
     "  --layers A:B           checkpoint layers A <= l < B (default: all)\n"
     "  --block-only           each MoE block on the same input: DIR/block_<l>.npy\n"
     "  --replay DIR           replay the routing recorded in DIR/topk_{ids,weights}_<l>.npy\n"
+    "  --batches FILE.npz     run a sequence of batches instead of --input: hidden_<i>\n"
+    "                         [T_i, H], optional request_ids_<i>, positions_<i>, phase_<i>;\n"
+    "                         results in DIR/batch_<i>/, a per-batch table\n"
     "  --device host          where to run (host)\n"
 
     "  --repeat N             run N times, report the fastest (timing)\n";
@@ -70,15 +75,175 @@ bool parseRange(const std::string &text, int64_t &first, int64_t &last) {
   return b.empty() || !*end;
 }
 
-bool writeArray(const std::string &path, const npy::Array &a, std::string &error) {
-  return npy::save(path, a, error);
+
+/// One batch to run: its hidden states, structure, and where its results go.
+struct Job {
+  std::string name; // "batch 3: " in messages, "" for a single input
+  std::vector<float> hidden;
+  int64_t tokens = 0;
+  exec::BatchInfo batch;
+  bool phaseGiven = false;
+  exec::Phase phase = exec::Phase::Decode;
+  std::string out, replay;
+};
+
+bool checkHidden(const npy::Array &a, const std::string &what, const model::MoeConfig &config,
+                 Job &job, std::string &error) {
+  if (!npy::toFloat32(a, what, job.hidden, error))
+    return false;
+  if (a.shape.size() != 2 || a.shape[1] != config.hidden) {
+    error = what + ": expected hidden states [T, " + std::to_string(config.hidden) +
+            "] (hidden_size of " + config.path + "), got " + npy::formatShape(a.shape);
+    return false;
+  }
+  job.tokens = a.shape[0];
+  return true;
+}
+
+/// --batches FILE.npz: hidden_<i> [T_i, H] for i = 0, 1, ... and optionally
+/// request_ids_<i>, positions_<i> (int [T_i]) and phase_<i> (0 prefill, 1 decode,
+/// 2 mixed); results under OUT/batch_<i>/, replays from REPLAY/batch_<i>/.
+bool readBatches(const std::string &path, const model::MoeConfig &config,
+                 const std::string &out, const std::string &replay, std::vector<Job> &jobs,
+                 std::string &error) {
+  std::map<std::string, npy::Array> arrays;
+  if (!npy::loadNpz(path, "--batches (" + path + ")", arrays, error))
+    return false;
+  size_t used = 0;
+  for (int64_t i = 0; arrays.count("hidden_" + std::to_string(i)); ++i) {
+    std::string n = std::to_string(i), what = "--batches (" + path + ")['";
+    Job job;
+    job.name = "batch " + n + ": ";
+    job.out = out + "/batch_" + n;
+    job.replay = replay.empty() ? "" : replay + "/batch_" + n;
+    if (!checkHidden(arrays["hidden_" + n], what + "hidden_" + n + "']", config, job, error))
+      return false;
+    ++used;
+    job.batch.tokens = job.tokens;
+    for (auto [key, slot] : {std::pair{"request_ids_", &job.batch.requestIds},
+                             std::pair{"positions_", &job.batch.positions}}) {
+      auto it = arrays.find(key + n);
+      if (it == arrays.end())
+        continue;
+      ++used;
+      std::string at = what + key + n + "']";
+      if (!npy::toInt32(it->second, at, *slot, error))
+        return false;
+      if (it->second.shape != std::vector<int64_t>{job.tokens}) {
+        error = at + ": expected shape (" + std::to_string(job.tokens) + ",), got " +
+                npy::formatShape(it->second.shape);
+        return false;
+      }
+    }
+    if (auto it = arrays.find("phase_" + n); it != arrays.end()) {
+      ++used;
+      std::vector<int32_t> phase;
+      std::string at = what + "phase_" + n + "']";
+      if (!npy::toInt32(it->second, at, phase, error))
+        return false;
+      if (phase.size() != 1 || phase[0] < 0 || phase[0] > 2) {
+        error = at + ": expected one value, 0 (prefill), 1 (decode) or 2 (mixed)";
+        return false;
+      }
+      job.phaseGiven = true;
+      job.phase = static_cast<exec::Phase>(phase[0]);
+    }
+    jobs.push_back(std::move(job));
+  }
+  if (jobs.empty() || used != arrays.size()) {
+    std::string names;
+    for (const auto &[name, a] : arrays)
+      names += (names.empty() ? "" : ", ") + name;
+    error = "--batches (" + path + "): " +
+            (jobs.empty() ? std::string("no hidden_0")
+                          : "members other than hidden_<i>, request_ids_<i>, positions_<i>, "
+                            "phase_<i> for consecutive i") +
+            " (it holds: " + names + ")";
+    return false;
+  }
+  return true;
+}
+
+bool readReplay(const exec::Executor &executor, const Job &job,
+                std::map<int64_t, exec::Routing> &replay, std::string &error) {
+  for (const auto &layer : executor.layers()) {
+    std::string l = std::to_string(layer->index());
+    npy::Array ids, weights;
+    exec::Routing &r = replay[layer->index()];
+    std::string idsPath = job.replay + "/topk_ids_" + l + ".npy";
+    std::string weightsPath = job.replay + "/topk_weights_" + l + ".npy";
+    if (!npy::load(idsPath, "--replay (" + idsPath + ")", ids, error) ||
+        !npy::toInt32(ids, "--replay (" + idsPath + ")", r.ids, error) ||
+        !npy::load(weightsPath, "--replay (" + weightsPath + ")", weights, error) ||
+        !npy::toFloat32(weights, "--replay (" + weightsPath + ")", r.weights, error))
+      return false;
+    if (ids.shape.size() != 2 || ids.shape[0] != job.tokens || weights.shape != ids.shape) {
+      error = "--replay: " + idsPath + " and " + weightsPath + " must both be [" +
+              std::to_string(job.tokens) + ", k], got " + npy::formatShape(ids.shape) +
+              " and " + npy::formatShape(weights.shape);
+      return false;
+    }
+    r.tokens = job.tokens;
+    r.k = ids.shape[1];
+  }
+  return true;
+}
+
+/// Runs `job` `repeat` times (keeping each layer's fastest metrics) and writes its
+/// results: hidden.npy or block_<l>.npy, topk_ids_<l>.npy, topk_weights_<l>.npy,
+/// metrics.json.
+bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
+            std::vector<exec::LayerMetrics> &best, std::string &error) {
+  std::map<int64_t, exec::Routing> replay, routings;
+  if (!job.replay.empty() && !readReplay(executor, job, replay, error))
+    return false;
+  const std::map<int64_t, exec::Routing> *fixed = job.replay.empty() ? nullptr : &replay;
+  std::map<int64_t, std::vector<float>> blocks;
+  std::vector<exec::LayerMetrics> metrics;
+  std::vector<float> result;
+  for (int64_t run = 0; run < repeat; ++run) {
+    bool ok = blockOnly ? executor.runBlocks(job.hidden, job.tokens, job.batch, fixed, routings,
+                                             blocks, metrics, error)
+                        : executor.runStack(result = job.hidden, job.tokens, job.batch, fixed,
+                                            routings, metrics, error);
+    if (!ok)
+      return false;
+    if (best.empty())
+      best = metrics;
+    for (size_t i = 0; i < metrics.size(); ++i)
+      if (metrics[i].seconds.total() < best[i].seconds.total())
+        best[i] = metrics[i];
+  }
+  if (mkdir(job.out.c_str(), 0755) != 0 && errno != EEXIST) {
+    error = "cannot create '" + job.out + "': " + std::strerror(errno);
+    return false;
+  }
+  const int64_t h = executor.config().hidden, t = job.tokens;
+  if (blockOnly) {
+    for (const auto &[layer, y] : blocks)
+      if (!npy::save(job.out + "/block_" + std::to_string(layer) + ".npy",
+                     npy::makeF32({t, h}, y.data()), error))
+        return false;
+  } else if (!npy::save(job.out + "/hidden.npy", npy::makeF32({t, h}, result.data()), error)) {
+    return false;
+  }
+  for (const auto &[layer, r] : routings) {
+    std::string l = std::to_string(layer);
+    if (!npy::save(job.out + "/topk_ids_" + l + ".npy", npy::makeI32({t, r.k}, r.ids.data()),
+                   error) ||
+        !npy::save(job.out + "/topk_weights_" + l + ".npy",
+                   npy::makeF32({t, r.k}, r.weights.data()), error))
+      return false;
+  }
+  std::ofstream(job.out + "/metrics.json") << exec::metricsToJson(best);
+  return true;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   exec::ExecutorOptions options;
-  std::string input, out, requestIdsPath, positionsPath, phaseText, replayDir;
+  std::string input, out, requestIdsPath, positionsPath, phaseText, replayDir, batchesPath;
   bool blockOnly = false;
   int64_t repeat = 1;
   for (int i = 1; i < argc; ++i) {
@@ -117,6 +282,8 @@ int main(int argc, char **argv) {
       value(v);
       if (!parseRange(v, options.firstLayer, options.lastLayer))
         return fail("--layers '" + v + "' is not A:B (checkpoint layer indices, A <= l < B)");
+    } else if (a == "--batches") {
+      value(batchesPath);
     } else if (a == "--block-only") {
       blockOnly = true;
     } else if (a == "--replay") {
@@ -138,8 +305,12 @@ int main(int argc, char **argv) {
       return fail("unexpected argument '" + a + "' (one MODEL_DIR)\n" + kUsage);
     }
   }
-  if (options.modelDir.empty() || input.empty() || out.empty())
-    return fail(std::string("MODEL_DIR, --input and --out are required\n") + kUsage);
+  if (options.modelDir.empty() || input.empty() == batchesPath.empty() || out.empty())
+    return fail(std::string("MODEL_DIR, --out and one of --input / --batches are required\n") +
+                kUsage);
+  if (!batchesPath.empty() && (!requestIdsPath.empty() || !positionsPath.empty()))
+    return fail("--batches carries request_ids_<i> / positions_<i> itself; drop "
+                "--request-ids / --positions");
   exec::Phase givenPhase;
   if (!phaseText.empty() && !exec::parsePhase(phaseText, givenPhase))
     return fail("--phase '" + phaseText + "' is not prefill, decode or mixed");
@@ -155,107 +326,76 @@ int main(int argc, char **argv) {
     std::printf("moe-exec: note: @%s takes a correction bias; %s has none, so it is zero\n",
                 executor->policySignature().entry.c_str(), config.path.c_str());
 
-  npy::Array hiddenArray;
-  std::vector<float> hidden;
+
+  std::vector<Job> jobs;
   std::string what = "--input (" + input + ")";
-  if (!npy::load(input, what, hiddenArray, error) ||
-      !npy::toFloat32(hiddenArray, what, hidden, error))
-    return fail(error);
-  if (hiddenArray.shape.size() != 2 || hiddenArray.shape[1] != config.hidden)
-    return fail(what + ": expected hidden states [T, " + std::to_string(config.hidden) +
-                "] (hidden_size of " + config.path + "), got " +
-                npy::formatShape(hiddenArray.shape));
-  int64_t tokens = hiddenArray.shape[0];
-
-  exec::BatchInfo batch;
-  batch.tokens = tokens;
-  if ((!requestIdsPath.empty() &&
-       !readInt32s(requestIdsPath, "--request-ids", tokens, batch.requestIds, error)) ||
-      (!positionsPath.empty() &&
-       !readInt32s(positionsPath, "--positions", tokens, batch.positions, error)) ||
-      !batch.derive(phaseText.empty() ? nullptr : &givenPhase, error))
-    return fail(error);
-
-  std::map<int64_t, exec::Routing> replay;
-  if (!replayDir.empty())
-    for (const auto &layer : executor->layers()) {
-      std::string l = std::to_string(layer->index());
-      npy::Array ids, weights;
-      exec::Routing &r = replay[layer->index()];
-      std::string idsPath = replayDir + "/topk_ids_" + l + ".npy";
-      std::string weightsPath = replayDir + "/topk_weights_" + l + ".npy";
-      if (!npy::load(idsPath, "--replay (" + idsPath + ")", ids, error) ||
-          !npy::toInt32(ids, "--replay (" + idsPath + ")", r.ids, error) ||
-          !npy::load(weightsPath, "--replay (" + weightsPath + ")", weights, error) ||
-          !npy::toFloat32(weights, "--replay (" + weightsPath + ")", r.weights, error))
-        return fail(error);
-      if (ids.shape.size() != 2 || ids.shape[0] != tokens || weights.shape != ids.shape)
-        return fail("--replay: " + idsPath + " and " + weightsPath + " must both be [" +
-                    std::to_string(tokens) + ", k], got " + npy::formatShape(ids.shape) +
-                    " and " + npy::formatShape(weights.shape));
-      r.tokens = tokens;
-      r.k = ids.shape[1];
-    }
-
-  std::map<int64_t, exec::Routing> routings;
-  std::map<int64_t, std::vector<float>> blocks;
-  std::vector<exec::LayerMetrics> metrics, best;
-  std::vector<float> result;
-  for (int64_t run = 0; run < repeat; ++run) {
-    bool ok;
-    if (blockOnly) {
-      ok = executor->runBlocks(hidden, tokens, batch, replayDir.empty() ? nullptr : &replay,
-                               routings, blocks, metrics, error);
-    } else {
-      result = hidden;
-      ok = executor->runStack(result, tokens, batch, replayDir.empty() ? nullptr : &replay,
-                              routings, metrics, error);
-    }
-    if (!ok)
+  if (!batchesPath.empty()) {
+    if (!readBatches(batchesPath, config, out, replayDir, jobs, error))
       return fail(error);
-    for (size_t i = 0; i < metrics.size(); ++i)
-      if (best.size() < metrics.size())
-        best = metrics;
-      else if (metrics[i].seconds.total() < best[i].seconds.total())
-        best[i] = metrics[i];
+  } else {
+    Job job;
+    job.out = out;
+    job.replay = replayDir;
+    npy::Array hidden;
+    if (!npy::load(input, what, hidden, error) || !checkHidden(hidden, what, config, job, error))
+      return fail(error);
+    job.batch.tokens = job.tokens;
+    if ((!requestIdsPath.empty() &&
+         !readInt32s(requestIdsPath, "--request-ids", job.tokens, job.batch.requestIds, error)) ||
+        (!positionsPath.empty() &&
+         !readInt32s(positionsPath, "--positions", job.tokens, job.batch.positions, error)))
+      return fail(error);
+    jobs.push_back(std::move(job));
   }
-
+  for (Job &job : jobs)
+    if (!job.batch.derive(job.phaseGiven ? &job.phase
+                          : phaseText.empty() ? nullptr
+                                              : &givenPhase,
+                          error))
+      return fail(job.name + error);
   if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     return fail("cannot create '" + out + "': " + std::strerror(errno));
-  const int64_t h = config.hidden;
-  if (blockOnly) {
-    for (const auto &[layer, y] : blocks)
-      if (!writeArray(out + "/block_" + std::to_string(layer) + ".npy",
-                      npy::makeF32({tokens, h}, y.data()), error))
-        return fail(error);
-  } else if (!writeArray(out + "/hidden.npy", npy::makeF32({tokens, h}, result.data()), error)) {
-    return fail(error);
-  }
-  for (const auto &[layer, r] : routings) {
-    std::string l = std::to_string(layer);
-    if (!writeArray(out + "/topk_ids_" + l + ".npy", npy::makeI32({tokens, r.k}, r.ids.data()),
-                    error) ||
-        !writeArray(out + "/topk_weights_" + l + ".npy",
-                    npy::makeF32({tokens, r.k}, r.weights.data()), error))
-      return fail(error);
-  }
-  std::ofstream(out + "/metrics.json") << exec::metricsToJson(best);
 
-  std::printf("moe-exec: %s (%s), %zu MoE layers, policy %s @%s, %lld tokens (%s, %lld "
-              "requests)%s\n",
-              options.modelDir.c_str(), config.architecture.c_str(), executor->layers().size(),
+  std::printf("moe-exec: %s (%s), %zu MoE layers, policy %s @%s%s\n", options.modelDir.c_str(),
+              config.architecture.c_str(), executor->layers().size(),
               executor->policyPath().c_str(), executor->policySignature().entry.c_str(),
-              static_cast<long long>(tokens), exec::phaseName(batch.phase),
-              static_cast<long long>(batch.requests), replayDir.empty() ? "" : ", replayed");
-  std::printf("%6s %7s %9s %12s %10s %9s %9s %9s %9s %9s\n", "layer", "tokens", "experts",
-              "bytes", "total_ms", "router", "policy", "permute", "ffn", "combine");
-  for (const exec::LayerMetrics &m : best)
-    std::printf("%6lld %7lld %9lld %12lld %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
-                static_cast<long long>(m.layer), static_cast<long long>(m.tokens),
-                static_cast<long long>(m.activeExperts), static_cast<long long>(m.expertBytes),
-                1e3 * m.seconds.total(), 1e3 * m.seconds.routerGemm, 1e3 * m.seconds.policy,
-                1e3 * m.seconds.permute, 1e3 * m.seconds.ffn, 1e3 * m.seconds.combine);
-  std::printf("moe-exec: wrote %s/{%s,topk_ids_<l>,topk_weights_<l>}.npy, metrics.json\n",
-              out.c_str(), blockOnly ? "block_<l>" : "hidden");
+              replayDir.empty() ? "" : ", replayed");
+  if (!batchesPath.empty())
+    std::printf("%6s %7s %8s %9s %7s %9s %10s %10s\n", "batch", "tokens", "phase", "requests",
+                "verify", "experts", "MB read", "ms");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job &job = jobs[i];
+    std::vector<exec::LayerMetrics> best;
+    if (!runJob(*executor, job, blockOnly, repeat, best, error))
+      return fail(job.name + error);
+    if (!batchesPath.empty()) {
+      int64_t experts = 0, bytes = 0;
+      double seconds = 0;
+      for (const exec::LayerMetrics &m : best) {
+        experts += m.activeExperts;
+        bytes += m.expertBytes;
+        seconds += m.seconds.total();
+      }
+      std::printf("%6zu %7lld %8s %9lld %7lld %9lld %10.1f %10.3f\n", i,
+                  static_cast<long long>(job.tokens), exec::phaseName(job.batch.phase),
+                  static_cast<long long>(job.batch.requests),
+                  static_cast<long long>(job.batch.verifyRequests),
+                  static_cast<long long>(experts), bytes / 1e6, 1e3 * seconds);
+      continue;
+    }
+    std::printf("%lld tokens (%s, %lld requests)\n", static_cast<long long>(job.tokens),
+                exec::phaseName(job.batch.phase), static_cast<long long>(job.batch.requests));
+    std::printf("%6s %7s %9s %12s %10s %9s %9s %9s %9s %9s\n", "layer", "tokens", "experts",
+                "bytes", "total_ms", "router", "policy", "permute", "ffn", "combine");
+    for (const exec::LayerMetrics &m : best)
+      std::printf("%6lld %7lld %9lld %12lld %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
+                  static_cast<long long>(m.layer), static_cast<long long>(m.tokens),
+                  static_cast<long long>(m.activeExperts), static_cast<long long>(m.expertBytes),
+                  1e3 * m.seconds.total(), 1e3 * m.seconds.routerGemm, 1e3 * m.seconds.policy,
+                  1e3 * m.seconds.permute, 1e3 * m.seconds.ffn, 1e3 * m.seconds.combine);
+  }
+  std::printf("moe-exec: wrote %s/%s{%s,topk_ids_<l>,topk_weights_<l>}.npy, metrics.json\n",
+              out.c_str(), batchesPath.empty() ? "" : "batch_<i>/",
+              blockOnly ? "block_<l>" : "hidden");
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,13 @@ private:
 /// or allocates more than the file holds, whatever the input.
 bool load(const std::string &path, const std::string &what, Array &out,
           std::string &error);
+
+/// load() from the bytes of a .npy file in memory (a member of an .npz archive), or from
+/// a stream holding `size` bytes.
+bool loadBytes(const std::string &bytes, const std::string &what, Array &out,
+               std::string &error);
+bool loadStream(std::istream &in, uint64_t size, const std::string &what, Array &out,
+                std::string &error);
 
 /// Writes `a` to `path` exactly as np.save would (format 1.0, header padded to
 /// 64 bytes, C order, little-endian). Fails, setting `error`, when the file cannot
