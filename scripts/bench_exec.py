@@ -5,7 +5,7 @@ through `moe-exec` with plain top-k, LYNX, XShare and XShare-spec side by side, 
 batches of T tokens and a prefill batch, all in the same run:
 
   experts touched, expert bytes read, FLOPs, measured layer time (best of --repeat),
-  the ratio to top-k, the machine's model of the batch -- bound = max(bytes / copy
+  the ratio to top-k, the machine's model of the batch -- bound = max(bytes / read
   bandwidth, FLOPs / GEMM rate), both measured here with numpy -- and which one binds,
   and a straightforward baseline: the same layer as a per-expert loop of GEMMs (the
   shape of transformers' eager MoE block) in numpy on the same OpenBLAS.
@@ -49,15 +49,20 @@ def best_of(fn, repeat):
 
 
 def machine_rates(repeat):
-    """Copy bandwidth (bytes read + written per second, STREAM's convention) and the
-    float32 GEMM rate of a MoE-expert-shaped product, measured now."""
+    """Measured now: copy bandwidth (bytes read + written per second, STREAM's
+    convention), read bandwidth (a matrix-vector product streaming a 256 MiB matrix,
+    what a decode layer does with its weights) and the float32 GEMM rate of a
+    MoE-expert-shaped product."""
     a = np.ones(64 << 20, np.float32)  # 256 MiB
     b = np.empty_like(a)
-    bandwidth = 2 * a.nbytes / best_of(lambda: np.copyto(b, a), repeat)
+    copy = 2 * a.nbytes / best_of(lambda: np.copyto(b, a), repeat)
+    m = a.reshape(8192, 8192)
+    v = np.ones(8192, np.float32)
+    read = m.nbytes / best_of(lambda: m @ v, repeat)
     x = np.ones((1024, 2048), np.float32)
     w = np.ones((2048, 768), np.float32)
     rate = 2 * 1024 * 2048 * 768 / best_of(lambda: x @ w, repeat)
-    return bandwidth, rate
+    return copy, read, rate
 
 
 def eager_layer(config, tensors, layer, x):
@@ -109,7 +114,7 @@ def main():
     ap.add_argument("--tokens", default="1,4,16,64,256")
     ap.add_argument("--prefill", type=int, default=512, help="prefill batch size (0: none)")
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--plot", help="write a matplotlib plot here (.png)")
     args = ap.parse_args()
@@ -123,13 +128,14 @@ def main():
     layer = ref.moe_layers(config)[0]
     env = dict(os.environ)
     env.setdefault("SWITCHYARD_CACHE_DIR", os.path.join(args.build, "policy-cache"))
-    bandwidth, rate = machine_rates(args.repeat)
+    copy, bandwidth, rate = machine_rates(args.repeat)
     print(f"model: {model} ({config['architectures'][0]}: hidden {config['hidden_size']}, "
           f"{config['num_experts']} experts of width {config['moe_intermediate_size']}, "
           f"top-{config['num_experts_per_tok']}, float32)")
-    print(f"machine: copy bandwidth {bandwidth / 1e9:.1f} GB/s, float32 GEMM "
-          f"{rate / 1e9:.1f} GFLOP/s (numpy, measured now); {os.cpu_count()} CPUs")
-    print("bound = max(bytes / bandwidth, FLOPs / GEMM rate); eff = bound / time\n")
+    print(f"machine: copy bandwidth {copy / 1e9:.1f} GB/s, read bandwidth {bandwidth / 1e9:.1f} "
+          f"GB/s (sgemv over 256 MiB), float32 GEMM {rate / 1e9:.1f} GFLOP/s (numpy on "
+          f"OpenBLAS, measured now); {os.cpu_count()} CPUs")
+    print("bound = max(bytes / read bandwidth, FLOPs / GEMM rate); eff = bound / time\n")
     header = (f"{'batch':>12} {'policy':>12} {'experts':>7} {'MB read':>8} {'GFLOP':>7} "
               f"{'ms':>8} {'vs top-k':>8} {'bound ms':>8} {'bound by':>8} {'eff':>5} "
               f"{'eager ms':>8} {'speedup':>7}")
@@ -168,7 +174,8 @@ def main():
                       f"{row['bound_by']:>8} {row['efficiency']:5.2f} {eager_cells}",
                       flush=True)
     if args.json:
-        json.dump(dict(model=model, bandwidth=bandwidth, gemm_rate=rate, rows=rows),
+        json.dump(dict(model=model, copy_bandwidth=copy, read_bandwidth=bandwidth,
+                       gemm_rate=rate, rows=rows),
                   open(args.json, "w"), indent=1)
     if args.plot:
         plot(rows, bandwidth, rate, args.plot)
@@ -197,7 +204,7 @@ def plot(rows, bandwidth, rate, path):
         ax.grid(alpha=0.3)
     left.set_yscale("log")
     left.legend(fontsize=8)
-    fig.suptitle(f"host: {bandwidth / 1e9:.0f} GB/s copy, {rate / 1e9:.0f} GFLOP/s GEMM "
+    fig.suptitle(f"host: {bandwidth / 1e9:.0f} GB/s read, {rate / 1e9:.0f} GFLOP/s GEMM "
                  "(measured); Qwen3-MoE-shaped layer, float32")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
