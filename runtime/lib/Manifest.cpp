@@ -53,6 +53,9 @@ std::string toJson(const Manifest &manifest) {
                        {"cubin", e.cubin},
                        {"gpu_arch", e.gpuArch},
                        {"launch_metadata", e.launchMetadata},
+                       {"gpu_library", e.gpuLibrary},
+                       {"gpu_symbol", e.gpuSymbol},
+                       {"workspace_symbol", e.workspaceSymbol},
                        {"size_classes", sizeClasses}});
   }
   nlohmann::json j = {{"format", "switchyard-artifacts"},
@@ -145,9 +148,13 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
         !r.string(o, "host_library", e.hostLibrary, where) ||
         !r.string(o, "host_symbol", e.hostSymbol, where) || !r.string(o, "ptx", e.ptx, where) ||
         !r.string(o, "cubin", e.cubin, where) || !r.string(o, "gpu_arch", e.gpuArch, where) ||
-        !r.string(o, "launch_metadata", e.launchMetadata, where))
+        !r.string(o, "launch_metadata", e.launchMetadata, where) ||
+        !r.string(o, "gpu_library", e.gpuLibrary, where) ||
+        !r.string(o, "gpu_symbol", e.gpuSymbol, where) ||
+        !r.string(o, "workspace_symbol", e.workspaceSymbol, where))
       return false;
-    for (const std::string *file : {&e.hostLibrary, &e.ptx, &e.cubin, &e.launchMetadata})
+    for (const std::string *file :
+         {&e.hostLibrary, &e.ptx, &e.cubin, &e.launchMetadata, &e.gpuLibrary})
       if (file->find('/') != std::string::npos)
         return r.fail(where, "names file '" + *file + "' outside the artifact directory");
     auto classes = o.find("size_classes");

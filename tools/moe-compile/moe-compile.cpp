@@ -9,7 +9,10 @@
 //   DIR/NAME.ll     the LLVM IR, for inspection
 //   DIR/NAME.abi.json  the entry's parameters (names, dtypes, shapes) for the runtime
 //   DIR/manifest.json  every entry: signature, bound sizes, host library and packed
-//                      symbol, PTX / cubin and launch size classes (runtime::Manifest)
+//                      symbol, PTX / cubin, launcher library and launch size classes
+//                      (runtime::Manifest)
+// With --target=ptx|cuda|all also NAME.ptx, NAME.cubin, NAME.json, NAME_launch.h/.cpp
+// and with --launcher-library libNAME_gpu.so (the launcher, for the runtime).
 // Knobs are run-time parameters of the host entry (`const struct NAME_knobs *`, NULL: the
 // defaults, which --set changes) and kernel parameters of the GPU launcher (the same
 // struct); --freeze-knobs compiles them in.
@@ -60,6 +63,11 @@ static cl::opt<int64_t> ctaTokens(
 static cl::opt<int64_t> tokensPerCta(
     "tokens-per-cta", cl::desc("tokens per CTA in the large-batch kernels (default 256)"),
     cl::init(256), cl::cat(tools::category()));
+static cl::opt<bool> launcherLibrary(
+    "launcher-library",
+    cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
+             "cudart from the CUDA toolkit): what the runtime loads for --device cuda"),
+    cl::cat(tools::category()));
 static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"), cl::cat(tools::category()));
 static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
                                                "kernels, launch shape, registers and "
@@ -209,6 +217,16 @@ int main(int argc, char **argv) {
       llvm::outs() << "\n";
       if (!describeSizeClasses(artifacts.json, described.sizeClasses, error))
         return fail(error);
+      // The launcher as a library the runtime can dlopen.
+      if (launcherLibrary) {
+        std::string gpuLibrary = path("lib" + info.name + "_gpu.so");
+        if (!host::linkLauncherLibrary(launchCpp, gpuLibrary, error))
+          return fail(error);
+        described.gpuLibrary = "lib" + info.name + "_gpu.so";
+        described.gpuSymbol = info.name + "_launch_packed";
+        described.workspaceSymbol = info.name + "_workspace_bytes";
+        llvm::outs() << "moe-compile: @" << info.name << " -> " << gpuLibrary << "\n";
+      }
       if (report) {
         // Bytes each token moves through the kernel: its inputs and outputs (per-token
         // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.

@@ -201,6 +201,21 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   }
   c << "  return (int32_t)cudaLaunchKernel((const void *)kernels[0], dim3(1), dim3("
     << decode.block << "), args, 0, stream);\n}\n";
+
+  // The same launch in MLIR's packed convention (the host library's NAME_packed): a
+  // pointer to each argument, then one to the int32 status; what runtime::CudaPolicy
+  // calls, whatever the parameter list.
+  h << "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid " << n << "_launch_packed(void **args);\n";
+  c << "\nextern \"C\" void " << n << "_launch_packed(void **args) {\n"
+    << "  *(int32_t *)args[" << abi.size() + (knobs.empty() ? 3 : 4) << "] = " << n
+    << "_launch(\n      *(int64_t *)args[0]";
+  size_t index = 1;
+  for (const AbiParam &p : abi)
+    c << ",\n      *(" << cParamType(p) << " *)args[" << index++ << "]";
+  if (!knobs.empty())
+    c << ",\n      *(const struct " << n << "_knobs **)args[" << index++ << "]";
+  c << ",\n      *(void **)args[" << index << "], *(cudaStream_t *)args[" << index + 1
+    << "]);\n}\n";
 }
 
 bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
@@ -299,6 +314,32 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
   }
   emitLauncher(name, readAbi(*inspect, name), readKnobs(*inspect, name), launches, out.ptx,
                out);
+  return true;
+}
+
+bool linkLauncherLibrary(StringRef launcherSource, StringRef library, std::string &error) {
+  StringRef include = SWITCHYARD_CUDA_INCLUDE_DIR, libDir = SWITCHYARD_CUDA_LIBRARY_DIR;
+  if (include.empty() || libDir.empty()) {
+    error = "no CUDA toolkit was found when Switchyard was configured";
+    return false;
+  }
+  auto cxx = llvm::sys::findProgramByName("c++");
+  if (!cxx) {
+    error = "no C++ compiler driver 'c++' on PATH";
+    return false;
+  }
+  std::string includeFlag = "-I" + include.str(), libFlag = "-L" + libDir.str();
+  std::string rpath = "-Wl,-rpath," + libDir.str();
+  SmallVector<StringRef> args{*cxx,           "-shared",   "-fPIC",       "-O2",
+                              "-std=c++17",   includeFlag, launcherSource, "-o",
+                              library,        libFlag,     "-lcudart",    rpath};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, {}, 0, 0, &message);
+  if (rc != 0) {
+    error = "building '" + library.str() + "' failed (" +
+            (message.empty() ? "exit code " + std::to_string(rc) : message) + ")";
+    return false;
+  }
   return true;
 }
 

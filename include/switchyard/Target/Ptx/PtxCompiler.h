@@ -34,6 +34,12 @@ bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef a
 bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef cubinPath,
                  std::string &error, std::string *resourceUsage = nullptr);
 
+/// Builds the launcher source into a shared library (`c++ -shared`, cudart from the
+/// CUDA toolkit found at configure time): what runtime::CudaPolicy loads. False (with
+/// the reason) without a toolkit or when the compiler fails.
+bool linkLauncherLibrary(llvm::StringRef launcherSource, llvm::StringRef library,
+                         std::string &error);
+
 } // namespace switchyard::host
 
 #endif

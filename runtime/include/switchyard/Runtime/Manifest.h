@@ -31,6 +31,9 @@ struct ManifestEntry {
   std::string hostLibrary;                          // "libNAME.so"; "" without host code
   std::string hostSymbol;                           // "NAME_packed"
   std::string ptx, cubin, gpuArch, launchMetadata;  // file names; "" without GPU code
+  std::string gpuLibrary;                           // "libNAME_gpu.so": the launcher
+  std::string gpuSymbol;                            // "NAME_launch_packed"
+  std::string workspaceSymbol;                      // "NAME_workspace_bytes"
   std::vector<SizeClass> sizeClasses;
 };
 
