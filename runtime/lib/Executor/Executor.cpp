@@ -1,5 +1,6 @@
 //===- Executor.cpp - the MoE blocks of a checkpoint, end to end -----------===//
 #include "switchyard/Executor/Executor.h"
+#include "switchyard/Executor/CudaLayer.h"
 #include "switchyard/Executor/HostKernels.h"
 
 #include <cstdlib>
@@ -20,11 +21,22 @@ std::string shippedPolicyDir() {
 
 std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
                                            runtime::PolicyCache &cache, std::string &error) {
-  if (options.device != "host") {
-    error = "--device " + options.device + ": this executor runs on the host (--device host)";
+  int cudaOrdinal = -1;
+  if (options.device.rfind("cuda", 0) == 0) {
+    std::string rest = options.device.substr(4);
+    char *end = nullptr;
+    cudaOrdinal = rest.empty() ? 0 : rest[0] == ':' ? int(std::strtol(rest.c_str() + 1, &end, 10)) : -1;
+    if (cudaOrdinal < 0 || (!rest.empty() && (rest.size() < 2 || *end)))
+      cudaOrdinal = -2;
+  }
+  if (options.device != "host" && cudaOrdinal < 0) {
+    error = "--device " + options.device + ": expected host, cuda or cuda:N";
     return nullptr;
   }
   std::unique_ptr<Executor> ex(new Executor);
+  ex->deviceText = options.device;
+  if (cudaOrdinal >= 0 && !(ex->device = openCudaDevice(cudaOrdinal, error)))
+    return nullptr;
   if (!model::readMoeConfig(options.modelDir, ex->cfg, error))
     return nullptr;
   ex->ckpt = model::SafetensorsCheckpoint::open(options.modelDir, error);
@@ -40,6 +52,10 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   request.flags = {"--model", ex->cfg.path, "--devices", "1", "--allow-unused-sizes"};
   if (!options.entry.empty())
     request.flags.insert(request.flags.end(), {"--entry", options.entry});
+  if (ex->device) { // the GPU launcher too
+    request.target = "all";
+    request.flags.push_back("--launcher-library");
+  }
   std::string artifacts;
   if (!cache.artifacts(request, artifacts, error))
     return nullptr;
@@ -60,7 +76,13 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   for (int64_t l : ex->cfg.moeLayers) {
     if (l < options.firstLayer || l >= last)
       continue;
-    std::unique_ptr<MoeLayer> layer = MoeLayer::load(ex->cfg, *ex->ckpt, l, error);
+    std::unique_ptr<Layer> layer;
+    if (ex->device) {
+      layer = loadCudaLayer(ex->device, ex->cfg, *ex->ckpt, l, artifacts, options, error);
+    } else if (auto host = MoeLayer::load(ex->cfg, *ex->ckpt, l, error)) {
+      host->attach(ex->router.get());
+      layer = std::move(host);
+    }
     if (!layer)
       return nullptr;
     ex->moeLayers.push_back(std::move(layer));
@@ -94,15 +116,15 @@ bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &
   std::vector<float> y(static_cast<size_t>(tokens * width));
   normed.resize(static_cast<size_t>(tokens * width));
   metrics.clear();
-  for (const std::unique_ptr<MoeLayer> &layer : moeLayers) {
+  for (const std::unique_ptr<Layer> &layer : moeLayers) {
     const Routing *fixed = replayed(replay, layer->index(), error);
     if (replay && !fixed)
       return false;
     rmsNorm(h.data(), tokens, width, layer->postAttentionNorm().data(), cfg.rmsNormEps,
             normed.data());
     LayerMetrics m;
-    if (!layer->forward(normed.data(), tokens, batch, router.get(), fixed,
-                        routings[layer->index()], y.data(), m, error))
+    if (!layer->forward(normed.data(), tokens, batch, fixed, routings[layer->index()],
+                        y.data(), m, error))
       return false;
     for (size_t i = 0; i < y.size(); ++i)
       h[i] += y[i];
@@ -117,15 +139,15 @@ bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const Batc
                          std::map<int64_t, std::vector<float>> &outputs,
                          std::vector<LayerMetrics> &metrics, std::string &error) {
   metrics.clear();
-  for (const std::unique_ptr<MoeLayer> &layer : moeLayers) {
+  for (const std::unique_ptr<Layer> &layer : moeLayers) {
     const Routing *fixed = replayed(replay, layer->index(), error);
     if (replay && !fixed)
       return false;
     std::vector<float> &y = outputs[layer->index()];
     y.resize(static_cast<size_t>(tokens * cfg.hidden));
     LayerMetrics m;
-    if (!layer->forward(x.data(), tokens, batch, router.get(), fixed, routings[layer->index()],
-                        y.data(), m, error))
+    if (!layer->forward(x.data(), tokens, batch, fixed, routings[layer->index()], y.data(), m,
+                        error))
       return false;
     metrics.push_back(std::move(m));
   }

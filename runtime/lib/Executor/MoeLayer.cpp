@@ -135,8 +135,8 @@ void MoeLayer::runExperts(const Routing &routing, int64_t workers) {
 }
 
 bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
-                       const Router *router, const Routing *replay, Routing &routing, float *y,
-                       LayerMetrics &metrics, std::string &error) {
+                       const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
+                       std::string &error) {
   const int64_t h = config->hidden, e = config->experts;
   metrics = LayerMetrics{};
   metrics.layer = layer;
@@ -159,6 +159,10 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     }
     metrics.seconds.permute = since(start);
   } else {
+    if (!router) {
+      error = where + "no router attached (replay only)";
+      return false;
+    }
     logits.resize(static_cast<size_t>(tokens * e));
     if (tokens > 0)
       matmulT(x, tokens, routerWeight.data(), e, h, logits.data());

@@ -25,7 +25,7 @@ struct ExecutorOptions {
   std::string entry;                     // the router in the policy file (empty: the only one)
   std::vector<std::string> knobSettings; // "name=value"
   int64_t firstLayer = 0, lastLayer = -1; // checkpoint layer range [first, last); -1: all
-  std::string device = "host";
+  std::string device = "host"; // host | cuda | cuda:N
 };
 
 class Executor {
@@ -34,10 +34,11 @@ public:
                                           runtime::PolicyCache &cache, std::string &error);
 
   const model::MoeConfig &config() const { return cfg; }
-  const std::vector<std::unique_ptr<MoeLayer>> &layers() const { return moeLayers; }
+  const std::vector<std::unique_ptr<Layer>> &layers() const { return moeLayers; }
   /// The policy file used (the native one when none was given) and its entry.
   const std::string &policyPath() const { return policyFile; }
   const runtime::Signature &policySignature() const { return router->signature(); }
+  const std::string &deviceName() const { return deviceText; }
 
   /// The stack on hidden states h[T, H] (in place). `replay` maps layer -> routing.
   bool runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
@@ -52,9 +53,10 @@ public:
 private:
   model::MoeConfig cfg;
   std::unique_ptr<model::SafetensorsCheckpoint> ckpt;
-  std::string policyFile;
+  std::string policyFile, deviceText = "host";
   std::unique_ptr<Router> router;
-  std::vector<std::unique_ptr<MoeLayer>> moeLayers;
+  std::shared_ptr<void> device; // the CUDA context of --device cuda
+  std::vector<std::unique_ptr<Layer>> moeLayers;
   std::vector<float> normed;
 };
 

@@ -11,8 +11,7 @@
 #ifndef SWITCHYARD_EXECUTOR_MOELAYER_H
 #define SWITCHYARD_EXECUTOR_MOELAYER_H
 
-#include "switchyard/Executor/Metrics.h"
-#include "switchyard/Executor/Routing.h"
+#include "switchyard/Executor/Layer.h"
 #include "switchyard/Model/MoeConfig.h"
 #include "switchyard/Model/Safetensors.h"
 
@@ -23,24 +22,23 @@ struct FfnWeights {
   int64_t bytes() const { return gate ? int64_t(gate->bytes + up->bytes + down->bytes) : 0; }
 };
 
-class MoeLayer {
+class MoeLayer : public Layer {
 public:
   /// The weights of checkpoint layer `layer`, checked against the config's shapes.
   static std::unique_ptr<MoeLayer> load(const model::MoeConfig &config,
                                         const model::SafetensorsCheckpoint &ckpt, int64_t layer,
                                         std::string &error);
 
-  int64_t index() const { return layer; }
+  int64_t index() const override { return layer; }
+  /// The compiled router that computes the routing (nullptr: replays only).
+  void attach(const Router *compiled) { router = compiled; }
   /// Threads that run the experts' FFNs (default: $SWITCHYARD_THREADS, else one per
   /// hardware thread).
   void setWorkers(int64_t n) { workers = n < 1 ? 1 : n; }
-  const std::vector<float> &postAttentionNorm() const { return norm; }
+  const std::vector<float> &postAttentionNorm() const override { return norm; }
 
-  /// y[T, H] = the MoE block on x[T, H]. With `replay` the routing is that one (its
-  /// ids checked); otherwise `router` computes it into `routing`.
-  bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Router *router,
-               const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
-               std::string &error);
+  bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
+               Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
 
 private:
   /// Scratch of one FFN worker, reused across batches.
@@ -53,6 +51,7 @@ private:
   void runExperts(const Routing &routing, int64_t workers);
 
   const model::MoeConfig *config = nullptr;
+  const Router *router = nullptr;
   int64_t layer = 0;
   int64_t workers = 1;
   std::vector<float> routerWeight; // [E, H], widened

@@ -1,0 +1,50 @@
+//===- CudaPolicy.h - a compiled policy's GPU launcher, loaded -----*- C++ -*-===//
+//
+// Loads the launcher library of an artifact directory (libNAME_gpu.so, built by
+// `moe-compile --target=ptx --launcher-library`; it embeds the PTX and loads it with
+// cudart's cudaLibraryLoadData) and launches the policy on a CUDA stream with device
+// buffers, in the packed convention of the host entry. The runtime itself does not
+// link cudart: streams and buffers are opaque pointers here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_CUDAPOLICY_H
+#define SWITCHYARD_RUNTIME_CUDAPOLICY_H
+
+#include "switchyard/Runtime/Manifest.h"
+
+#include <memory>
+
+namespace switchyard::runtime {
+
+class CudaPolicy {
+public:
+  /// Entry `entry` (empty: the only router) of the artifact directory `dir`.
+  static std::unique_ptr<CudaPolicy> load(const std::string &dir, const std::string &entry,
+                                          std::string &error);
+  ~CudaPolicy();
+  CudaPolicy(const CudaPolicy &) = delete;
+  CudaPolicy &operator=(const CudaPolicy &) = delete;
+
+  const Signature &signature() const { return entry.signature; }
+  /// Device workspace a launch for `tokens` tokens needs.
+  int64_t workspaceBytes(int64_t tokens) const { return workspace(tokens); }
+
+  /// Launches on `stream` (a cudaStream_t): one device pointer per buffer parameter
+  /// (nullptr for scalars), scalars by value in ABI order, the knob struct on the host
+  /// (empty: defaults). A non-zero status (a cudaError_t, or a rejected token count or
+  /// knob) is an error naming it.
+  bool launch(int64_t tokens, const std::vector<void *> &buffers,
+              const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
+              void *workspace, void *stream, std::string &error) const;
+
+private:
+  CudaPolicy() = default;
+  ManifestEntry entry;
+  void *library = nullptr;
+  void (*launcher)(void **) = nullptr;
+  int64_t (*workspace)(int64_t) = nullptr;
+};
+
+} // namespace switchyard::runtime
+
+#endif
