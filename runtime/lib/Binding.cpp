@@ -281,9 +281,10 @@ npy::Array CallBuffers::output(size_t index) const {
 
 PackedArguments::PackedArguments(const Signature &signature, int64_t tokens,
                                  const std::vector<void *> &buffers,
-                                 const std::vector<int64_t> &scalars, const void *knobs)
+                                 const std::vector<int64_t> &scalars, const void *knobs,
+                                 std::vector<void *> trailing)
     : numTokens(tokens), bufferValues(buffers), scalar32(signature.params.size()),
-      scalar64(signature.params.size()), knobStruct(knobs) {
+      scalar64(signature.params.size()), knobStruct(knobs), extra(std::move(trailing)) {
   packed.push_back(&numTokens);
   for (size_t i = 0; i < signature.params.size(); ++i) {
     const Param &p = signature.params[i];
@@ -300,6 +301,8 @@ PackedArguments::PackedArguments(const Signature &signature, int64_t tokens,
   // An entry with run-time knobs takes `const struct NAME_knobs *` last (NULL: defaults).
   if (!signature.knobs.empty())
     packed.push_back(&knobStruct);
+  for (void *&value : extra)
+    packed.push_back(&value);
   packed.push_back(&result);
 }
 

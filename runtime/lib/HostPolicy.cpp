@@ -1,47 +1,26 @@
 //===- HostPolicy.cpp - a compiled policy entry loaded for the host -------===//
 #include "switchyard/Runtime/HostPolicy.h"
 
-#include <dlfcn.h>
 
 namespace switchyard::runtime {
 
 std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir, const std::string &name,
                                              std::string &error) {
-  Manifest manifest;
-  if (!readManifest(dir, manifest, error))
+  std::unique_ptr<HostPolicy> policy(new HostPolicy);
+  policy->dir = dir;
+  if (!readManifestEntry(dir, name, policy->entry, error))
     return nullptr;
-  const ManifestEntry *found = manifest.find(name, error);
-  if (!found)
-    return nullptr;
-  if (found->hostLibrary.empty()) {
-    error = "@" + found->signature.entry + " in '" + dir +
+  if (policy->entry.hostLibrary.empty()) {
+    error = "@" + policy->entry.signature.entry + " in '" + dir +
             "' has no host code (compile it with --target=host or --target=all)";
     return nullptr;
   }
-  std::unique_ptr<HostPolicy> policy(new HostPolicy);
-  policy->dir = dir;
-  policy->entry = *found;
-  std::string path = dir + "/" + found->hostLibrary;
-  // RTLD_LOCAL: two policies with the same entry name never see each other's symbols.
-  policy->library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!policy->library) {
-    const char *why = dlerror();
-    error = "cannot load '" + path + "': " + (why ? why : "unknown dlopen error");
+  policy->library = SharedLibrary::open(dir + "/" + policy->entry.hostLibrary, error);
+  if (!policy->library)
     return nullptr;
-  }
-  policy->function =
-      reinterpret_cast<PackedFn>(dlsym(policy->library, found->hostSymbol.c_str()));
-  if (!policy->function) {
-    error = "'" + path + "' has no symbol '" + found->hostSymbol +
-            "' (written by an older moe-compile? recompile the policy)";
-    return nullptr;
-  }
-  return policy;
-}
-
-HostPolicy::~HostPolicy() {
-  if (library)
-    dlclose(library);
+  policy->function = reinterpret_cast<PackedFn>(
+      policy->library->symbol(policy->entry.hostSymbol, error));
+  return policy->function ? std::move(policy) : nullptr;
 }
 
 bool HostPolicy::packKnobs(const std::vector<std::string> &overrides,

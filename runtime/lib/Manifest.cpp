@@ -176,4 +176,16 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
   return true;
 }
 
+bool readManifestEntry(const std::string &dir, const std::string &name, ManifestEntry &entry,
+                       std::string &error) {
+  Manifest manifest;
+  if (!readManifest(dir, manifest, error))
+    return false;
+  const ManifestEntry *found = manifest.find(name, error);
+  if (!found)
+    return false;
+  entry = *found;
+  return true;
+}
+
 } // namespace switchyard::runtime

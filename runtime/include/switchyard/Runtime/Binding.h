@@ -66,11 +66,13 @@ private:
 /// The argument array of a call in MLIR's packed convention (`ENTRY_packed(void **)` of
 /// a compiled library, ExecutionEngine::invokePacked for the JIT): a pointer to each
 /// argument of the C entry (num_tokens, one per buffer or scalar, the knob struct when
-/// the entry has knobs), then one to the int32 status it returns.
+/// the entry has knobs, then the `trailing` pointers: a GPU launcher's workspace and
+/// stream), then one to the int32 status it returns.
 class PackedArguments {
 public:
   PackedArguments(const Signature &signature, int64_t tokens, const std::vector<void *> &buffers,
-                  const std::vector<int64_t> &scalars, const void *knobs);
+                  const std::vector<int64_t> &scalars, const void *knobs,
+                  std::vector<void *> trailing = {});
   PackedArguments(const PackedArguments &) = delete;
   PackedArguments &operator=(const PackedArguments &) = delete;
 
@@ -83,6 +85,7 @@ private:
   std::vector<int32_t> scalar32;
   std::vector<int64_t> scalar64;
   const void *knobStruct;
+  std::vector<void *> extra;
   int32_t result = -1;
   std::vector<void *> packed;
 };

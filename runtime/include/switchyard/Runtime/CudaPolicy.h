@@ -11,6 +11,7 @@
 #define SWITCHYARD_RUNTIME_CUDAPOLICY_H
 
 #include "switchyard/Runtime/Manifest.h"
+#include "switchyard/Runtime/SharedLibrary.h"
 
 #include <memory>
 
@@ -21,7 +22,6 @@ public:
   /// Entry `entry` (empty: the only router) of the artifact directory `dir`.
   static std::unique_ptr<CudaPolicy> load(const std::string &dir, const std::string &entry,
                                           std::string &error);
-  ~CudaPolicy();
   CudaPolicy(const CudaPolicy &) = delete;
   CudaPolicy &operator=(const CudaPolicy &) = delete;
 
@@ -40,7 +40,7 @@ public:
 private:
   CudaPolicy() = default;
   ManifestEntry entry;
-  void *library = nullptr;
+  std::unique_ptr<SharedLibrary> library;
   void (*launcher)(void **) = nullptr;
   int64_t (*workspace)(int64_t) = nullptr;
 };

@@ -11,6 +11,7 @@
 
 #include "switchyard/Runtime/Binding.h"
 #include "switchyard/Runtime/Manifest.h"
+#include "switchyard/Runtime/SharedLibrary.h"
 
 #include <memory>
 
@@ -21,7 +22,6 @@ public:
   /// Loads entry `entry` (empty: the only router) of the artifact directory `dir`.
   static std::unique_ptr<HostPolicy> load(const std::string &dir, const std::string &entry,
                                           std::string &error);
-  ~HostPolicy();
   HostPolicy(const HostPolicy &) = delete;
   HostPolicy &operator=(const HostPolicy &) = delete;
 
@@ -44,7 +44,7 @@ private:
   using PackedFn = void (*)(void **);
   std::string dir;
   ManifestEntry entry;
-  void *library = nullptr;
+  std::unique_ptr<SharedLibrary> library;
   PackedFn function = nullptr;
 };
 

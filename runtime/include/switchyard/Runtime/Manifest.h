@@ -52,6 +52,9 @@ struct Manifest {
 std::string toJson(const Manifest &manifest);
 /// Reads DIR/manifest.json; false with a message naming the file and field otherwise.
 bool readManifest(const std::string &dir, Manifest &manifest, std::string &error);
+/// The entry `name` (empty: the only router) of DIR/manifest.json.
+bool readManifestEntry(const std::string &dir, const std::string &name, ManifestEntry &entry,
+                       std::string &error);
 
 } // namespace switchyard::runtime
 
