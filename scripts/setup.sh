@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything Switchyard's build and tests need (Debian bookworm, run as root).
-# Idempotent: when every package is already installed it returns in well under a second.
+# Installs everything Switchyard's build and tests need (Debian bookworm, run as root):
+# Debian packages, then the Python packages of python/requirements.txt (PyPI) into the
+# project's virtual environment .venv (it sees Debian's numpy and matplotlib).
+# Idempotent: when everything is installed it returns in well under a second.
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
 
 PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   cmake ninja-build g++-12 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
   libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind
-  python3 python3-numpy python3-matplotlib
+  python3 python3-venv python3-numpy python3-matplotlib
 )
 
 missing=()
@@ -17,16 +20,27 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
-
-if [ "$(id -u)" -ne 0 ]; then
+elif [ "$(id -u)" -ne 0 ]; then
   echo "setup: missing packages (${missing[*]}); run as root to install them" >&2
   exit 1
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends "${missing[@]}"
-echo "setup: done"
+# The Python environment: created once, refreshed when the requirements change.
+venv="$root/.venv"
+requirements="$root/python/requirements.txt"
+stamp="$venv/.requirements.sha256"
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  start=$(date +%s)
+  "$venv/bin/pip" install --quiet -r "$requirements"
+  echo "$want" > "$stamp"
+  echo "setup: Python packages installed into .venv in $(( $(date +%s) - start )) s"
+else
+  echo "setup: .venv up to date"
+fi

@@ -9,6 +9,8 @@ namespace switchyard::runtime {
 CallBuffers::CallBuffers(Signature signature) : sig(std::move(signature)) {
   storage.resize(sig.params.size());
   bound.assign(sig.params.size(), false);
+  external.assign(sig.params.size(), nullptr);
+  externalOutputs.resize(sig.params.size());
   scalarValues.assign(sig.params.size(), 0);
 }
 
@@ -180,6 +182,108 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
   return true;
 }
 
+/// The dtype an entry parameter takes without conversion.
+static bool isNativeDtype(const Param &p, npy::DType dtype) {
+  if (p.kind == "set")
+    return dtype == npy::DType::Bool || dtype == npy::DType::U8;
+  if (p.dtype == "float32")
+    return dtype == npy::DType::F32;
+  if (p.dtype == "int32")
+    return dtype == npy::DType::I32;
+  return false;
+}
+
+bool CallBuffers::bindView(const std::string &name, const TensorView &view,
+                           const std::string &what, std::string &error) {
+  if (!isInput(name, error))
+    return false;
+  size_t i = static_cast<size_t>(sig.findInput(name));
+  const Param &p = sig.params[i];
+  bool zeroCopy = (p.kind == "tensor" || p.kind == "set") && isNativeDtype(p, view.dtype);
+  if (view.onDevice && !zeroCopy) {
+    error = what + ": device memory must already be " + expected(p) + ", got " +
+            npy::dtypeName(view.dtype) + " (convert it on the device first)";
+    return false;
+  }
+  if (!zeroCopy) { // a copy with conversion, exactly as from a .npy file
+    npy::Array array;
+    array.dtype = view.dtype;
+    array.shape = view.shape;
+    int64_t n = array.numel();
+    array.bytes.resize(static_cast<size_t>(n) * npy::dtypeSize(view.dtype));
+    if (!array.bytes.empty())
+      std::memcpy(array.bytes.data(), view.data, array.bytes.size());
+    return bind(name, array, what, error);
+  }
+  if (bound[i]) {
+    error = "argument '" + name + "' is given twice";
+    return false;
+  }
+  npy::Array shapeOnly; // shapeMatches reads the shape only
+  shapeOnly.shape = view.shape;
+  if (!shapeMatches(shapeOnly, p)) {
+    error = what + ": expected " + expected(p) + ", got shape " + npy::formatShape(view.shape);
+    return false;
+  }
+  if (!p.shape.empty() && p.shape[0] < 0 && !noteTokens(view.shape[0], what, error))
+    return false;
+  size_t n = static_cast<size_t>(shapeOnly.numel());
+  if (!view.onDevice && n) {
+    if (p.kind == "set") {
+      const uint8_t *flags = static_cast<const uint8_t *>(view.data);
+      for (size_t k = 0; k < n; ++k)
+        if (flags[k] > 1) {
+          error = what + ": set flags must be 0 or 1, got " + std::to_string(flags[k]) +
+                  " at flat index " + std::to_string(k);
+          return false;
+        }
+    } else if (p.dtype == "int32") {
+      if (!checkValues(p, static_cast<const int32_t *>(view.data), n, what, error))
+        return false;
+    } else if (sig.isRule()) {
+      const float *v = static_cast<const float *>(view.data);
+      for (size_t k = 0; k < n; ++k)
+        if (!std::isfinite(v[k])) {
+          error = what + ": holds a non-finite value at flat index " + std::to_string(k) +
+                  "; a rule's inputs must be finite";
+          return false;
+        }
+    }
+  }
+  external[i] = view.data;
+  bound[i] = true;
+  return true;
+}
+
+int64_t CallBuffers::findOutput(const std::string &name) const {
+  for (size_t i = 0; i < sig.params.size(); ++i)
+    if (sig.params[i].isOutput && sig.params[i].name == name)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+bool CallBuffers::bindOutput(const std::string &name, const TensorView &view,
+                             std::string &error) {
+  int64_t i = findOutput(name);
+  if (i < 0) {
+    std::string names;
+    for (const Param &p : sig.params)
+      if (p.isOutput)
+        names += (names.empty() ? "" : ", ") + p.name;
+    error = "unknown result '" + name + "' of @" + sig.entry + " (its results: " + names + ")";
+    return false;
+  }
+  const Param &p = sig.params[static_cast<size_t>(i)];
+  if (!isNativeDtype(p, view.dtype)) {
+    error = "result '" + name + "': expected " + expected(p) + " memory, got " +
+            npy::dtypeName(view.dtype);
+    return false;
+  }
+  externalOutputs[static_cast<size_t>(i)] = view;
+  external[static_cast<size_t>(i)] = view.data;
+  return true;
+}
+
 bool CallBuffers::bindPlacement(size_t index, const npy::Array &a, const std::string &what,
                                 std::string &error) {
   const Param &table = sig.params[index + 1];
@@ -260,18 +364,29 @@ bool CallBuffers::finish(std::string &error) {
               " tokens would need more than " + std::to_string(kMaxOutputBytes) + " bytes";
       return false;
     }
+    if (external[i]) { // caller memory: it must have the shape for this token count
+      if (externalOutputs[i].shape != *p.shapeFor(tokens())) {
+        error = "result '" + p.name + "': memory of shape " +
+                npy::formatShape(externalOutputs[i].shape) + " given, " +
+                std::to_string(tokens()) + " tokens need " +
+                npy::formatShape(*p.shapeFor(tokens()));
+        return false;
+      }
+      continue;
+    }
     storage[i].assign(static_cast<size_t>(*n * p.elementBytes()), 0);
   }
   pointers.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i)
-    pointers[i] = storage[i].empty() ? nullptr : storage[i].data();
+    pointers[i] = external[i] ? external[i] : storage[i].empty() ? nullptr : storage[i].data();
   return true;
 }
 
 npy::Array CallBuffers::output(size_t index) const {
   const Param &p = sig.params[index];
   std::vector<int64_t> shape = *p.shapeFor(tokens());
-  const uint8_t *data = storage[index].data();
+  const uint8_t *data = external[index] ? static_cast<const uint8_t *>(external[index])
+                                         : storage[index].data();
   if (p.kind == "set")
     return npy::makeBool(shape, data);
   if (p.dtype == "float32")

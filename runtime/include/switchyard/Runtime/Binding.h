@@ -17,6 +17,15 @@
 
 namespace switchyard::runtime {
 
+/// Memory the caller owns, seen as a C-contiguous array (a DLPack tensor's data, a
+/// NumPy array's buffer). `onDevice`: GPU memory, whose values the host cannot read.
+struct TensorView {
+  void *data = nullptr;
+  npy::DType dtype = npy::DType::F32;
+  std::vector<int64_t> shape;
+  bool onDevice = false;
+};
+
 class CallBuffers {
 public:
   explicit CallBuffers(Signature signature);
@@ -28,6 +37,19 @@ public:
   /// an int32 log2phy table [E, <=R] padded with -1 (or [E]).
   bool bind(const std::string &name, const npy::Array &array, const std::string &what,
             std::string &error);
+  /// Binds input `name` to caller memory without a copy when its dtype is the entry's
+  /// (float32, int32; bool or uint8 for a set) and it is on the host or `onDevice`;
+  /// otherwise (bf16 logits, int64 ids) host memory is converted into the call's own
+  /// storage as bind() does. Value rules (expert ids, phases, finite rule inputs) are
+  /// checked in place on the host; device memory gets shape and dtype checks only. The
+  /// memory must outlive the call.
+  bool bindView(const std::string &name, const TensorView &view, const std::string &what,
+                std::string &error);
+  /// Makes output `name` write into caller memory (`view`: the entry's dtype and the
+  /// shape for the token count, checked in finish()); finish() allocates the others.
+  bool bindOutput(const std::string &name, const TensorView &view, std::string &error);
+  /// The index of output `name`, or -1.
+  int64_t findOutput(const std::string &name) const;
   /// Binds scalar input `name` to an integer.
   bool bindScalar(const std::string &name, int64_t value, std::string &error);
   /// True when `name` is an input of the entry; `error` lists the inputs otherwise.
@@ -59,6 +81,8 @@ private:
   std::string tokensFrom;
   std::vector<std::vector<uint8_t>> storage; // one per ABI parameter
   std::vector<bool> bound;
+  std::vector<void *> external;              // caller memory per parameter, or null
+  std::vector<TensorView> externalOutputs;   // the views bindOutput got, by parameter
   std::vector<void *> pointers;
   std::vector<int64_t> scalarValues;
 };

@@ -1,0 +1,202 @@
+//===- PolicyBinding.cpp - compiled policies, called from Python ----------===//
+//
+// switchyard._switchyard.compile(...) runs the policy cache (moe-compile once per
+// policy text, flags and target); Policy loads an entry of the artifact directory for
+// the host (dlopen) or CUDA (its launcher library) and calls it on caller memory:
+// inputs are bound without copies where their dtype is the entry's, outputs are
+// written straight into arrays the caller allocated (torch.empty, np.empty).
+//
+//===----------------------------------------------------------------------===//
+#include "Bindings.h"
+
+#include "switchyard/Runtime/CudaPolicy.h"
+#include "switchyard/Runtime/HostPolicy.h"
+#include "switchyard/Runtime/PolicyCache.h"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+namespace switchyard::python {
+
+namespace {
+
+runtime::PolicyCache &cacheFor(const std::string &root) {
+  // One cache per root for the life of the process (its mutex serialises compiles).
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<runtime::PolicyCache>> caches;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<runtime::PolicyCache> &cache = caches[root];
+  if (!cache)
+    cache = std::make_unique<runtime::PolicyCache>(root);
+  return *cache;
+}
+
+std::pair<std::string, bool> compilePolicy(const std::string &policyPath,
+                                           const std::vector<std::string> &flags,
+                                           const std::string &target,
+                                           const std::string &cacheRoot) {
+  runtime::CompileRequest request{policyPath, flags, target};
+  runtime::PolicyCache &cache =
+      cacheFor(cacheRoot.empty() ? runtime::PolicyCache::defaultRoot() : cacheRoot);
+  std::string dir, error;
+  bool hit = false, ok;
+  {
+    nb::gil_scoped_release release; // a miss runs the compiler for a while
+    ok = cache.artifacts(request, dir, error, &hit);
+  }
+  if (!ok)
+    fail(error);
+  return {dir, hit};
+}
+
+class Policy {
+public:
+  Policy(const std::string &dir, const std::string &entry, bool cuda) {
+    std::string error;
+    if (cuda) {
+      gpu = runtime::CudaPolicy::load(dir, entry, error);
+      if (!gpu)
+        fail(error);
+      sig = gpu->signature();
+    } else {
+      host = runtime::HostPolicy::load(dir, entry, error);
+      if (!host)
+        fail(error);
+      sig = host->signature();
+    }
+    directory = dir;
+  }
+
+  std::string signatureJson() const { return runtime::toJson(sig); }
+
+  /// Runs on the host: `inputs` maps names to arrays (or ints for scalars), `outputs`
+  /// names to preallocated arrays (results left out are computed into scratch).
+  int64_t run(nb::dict inputs, nb::dict outputs, const std::vector<std::string> &knobs) {
+    if (!host)
+      fail("@" + sig.entry + " was loaded for CUDA; call it with CUDA tensors");
+    runtime::CallBuffers call(sig);
+    bindAll(call, inputs, outputs, /*device=*/false);
+    std::vector<uint8_t> knobBytes = packKnobs(knobs);
+    std::string error;
+    bool ok;
+    {
+      nb::gil_scoped_release release;
+      ok = host->run(call, knobBytes, error);
+    }
+    if (!ok)
+      fail(error);
+    return call.tokens();
+  }
+
+  /// Launches on a CUDA stream (a cudaStream_t as an integer, 0: the legacy default)
+  /// with device arrays and a device workspace of workspace_bytes(tokens).
+  int64_t launch(nb::dict inputs, nb::dict outputs, const std::vector<std::string> &knobs,
+                 uintptr_t workspace, uintptr_t stream) {
+    if (!gpu)
+      fail("@" + sig.entry + " was loaded for the host; compile it with target=\"cuda\"");
+    runtime::CallBuffers call(sig);
+    bindAll(call, inputs, outputs, /*device=*/true);
+    std::vector<uint8_t> knobBytes = packKnobs(knobs);
+    std::string error;
+    if (!gpu->launch(call.tokens(), call.buffers(), call.scalars(), knobBytes,
+                     reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream),
+                     error))
+      fail(error);
+    return call.tokens();
+  }
+
+  int64_t workspaceBytes(int64_t tokens) const {
+    if (!gpu)
+      fail("@" + sig.entry + " has no GPU launcher loaded");
+    return gpu->workspaceBytes(tokens);
+  }
+
+  /// The knob struct for `overrides` ("name=value"), checked against each knob's rules.
+  std::vector<uint8_t> packKnobs(const std::vector<std::string> &overrides) const {
+    std::vector<uint8_t> bytes;
+    if (sig.knobs.empty()) {
+      if (!overrides.empty())
+        fail("knob " + overrides.front() + ": @" + sig.entry + " has no run-time knobs");
+      return bytes;
+    }
+    std::string error;
+    if (!runtime::packKnobs(sig.knobs, overrides, bytes, error))
+      fail(error);
+    return bytes;
+  }
+
+  std::string directory;
+
+private:
+  void bindAll(runtime::CallBuffers &call, nb::dict inputs, nb::dict outputs, bool device) {
+    std::string error;
+    for (auto [key, value] : inputs) {
+      std::string name = nb::cast<std::string>(key);
+      std::string what = "argument '" + name + "'";
+      if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
+        if (!call.bindScalar(name, nb::cast<int64_t>(value), error))
+          fail(error);
+        continue;
+      }
+      nb::ndarray<> array;
+      if (!nb::try_cast(value, array))
+        fail(what + ": expected an array (NumPy, or a tensor with __dlpack__), got " +
+             nb::cast<std::string>(nb::str(value.type())));
+      runtime::TensorView view = viewOf(array, what);
+      if (view.onDevice != device)
+        fail(what + (device ? ": host memory given to a CUDA launch"
+                            : ": CUDA memory given to a host call"));
+      if (!call.bindView(name, view, what, error))
+        fail(error);
+    }
+    for (auto [key, value] : outputs) {
+      std::string name = nb::cast<std::string>(key);
+      nb::ndarray<> array;
+      if (!nb::try_cast(value, array))
+        fail("result '" + name + "': expected an array to write into");
+      runtime::TensorView view = viewOf(array, "result '" + name + "'");
+      if (view.onDevice != device)
+        fail("result '" + name + "': memory on the wrong device");
+      if (!call.bindOutput(name, view, error))
+        fail(error);
+    }
+    // On a GPU every result needs device memory (on the host a result the caller did
+    // not ask for is computed into the call's scratch).
+    if (device)
+      for (const runtime::Param &p : sig.params)
+        if (p.isOutput && !outputs.contains(p.name.c_str()))
+          fail("result '" + p.name + "': a CUDA launch needs device memory for every result");
+    if (!call.finish(error))
+      fail(error);
+  }
+
+  runtime::Signature sig;
+  std::unique_ptr<runtime::HostPolicy> host;
+  std::unique_ptr<runtime::CudaPolicy> gpu;
+};
+
+} // namespace
+
+void bindPolicies(nb::module_ &m) {
+  m.def("compile", &compilePolicy, nb::arg("policy_path"), nb::arg("flags"),
+        nb::arg("target") = "host", nb::arg("cache_dir") = "",
+        "Compiles a policy file through the policy cache (moe-compile once per policy "
+        "text, flags and target); returns (artifact directory, cache hit).");
+  m.def("default_cache_dir", &runtime::PolicyCache::defaultRoot);
+  m.def("compiler_path", &runtime::PolicyCache::compilerPath);
+  nb::class_<Policy>(m, "Policy")
+      .def(nb::init<const std::string &, const std::string &, bool>(), nb::arg("directory"),
+           nb::arg("entry") = "", nb::arg("cuda") = false)
+      .def_ro("directory", &Policy::directory)
+      .def("signature_json", &Policy::signatureJson)
+      .def("run", &Policy::run, nb::arg("inputs"), nb::arg("outputs"), nb::arg("knobs"))
+      .def("launch", &Policy::launch, nb::arg("inputs"), nb::arg("outputs"),
+           nb::arg("knobs"), nb::arg("workspace"), nb::arg("stream"))
+      .def("workspace_bytes", &Policy::workspaceBytes, nb::arg("tokens"))
+      .def("check_knobs", [](const Policy &p, const std::vector<std::string> &knobs) {
+        p.packKnobs(knobs);
+      });
+}
+
+} // namespace switchyard::python

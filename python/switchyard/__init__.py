@@ -1,0 +1,33 @@
+"""Switchyard: MoE routing policies written once in the `moe` dialect, compiled to host
+code and GPU kernels, called from Python and PyTorch.
+
+    import switchyard
+    router = switchyard.compile("xshare", model="config.json")   # or experts=, top_k=
+    out = router(logits=x, knobs={"budget": 8})   # numpy in -> numpy out, torch -> torch
+    out["topk_ids"], out["topk_weights"]
+
+Engines: switchyard.vllm / switchyard.sglang (custom_routing_function), switchyard.hf
+(patch a transformers model), switchyard.ops (the torch custom op), batch metadata with
+switchyard.batch_metadata(...). The executor: switchyard.Executor(model_dir, policy).
+"""
+from ._switchyard import SwitchyardError
+from ._errors import CompileError, Diagnostic, InputError, KnobError
+from ._metadata import batch_metadata, current_metadata, set_batch_metadata
+from ._router import Router
+from ._compile import (SHAPE_PARAMS, cache_dir, compile, policy_path, shape_flags,
+                       shipped_policies)
+from ._executor import ExecResult, Executor
+from . import _layout
+
+__version__ = "0.4.0"
+
+#: Where this copy of the package keeps the compiler, the shipped policies and the
+#: installed C++ package (find_package(Switchyard) with CMAKE_PREFIX_PATH=cmake_prefix_path).
+compiler_dir = _layout.BIN_DIR
+policy_dir = _layout.POLICY_DIR
+model_dir = _layout.MODEL_DIR
+
+__all__ = ["SwitchyardError", "CompileError", "Diagnostic", "InputError", "KnobError",
+           "Router", "compile", "policy_path", "shape_flags", "shipped_policies",
+           "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
+           "set_batch_metadata", "Executor", "ExecResult"]

@@ -1,0 +1,150 @@
+"""switchyard.compile: a policy (a file, policy text or a shipped policy's name) bound to
+a model's shape, compiled once per (policy text, shape, target) by the runtime's policy
+cache, loaded as a Router."""
+import hashlib
+import json
+import os
+import threading
+from typing import Any, Dict, Iterable, Optional, Union
+
+from . import _layout
+from . import _switchyard
+from ._errors import SwitchyardError, retype
+from ._router import Router
+
+# The compiler and the shipped policies of this copy of the package (the executor and
+# the policy cache read these variables; a user's own setting wins).
+os.environ.setdefault("SWITCHYARD_MOE_COMPILE", os.path.join(_layout.BIN_DIR, "moe-compile"))
+os.environ.setdefault("SWITCHYARD_POLICY_DIR", _layout.POLICY_DIR)
+
+# The model sizes a policy may be bound to (moe-compile's shape flags).
+SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots", "nodes",
+                "hidden_size", "shared_experts", "scaling", "norm_topk_prob")
+TARGETS = ("host", "cuda")
+
+_routers: Dict[tuple, Router] = {}
+_lock = threading.Lock()
+
+
+def shipped_policies() -> Dict[str, str]:
+    """The shipped policies, name -> path."""
+    return {name[:-5]: os.path.join(_layout.POLICY_DIR, name)
+            for name in sorted(os.listdir(_layout.POLICY_DIR)) if name.endswith(".mlir")}
+
+
+def cache_dir() -> str:
+    """Where compiled policies are kept ($SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard)."""
+    return _switchyard.default_cache_dir()
+
+
+def _stash(kind: str, text: str, suffix: str) -> str:
+    """`text` in a file under the cache named by its hash (policy text, model configs)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = os.path.join(cache_dir(), kind)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, digest + suffix)
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def policy_path(policy: Union[str, os.PathLike]) -> str:
+    """The file of `policy`: a path, a shipped policy's name, or policy text."""
+    policy = os.fspath(policy)
+    if os.path.isfile(policy):
+        return os.path.abspath(policy)
+    shipped = shipped_policies()
+    if policy in shipped:
+        return shipped[policy]
+    if "moe." in policy and ("\n" in policy or "{" in policy):
+        return _stash("sources", policy, ".mlir")
+    raise SwitchyardError(f"policy '{policy}' is not a file, policy text or a shipped "
+                          f"policy (shipped: {', '.join(shipped)})")
+
+
+def _model_path(model: Any) -> Optional[str]:
+    if model is None:
+        return None
+    if hasattr(model, "to_dict"):   # a transformers PretrainedConfig
+        model = model.to_dict()
+    if isinstance(model, dict):
+        return _stash("models", json.dumps(model, sort_keys=True, default=str), ".json")
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise SwitchyardError(f"model: '{path}' is not a config.json file")
+    return os.path.abspath(path)
+
+
+def shape_flags(**shape: Any) -> list:
+    """moe-compile's flags for a shape binding (experts=128 -> --experts 128, ...)."""
+    flags = []
+    for name, value in shape.items():
+        if name not in SHAPE_PARAMS:
+            raise SwitchyardError(f"unknown shape parameter '{name}' (expected one of "
+                                  f"{', '.join(SHAPE_PARAMS)}, or model=)")
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"{flag}={'true' if value else 'false'}")
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def compile(policy: Union[str, os.PathLike], *, model: Any = None,
+            experts: Optional[int] = None, top_k: Optional[int] = None,
+            target: str = "host", knobs: Optional[Dict[str, Any]] = None,
+            entry: Optional[str] = None, outputs: Optional[Iterable[str]] = None,
+            allow_unused: Optional[bool] = None, **shape: Any) -> Router:
+    """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
+    returns a Router.
+
+    policy   a .mlir file, policy text, or a shipped policy's name ("xshare", ...)
+    model    a Hugging Face config.json path, a dict, or a transformers config object
+    experts, top_k, groups, topk_groups, devices, slots, nodes, hidden_size,
+    shared_experts, scaling, norm_topk_prob
+             the shape, as moe-compile's flags (override the model's values)
+    knobs    default run-time knob values of the Router (a call may override them)
+    entry    the router or rule of a file with several
+    outputs  the results a call returns (default: all)
+    allow_unused
+             accept model sizes the policy has no use for (default: when model= is
+             given, as a config describes more than one policy needs)
+
+    Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
+    shape and target compile once.
+    """
+    if target not in TARGETS:
+        raise SwitchyardError(f"target '{target}' is not one of {', '.join(TARGETS)}")
+    path = policy_path(policy)
+    flags = shape_flags(experts=experts, top_k=top_k, **shape)
+    model_file = _model_path(model)
+    if model_file:
+        flags += ["--model", model_file]
+    if allow_unused if allow_unused is not None else model_file is not None:
+        flags.append("--allow-unused-sizes")
+    if entry:
+        flags += ["--entry", entry]
+    compile_target = "host"
+    if target == "cuda":
+        compile_target = "all"
+        flags.append("--launcher-library")
+    with open(path, "rb") as f:
+        text_key = hashlib.sha256(f.read()).hexdigest()
+    key = (text_key, tuple(flags), target)
+    with _lock:
+        loaded = _routers.get(key)
+    if loaded is None:
+        try:
+            directory, _ = _switchyard.compile(path, flags, compile_target)
+            native = _switchyard.Policy(directory, entry or "", target == "cuda")
+        except SwitchyardError as error:
+            raise retype(error, "compile") from None
+        loaded = Router(native, json.loads(native.signature_json()), target, path)
+        with _lock:
+            _routers.setdefault(key, loaded)
+    return loaded.configured(knobs=knobs, outputs=outputs)

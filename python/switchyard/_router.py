@@ -1,0 +1,201 @@
+"""Router: a compiled policy entry, called on NumPy arrays or torch tensors.
+
+NumPy in -> NumPy out; torch in -> torch out. Torch tensors cross into the runtime through
+DLPack with no copy (CPU tensors for the host target, CUDA tensors launched on the
+current torch stream for the cuda target) and every result is a tensor torch allocated.
+Inputs are checked as moe-run checks them (names, shapes, dtypes, values); float16 and
+bfloat16 logits and int64 ids are accepted (converted, which copies).
+"""
+import copy
+import sys
+from typing import Any, Dict, Iterable, List, Optional
+
+import numpy as np
+
+from ._errors import InputError, KnobError, SwitchyardError, retype
+from ._metadata import PHASES, current_metadata
+
+_NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
+
+
+def _torch_compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "__dlpack__")
+
+
+class Router:
+    """One compiled router (or rule) entry. Call it with its inputs by name:
+
+        out = router(logits=x)                     # {"topk_ids": ..., "topk_weights": ...}
+        out = router(logits=x, request_ids=r, phase="decode", knobs={"budget": 8})
+
+    `inputs`, `outputs` and `knobs` name what the entry takes, returns and lets you tune;
+    `list()` describes all three.
+    """
+
+    def __init__(self, native, signature: Dict[str, Any], target: str, source: str):
+        self._native = native
+        self.signature = signature
+        self.target = target
+        self.source = source
+        self.entry = signature["entry"]
+        self.kind = signature["kind"]
+        params = signature["params"]
+        self.inputs: List[str] = []
+        for p in params:
+            name = "placement" if p["kind"].startswith("placement") else p["name"]
+            if p["role"] == "in" and name not in self.inputs:
+                self.inputs.append(name)
+        self._scalars = {p["name"] for p in params if p["kind"] == "scalar"}
+        self._results = [p for p in params if p["role"] == "out"]
+        self.outputs: List[str] = [p["name"] for p in self._results]
+        # The token count comes from an input whose first dimension is the tokens.
+        self._token_inputs = [p["name"] for p in params if p["role"] == "in"
+                              and p["shape"] and p["shape"][0] < 0
+                              and list(p["size_rule"]) == [1, 0, 1]]
+        self.knobs: Dict[str, Dict[str, Any]] = {k["name"]: k for k in signature["knobs"]}
+        self._default_knobs: List[str] = []
+        self._selected = list(self._results)
+        # The custom op's view of the inputs (switchyard.ops): tensors, then scalars.
+        self._op_tensor_inputs = [n for n in self.inputs if n not in self._scalars]
+        self._op_scalar_inputs = [n for n in self.inputs if n in self._scalars]
+        self._op_key = None
+
+    # -- configuration ------------------------------------------------------------------
+    def configured(self, knobs: Optional[Dict[str, Any]] = None,
+                   outputs: Optional[Iterable[str]] = None) -> "Router":
+        """This router with default knob values and a selection of results."""
+        if not knobs and outputs is None:
+            return self
+        clone = copy.copy(self)
+        clone._op_key = None
+        if knobs:
+            clone._default_knobs = self._knob_settings(knobs)
+            try:
+                self._native.check_knobs(clone._default_knobs)
+            except SwitchyardError as error:
+                raise retype(error, "call") from None
+        if outputs is not None:
+            wanted = list(outputs)
+            unknown = [n for n in wanted if n not in self.outputs]
+            if unknown:
+                raise InputError(f"unknown result '{unknown[0]}' of @{self.entry} (its "
+                                 f"results: {', '.join(self.outputs)})")
+            clone._selected = [p for p in self._results if p["name"] in wanted]
+        return clone
+
+    def list(self) -> Dict[str, Any]:
+        """The entry, its arguments, results and knobs (as `moe-run --list` prints them)."""
+        def shape(p):
+            return "[" + ", ".join("?" if d < 0 else str(d) for d in p["shape"]) + "]"
+        params = self.signature["params"]
+        return {
+            "entry": self.entry, "kind": self.kind, "target": self.target,
+            "arguments": [{"name": p["name"], "dtype": p["dtype"], "shape": shape(p)}
+                          for p in params if p["role"] == "in"],
+            "results": [{"name": p["name"], "dtype": p["dtype"], "shape": shape(p)}
+                        for p in params if p["role"] == "out"],
+            "knobs": [{"name": k["name"], "dtype": k["dtype"], "default": k["default"],
+                       "rules": [r["text"] for r in k["rules"]]} for k in self.knobs.values()],
+        }
+
+    def __repr__(self) -> str:
+        return (f"<switchyard.Router @{self.entry} ({self.target}) inputs={self.inputs} "
+                f"outputs={[p['name'] for p in self._selected]}>")
+
+    # -- calls --------------------------------------------------------------------------
+    def _knob_settings(self, knobs: Dict[str, Any]) -> List[str]:
+        settings = []
+        for name, value in knobs.items():
+            if name not in self.knobs:
+                known = ", ".join(self.knobs) or "none"
+                raise KnobError(f"unknown knob '{name}' for @{self.entry} (its knobs: {known})")
+            if isinstance(value, bool):
+                value = int(value)
+            settings.append(f"{name}={value}")
+        return settings
+
+    def result_shape(self, name_or_param, tokens: int) -> List[int]:
+        """The shape of a result for `tokens` tokens."""
+        p = name_or_param
+        if isinstance(p, str):
+            p = next(q for q in self._results if q["name"] == p)
+        a, b, d = p["size_rule"]
+        return [-(-(a * tokens + b) // d) if s < 0 else s for s in p["shape"]]
+
+    def _tokens(self, inputs: Dict[str, Any]) -> int:
+        for name in self._token_inputs:
+            value = inputs.get(name)
+            if value is not None and hasattr(value, "shape") and len(value.shape):
+                return int(value.shape[0])
+        return 0
+
+    def _gather(self, args, inputs: Dict[str, Any]) -> Dict[str, Any]:
+        if args:
+            if len(args) > 1 or self.inputs[0] in inputs:
+                raise InputError(f"@{self.entry} takes one positional argument "
+                                 f"({self.inputs[0]}); pass the others by name")
+            inputs[self.inputs[0]] = args[0]
+        missing = [n for n in self.inputs if n not in inputs]
+        if missing:
+            metadata = current_metadata()
+            if metadata:
+                for name in missing:
+                    if name in metadata:
+                        inputs[name] = metadata[name]
+        phase = inputs.get("phase")
+        if isinstance(phase, str):
+            if phase not in PHASES:
+                raise InputError(f"argument 'phase': '{phase}' is not prefill, decode or mixed")
+            inputs["phase"] = PHASES[phase]
+        for name in self._scalars:
+            value = inputs.get(name)
+            if value is not None and not isinstance(value, int):
+                if hasattr(value, "item"):
+                    inputs[name] = int(value.item())
+        return inputs
+
+    def __call__(self, *args, knobs: Optional[Dict[str, Any]] = None, **inputs) -> Dict[str, Any]:
+        if _torch_compiling():  # one node in the graph: the custom op
+            if args:
+                inputs[self.inputs[0]] = args[0]
+            from . import ops
+            results = ops.route(self, knobs=knobs, **inputs)
+            return {p["name"]: r for p, r in zip(self._selected, results)}
+        inputs = self._gather(args, inputs)
+        settings = self._default_knobs + (self._knob_settings(knobs) if knobs else [])
+        return self._call_eager(inputs, settings)
+
+    def _call_eager(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
+        tensor = next((v for v in inputs.values() if _is_torch(v)), None)
+        try:
+            if tensor is not None:
+                from . import _torch
+                return _torch.call(self, inputs, settings, tensor)
+            return self._call_numpy(inputs, settings)
+        except SwitchyardError as error:
+            if isinstance(error, (InputError,)):
+                raise
+            raise retype(error, "call") from None
+
+    def _call_numpy(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
+        if self.target != "host":
+            raise InputError(f"@{self.entry} was compiled for {self.target}: call it with "
+                             "CUDA tensors (NumPy arrays live on the host)")
+        arrays = {}
+        for name, value in inputs.items():
+            if isinstance(value, (int, np.integer)) and name in self._scalars:
+                arrays[name] = int(value)
+            else:
+                arrays[name] = np.ascontiguousarray(value)
+        tokens = self._tokens(arrays)
+        outputs = {p["name"]: np.empty(self.result_shape(p, tokens),
+                                       np.bool_ if p["kind"] == "set"
+                                       else _NUMPY_DTYPES[p["dtype"]])
+                   for p in self._selected}
+        self._native.run(arrays, outputs, settings)
+        return outputs

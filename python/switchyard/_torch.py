@@ -1,0 +1,59 @@
+"""Torch tensors in and out of a Router: DLPack with no copy, results allocated by torch,
+CUDA launches on the current torch stream. Imported only when a tensor is passed."""
+from typing import Any, Dict, List
+
+import torch
+
+from ._errors import InputError
+
+_DTYPES = {"float32": torch.float32, "int32": torch.int32, "int64": torch.int64}
+
+
+def result_dtype(param) -> torch.dtype:
+    return torch.bool if param["kind"] == "set" else _DTYPES[param["dtype"]]
+
+
+def _prepare(router, name: str, value: Any, device: torch.device):
+    if isinstance(value, int) and name in router._scalars:
+        return value
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value, device=device)
+    if value.device != device:
+        raise InputError(f"argument '{name}': on {value.device}, but the call's tensors are "
+                         f"on {device}")
+    if value.requires_grad:
+        value = value.detach()
+    if device.type == "cuda":
+        # Device memory must already have the entry's dtype: convert on the GPU.
+        if value.is_floating_point() and value.dtype != torch.float32:
+            value = value.float()
+        elif value.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8) and \
+                name != "placement":
+            value = value.int()
+    return value.contiguous()
+
+
+def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Tensor):
+    device = example.device
+    tensors = {name: _prepare(router, name, value, device) for name, value in inputs.items()}
+    tokens = router._tokens(tensors)
+    outputs = {p["name"]: torch.empty(router.result_shape(p, tokens), dtype=result_dtype(p),
+                                      device=device)
+               for p in (router._selected if device.type == "cpu" else router._results)}
+    if device.type == "cpu":
+        if router.target != "host":
+            raise InputError(f"@{router.entry} was compiled for {router.target}: CPU "
+                             "tensors need target='host'")
+        router._native.run(tensors, outputs, settings)
+        return outputs
+    if device.type != "cuda":
+        raise InputError(f"tensors on {device} are not supported (CPU or CUDA)")
+    if router.target != "cuda":
+        raise InputError(f"@{router.entry} was compiled for the host: CUDA tensors need "
+                         "target='cuda'")
+    with torch.cuda.device(device):
+        workspace = torch.empty(max(router._native.workspace_bytes(tokens), 1),
+                                dtype=torch.uint8, device=device)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        router._native.launch(tensors, outputs, settings, workspace.data_ptr(), stream)
+    return {p["name"]: outputs[p["name"]] for p in router._selected}

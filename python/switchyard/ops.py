@@ -1,0 +1,70 @@
+"""The router as a torch custom op, `torch.ops.switchyard.route`, with a fake (meta)
+implementation, so a Router works under torch.compile (no graph break: the op is one
+node whose output shapes come from the policy's signature) and in CUDA graphs.
+
+You rarely call it yourself: a Router called inside torch.compile dispatches to it.
+Explicitly:
+
+    ids, weights = switchyard.ops.route(router, logits=x)  # results in router.outputs order
+
+Op schema: route(str key, Tensor[] tensors, int[] scalars, str[] knobs) -> Tensor[]
+(key names a Router registered when it was created; tensors are its tensor inputs and
+scalars its scalar inputs, each in declaration order; results in selection order).
+"""
+import itertools
+import threading
+from typing import Dict, List
+
+import torch
+
+from ._torch import result_dtype
+
+_registry: Dict[str, object] = {}
+_counter = itertools.count()
+_lock = threading.Lock()
+
+
+def register(router) -> str:
+    """The op key of `router` (registered once per Router object)."""
+    key = getattr(router, "_op_key", None)
+    if key is None or _registry.get(key) is not router:
+        with _lock:
+            key = f"{router.entry}#{next(_counter)}"
+            _registry[key] = router
+        router._op_key = key
+    return key
+
+
+def _inputs(router, tensors: List[torch.Tensor], scalars: List[int]):
+    inputs = dict(zip(router._op_tensor_inputs, tensors))
+    inputs.update(zip(router._op_scalar_inputs, scalars))
+    return inputs
+
+
+@torch.library.custom_op("switchyard::route", mutates_args=())
+def _route(key: str, tensors: List[torch.Tensor], scalars: List[int],
+           knobs: List[str]) -> List[torch.Tensor]:
+    router = _registry[key]
+    out = router._call_eager(_inputs(router, tensors, scalars), list(knobs))
+    return [out[p["name"]] for p in router._selected]
+
+
+@_route.register_fake
+def _route_fake(key, tensors, scalars, knobs):
+    router = _registry[key]
+    index = router._op_tensor_inputs.index(router._token_inputs[0]) \
+        if router._token_inputs else 0
+    tokens = tensors[index].shape[0] if tensors else 0
+    device = tensors[0].device if tensors else torch.device("cpu")
+    return [torch.empty(router.result_shape(p, tokens), dtype=result_dtype(p), device=device)
+            for p in router._selected]
+
+
+def route(router, *, knobs=None, **inputs) -> List[torch.Tensor]:
+    """Calls `router` through the custom op: its results, in `router.outputs` order of
+    the selected results."""
+    key = register(router)
+    tensors = [inputs[n] for n in router._op_tensor_inputs]
+    scalars = [int(inputs[n]) for n in router._op_scalar_inputs]
+    settings = router._default_knobs + (router._knob_settings(knobs) if knobs else [])
+    return torch.ops.switchyard.route(key, tensors, scalars, settings)
