@@ -21,3 +21,10 @@ elif ! grep -qE "^Python3_EXECUTABLE:[A-Z]+=$python\$" "$build/CMakeCache.txt"; 
   cmake -B "$build" -DPython3_EXECUTABLE="$python"   # the Python changed: reconfigure
 fi
 ninja -C "$build" -j "$jobs" "$@"
+
+# A full build also installs the Python package into .venv (`pip install .` reusing this
+# tree: only the wheel is packed; the tests import that installed copy).
+if [ $# -eq 0 ] && [ "$python" = "$root/.venv/bin/python" ]; then
+  "$python" -m pip install --quiet --no-build-isolation --no-deps \
+    --config-settings=build-dir="$build" "$root"
+fi

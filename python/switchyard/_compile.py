@@ -99,7 +99,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             experts: Optional[int] = None, top_k: Optional[int] = None,
             target: str = "host", knobs: Optional[Dict[str, Any]] = None,
             entry: Optional[str] = None, outputs: Optional[Iterable[str]] = None,
-            allow_unused: Optional[bool] = None, **shape: Any) -> Router:
+            allow_unused: Optional[bool] = None, freeze_knobs: bool = False,
+            **shape: Any) -> Router:
     """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
     returns a Router.
 
@@ -114,6 +115,9 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     allow_unused
              accept model sizes the policy has no use for (default: when model= is
              given, as a config describes more than one policy needs)
+    freeze_knobs
+             compile `knobs` into the code as constants (moe-compile --set k=v
+             --freeze-knobs): the entry then has no run-time knobs
 
     Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
     shape and target compile once.
@@ -129,6 +133,11 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         flags.append("--allow-unused-sizes")
     if entry:
         flags += ["--entry", entry]
+    if freeze_knobs:
+        for name, value in (knobs or {}).items():
+            flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]
+        flags.append("--freeze-knobs")
+        knobs = None
     compile_target = "host"
     if target == "cuda":
         compile_target = "all"

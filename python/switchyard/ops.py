@@ -7,9 +7,10 @@ Explicitly:
 
     ids, weights = switchyard.ops.route(router, logits=x)  # results in router.outputs order
 
-Op schema: route(str key, Tensor[] tensors, int[] scalars, str[] knobs) -> Tensor[]
+Op schema: route(str key, Tensor[] tensors, int[] scalars, str knobs) -> Tensor[]
 (key names a Router registered when it was created; tensors are its tensor inputs and
-scalars its scalar inputs, each in declaration order; results in selection order).
+scalars its scalar inputs, each in declaration order; knobs "name=value" settings joined
+by newlines; results in selection order).
 """
 import itertools
 import threading
@@ -43,9 +44,10 @@ def _inputs(router, tensors: List[torch.Tensor], scalars: List[int]):
 
 @torch.library.custom_op("switchyard::route", mutates_args=())
 def _route(key: str, tensors: List[torch.Tensor], scalars: List[int],
-           knobs: List[str]) -> List[torch.Tensor]:
+           knobs: str) -> List[torch.Tensor]:
     router = _registry[key]
-    out = router._call_eager(_inputs(router, tensors, scalars), list(knobs))
+    out = router._call_eager(_inputs(router, tensors, scalars),
+                             knobs.split("\n") if knobs else [])
     return [out[p["name"]] for p in router._selected]
 
 
@@ -67,4 +69,4 @@ def route(router, *, knobs=None, **inputs) -> List[torch.Tensor]:
     tensors = [inputs[n] for n in router._op_tensor_inputs]
     scalars = [int(inputs[n]) for n in router._op_scalar_inputs]
     settings = router._default_knobs + (router._knob_settings(knobs) if knobs else [])
-    return torch.ops.switchyard.route(key, tensors, scalars, settings)
+    return torch.ops.switchyard.route(key, tensors, scalars, "\n".join(settings))
