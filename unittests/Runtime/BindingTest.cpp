@@ -218,6 +218,97 @@ TEST(CallBuffers, ExpertIdsMustBeExperts) {
       << error;
 }
 
+// Caller memory (a NumPy array, a DLPack tensor): bound without a copy when its dtype is
+// the entry's, converted otherwise; results written straight into caller memory.
+TEST(CallBuffers, ViewsBindWithoutCopiesAndOutputsGoToCallerMemory) {
+  std::vector<float> logits(3 * 4, 0.25f);
+  std::vector<int32_t> ids(3 * 2, -7);
+  std::string error;
+  CallBuffers call(router());
+  TensorView in{logits.data(), npy::DType::F32, {3, 4}, false};
+  ASSERT_TRUE(call.bindView("logits", in, "argument 'logits'", error)) << error;
+  ASSERT_TRUE(call.bind("placement", i32({4}, {0, 1, 2, 3}), "placement", error)) << error;
+  ASSERT_TRUE(call.bindScalar("phase", 0, error)) << error;
+  TensorView out{ids.data(), npy::DType::I32, {3, 2}, false};
+  ASSERT_TRUE(call.bindOutput("topk_ids", out, error)) << error;
+  ASSERT_TRUE(call.finish(error)) << error;
+  EXPECT_EQ(call.buffers()[0], static_cast<void *>(logits.data())); // no copy
+  EXPECT_EQ(call.buffers()[4], static_cast<void *>(ids.data()));
+  EXPECT_NE(call.buffers()[5], nullptr); // results not asked for: the call's scratch
+  EXPECT_EQ(call.output(4).i32()[0], -7);  // output() reads the caller's memory
+}
+
+TEST(CallBuffers, ViewsOfOtherDtypesAreConvertedAndChecked) {
+  std::string error;
+  // bfloat16 logits: widened into the call's storage (1.0 = 0x3F80).
+  std::vector<uint16_t> bf16(2 * 4, 0x3F80);
+  CallBuffers call(router());
+  TensorView in{bf16.data(), npy::DType::BF16, {2, 4}, false};
+  ASSERT_TRUE(call.bindView("logits", in, "argument 'logits'", error)) << error;
+  ASSERT_TRUE(call.bind("placement", i32({4}, {0, 1, 2, 3}), "placement", error)) << error;
+  ASSERT_TRUE(call.bindScalar("phase", 0, error)) << error;
+  ASSERT_TRUE(call.finish(error)) << error;
+  EXPECT_NE(call.buffers()[0], static_cast<void *>(bf16.data()));
+  EXPECT_EQ(static_cast<const float *>(call.buffers()[0])[5], 1.0f);
+
+  // Device memory of another dtype cannot be converted on the host.
+  CallBuffers device(router());
+  TensorView onGpu{bf16.data(), npy::DType::BF16, {2, 4}, true};
+  EXPECT_FALSE(device.bindView("logits", onGpu, "argument 'logits'", error));
+  EXPECT_NE(error.find("device memory must already be float32 [?, 4]"), std::string::npos)
+      << error;
+
+  // Shapes, token counts and value rules are checked on views as on arrays.
+  std::vector<float> wide(2 * 5, 0.f);
+  CallBuffers shape(router());
+  EXPECT_FALSE(shape.bindView("logits", {wide.data(), npy::DType::F32, {2, 5}, false},
+                              "argument 'logits'", error));
+  EXPECT_NE(error.find("expected float32 [?, 4], got shape (2, 5)"), std::string::npos)
+      << error;
+  Signature rule;
+  rule.entry = "plan";
+  rule.kind = "balance";
+  Param ids = param("ids", false, "tensor", "int32", {-1});
+  ids.values = "expert_ids";
+  ids.idBound = 8;
+  rule.params = {ids, param("loads", false, "tensor", "float32", {-1}),
+                 param("plan", true, "tensor", "int32", {8})};
+  std::vector<int32_t> bad = {0, 9};
+  CallBuffers values(rule);
+  EXPECT_FALSE(values.bindView("ids", {bad.data(), npy::DType::I32, {2}, false},
+                               "argument 'ids'", error));
+  EXPECT_NE(error.find("expert id 9 at flat index 1"), std::string::npos) << error;
+  std::vector<float> loads = {1.f, std::numeric_limits<float>::infinity()};
+  EXPECT_FALSE(values.bindView("loads", {loads.data(), npy::DType::F32, {2}, false},
+                               "argument 'loads'", error));
+  EXPECT_NE(error.find("non-finite value at flat index 1"), std::string::npos) << error;
+}
+
+TEST(CallBuffers, CallerOutputsMustFitTheTokenCount) {
+  std::string error;
+  std::vector<float> logits(3 * 4, 0.f);
+  std::vector<int32_t> small(2 * 2, 0);
+  std::vector<float> wrongType(3 * 2, 0.f);
+  CallBuffers call(router());
+  ASSERT_TRUE(call.bindView("logits", {logits.data(), npy::DType::F32, {3, 4}, false},
+                            "argument 'logits'", error));
+  ASSERT_TRUE(call.bind("placement", i32({4}, {0, 1, 2, 3}), "placement", error)) << error;
+  ASSERT_TRUE(call.bindScalar("phase", 0, error)) << error;
+  EXPECT_FALSE(call.bindOutput("topk_idz", {small.data(), npy::DType::I32, {2, 2}, false},
+                               error));
+  EXPECT_NE(error.find("unknown result 'topk_idz' of @toy"), std::string::npos) << error;
+  EXPECT_FALSE(call.bindOutput("topk_ids", {wrongType.data(), npy::DType::F32, {3, 2}, false},
+                               error));
+  EXPECT_NE(error.find("expected int32 [?, 2] memory, got float32"), std::string::npos)
+      << error;
+  ASSERT_TRUE(call.bindOutput("topk_ids", {small.data(), npy::DType::I32, {2, 2}, false},
+                              error));
+  EXPECT_FALSE(call.finish(error));
+  EXPECT_NE(error.find("result 'topk_ids': memory of shape (2, 2) given, 3 tokens need (3, 2)"),
+            std::string::npos)
+      << error;
+}
+
 } // namespace
 
 /// A signature with two run-time knobs, as moe-compile writes them.
