@@ -14,8 +14,8 @@ from ._switchyard import SwitchyardError
 from ._errors import CompileError, Diagnostic, InputError, KnobError
 from ._metadata import batch_metadata, current_metadata, set_batch_metadata
 from ._router import Router
-from ._compile import (SHAPE_PARAMS, cache_dir, compile, policy_path, shape_flags,
-                       shipped_policies)
+from ._compile import (SHAPE_PARAMS, cache_dir, compile, list_entries, policy_path,
+                       shape_flags, shipped_policies)
 from ._executor import ExecResult, Executor
 from . import _layout
 
@@ -28,6 +28,6 @@ policy_dir = _layout.POLICY_DIR
 model_dir = _layout.MODEL_DIR
 
 __all__ = ["SwitchyardError", "CompileError", "Diagnostic", "InputError", "KnobError",
-           "Router", "compile", "policy_path", "shape_flags", "shipped_policies",
+           "Router", "compile", "list_entries", "policy_path", "shape_flags", "shipped_policies",
            "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
            "set_batch_metadata", "Executor", "ExecResult"]

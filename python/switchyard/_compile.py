@@ -4,12 +4,13 @@ cache, loaded as a Router."""
 import hashlib
 import json
 import os
+import subprocess
 import threading
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import _layout
 from . import _switchyard
-from ._errors import SwitchyardError, retype
+from ._errors import CompileError, SwitchyardError, retype
 from ._router import Router
 
 # The compiler and the shipped policies of this copy of the package (the executor and
@@ -157,3 +158,22 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         with _lock:
             _routers.setdefault(key, loaded)
     return loaded.configured(knobs=knobs, outputs=outputs)
+
+
+def list_entries(policy: Union[str, os.PathLike], *, model: Any = None,
+                 allow_unused: Optional[bool] = None, **shape: Any) -> list:
+    """Every router and rule of a policy file bound to a shape: name, kind, arguments,
+    results and knobs (what `moe-run --list` prints). Errors are CompileErrors."""
+    flags = shape_flags(**shape)
+    model_file = _model_path(model)
+    if model_file:
+        flags += ["--model", model_file]
+    if allow_unused if allow_unused is not None else model_file is not None:
+        flags.append("--allow-unused-sizes")
+    moe_run = os.path.join(os.path.dirname(os.environ["SWITCHYARD_MOE_COMPILE"]), "moe-run")
+    result = subprocess.run([moe_run, policy_path(policy), "--list"] + flags,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CompileError((result.stderr or result.stdout).strip()
+                           or f"moe-run --list exited with {result.returncode}")
+    return json.loads(result.stdout)["entries"]

@@ -100,6 +100,10 @@ def main():
     check("list(): arguments, results, knobs", listed["entry"] == "topk_softmax" and
           listed["arguments"] == [{"name": "logits", "dtype": "float32", "shape": "[?, 64]"}]
           and listed["results"][0]["name"] == "topk_ids" and listed["knobs"] == [])
+    entries = sy.list_entries("libra", model=os.path.join(ROOT, "models", "qwen3-30b-a3b.json"),
+                              devices=8)
+    check("list_entries: every router and rule of a file",
+          [e["name"] for e in entries] == ["libra_predict", "libra"])
     t = torch.from_numpy(x)
     tout = router(logits=t)
     check("torch in, torch out (torch-allocated results)",
