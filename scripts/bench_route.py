@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Routing throughput benchmark (not a test): every shipped router policy, compiled for
-the host by moe-compile and called through its C entry point, side by side in the same run
-with the straightforward numpy reference implementation of the same policy
+the host by moe-compile and called through the switchyard package (a Router on NumPy
+arrays: input checks, result allocation, the C entry point), side by side in the same
+run with the straightforward numpy reference implementation of the same policy
 (test/exec/reference.py, written from the papers' definitions). Prints tokens/s for both
 and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
 
@@ -10,7 +11,6 @@ and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -20,7 +20,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 import reference as ref  # noqa: E402
-from switchyard import CompiledRouter, describe, native_shape  # noqa: E402
+from policy_shapes import import_switchyard, native_shape  # noqa: E402
+
+switchyard = import_switchyard()
 
 POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
 
@@ -29,8 +31,8 @@ def shape_for(name, experts):
     """The shape binding of the generic policy at `experts` (k = 2 at 8 experts, else
     the k of the policy's own model; DeepSeek-style groups 4 / 2 at 8 experts)."""
     native = native_shape(name)
-    k = 2 if experts <= 8 else describe(os.path.join(ROOT, "policies", f"{name}.mlir"),
-                                        **native)[0]["top_k"]
+    k = 2 if experts <= 8 else switchyard.list_entries(
+        os.path.join(ROOT, "policies", f"{name}.mlir"), **native)[0]["top_k"]
     shape = {"experts": experts, "top_k": k}
     if name == "deepseek_v3":
         shape.update(groups=4 if experts <= 8 else 8, topk_groups=2 if experts <= 8 else 4)
@@ -87,7 +89,6 @@ def main():
     parser.add_argument("--tokens", default="16,256,4096")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    workdir = tempfile.mkdtemp(prefix="switchyard-bench-")
     rng = np.random.default_rng(args.seed)
 
     print("Host routing throughput: compiled policy (moe-compile, C entry) vs the numpy "
@@ -99,13 +100,12 @@ def main():
     for name in args.policies.split(","):
         for experts in map(int, args.experts.split(",")):
             shape, k = shape_for(name, experts)
-            router = CompiledRouter(os.path.join(ROOT, "policies", f"{name}.mlir"),
-                                    workdir=os.path.join(workdir, f"{name}-{experts}"), **shape)
+            router = switchyard.compile(os.path.join(ROOT, "policies", f"{name}.mlir"),
+                                        **shape)
             for tokens in map(int, args.tokens.split(",")):
                 x = inputs_for(experts, tokens, rng)
-                needed = {p["name"]: x[p["name"]] for p in router.info["arguments"]}
-                prepared, _ = router.prepare(**needed)
-                compiled = seconds_per_call(lambda: router.call(prepared), 0.2, 2000)
+                needed = {n: x[n] for n in router.inputs}
+                compiled = seconds_per_call(lambda: router(**needed), 0.2, 2000)
                 reference = seconds_per_call(reference_call(name, x, k, experts), 0.5, 5)
                 print(f"{name:<13}{experts:>5}{k:>3}{tokens:>6}  {tokens / compiled:>15,.0f}"
                       f"{tokens / reference:>17,.0f}{reference / compiled:>8.0f}x", flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Planning-time benchmark of the compiled rules (not a test): each rule compiled by
-moe-compile and called through ctypes, side by side in the same run with the
-straightforward Python/numpy reference of test/exec/rules_reference.py on the same
-inputs (and checked equal to it). Median of repeated calls, microseconds.
+moe-compile and called through the switchyard package (a Router on NumPy arrays), side
+by side in the same run with the straightforward Python/numpy reference of
+test/exec/rules_reference.py on the same inputs (and checked equal to it). Median of
+repeated calls, microseconds.
 
     bench_rules.py [--build build] [--repeat 200]
 """
@@ -10,7 +11,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -34,12 +34,11 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--repeat", type=int, default=200)
     a = ap.parse_args()
-    os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(a.build)
-    from switchyard import CompiledRouter
+    from policy_shapes import import_switchyard
+    switchyard = import_switchyard(a.build)
     import rules_reference as ref
     from test_rules import EF_DEFAULTS, expertflow_reference, predicted_ids
 
-    workdir = tempfile.mkdtemp(prefix="switchyard-bench-rules-")
     rng = np.random.default_rng(0)
     rows = []
 
@@ -51,12 +50,12 @@ def main():
     # routing, skewed (Zipf) as in real traces.
     for gpus, nodes, slots in [(8, 2, 288), (64, 8, 320)]:
         E = 256
-        rule = CompiledRouter(policy("eplb"), experts=E, groups=8, nodes=nodes, devices=gpus,
-                              slots=slots, workdir=os.path.join(workdir, f"eplb{gpus}"))
+        rule = switchyard.compile(policy("eplb"), entry="eplb", experts=E, groups=8,
+                                  nodes=nodes, devices=gpus, slots=slots)
         hot = rng.zipf(1.3, E).astype(np.float64)
         loads = np.floor(4096 * 8 * hot / hot.sum()).astype(np.float32)
-        prepared, outputs = rule.prepare(loads=loads)
-        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        outputs = rule(loads=loads)
+        compiled = median_us(lambda: rule(loads=loads), a.repeat)
         p2l, _, cnt = ref.eplb(loads, slots, 8, nodes, gpus)
         assert np.array_equal(outputs["phy2log"], p2l), "compiled EPLB differs from the reference"
         reference = median_us(lambda: ref.eplb(loads, slots, 8, nodes, gpus),
@@ -68,14 +67,13 @@ def main():
 
     # DynaExq residency: 128 and 256 experts per layer.
     for E in (128, 256):
-        rule = CompiledRouter(policy("dynaexq"), experts=E,
-                              workdir=os.path.join(workdir, f"dynaexq{E}"))
+        rule = switchyard.compile(policy("dynaexq"), entry="dynaexq", experts=E)
         hot = rng.gamma(1.0, 10.0, E).astype(np.float32)
         counts = rng.poisson(8, E).astype(np.int32)
         cur = np.zeros(E, bool)
         cur[rng.choice(E, 34, replace=False)] = True
-        prepared, outputs = rule.prepare(hotness=hot, counts=counts, current=cur)
-        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        outputs = rule(hotness=hot, counts=counts, current=cur)
+        compiled = median_us(lambda: rule(hotness=hot, counts=counts, current=cur), a.repeat)
         n = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, E)
         want = ref.dynaexq(hot, counts, cur, 0.8, 1.0, n)
         assert np.array_equal(outputs["hi_set"].astype(bool), want["hi_set"])
@@ -87,12 +85,12 @@ def main():
     # Libra: 4096 tokens with top-8 predictions over 256 experts, on 8 and 64 GPUs.
     for gpus in (8, 64):
         E, T, k = 256, 4096, 8
-        rule = CompiledRouter(policy("libra"), entry="libra", experts=E, top_k=k, devices=gpus,
-                              hidden_size=64, workdir=os.path.join(workdir, f"libra{gpus}"))
+        rule = switchyard.compile(policy("libra"), entry="libra", experts=E, top_k=k,
+                                  devices=gpus, hidden_size=64)
         ids = predicted_ids(T, E, k, rng, 1.1)
         token_gpu = (np.arange(T) * gpus // T).astype(np.int32)
-        prepared, outputs = rule.prepare(next_topk_ids=ids, token_gpu=token_gpu)
-        compiled = median_us(lambda: rule.call(prepared), a.repeat)
+        outputs = rule(next_topk_ids=ids, token_gpu=token_gpu)
+        compiled = median_us(lambda: rule(next_topk_ids=ids, token_gpu=token_gpu), a.repeat)
         req = ref.gpu_requests(ids, token_gpu, gpus, E)
         m = ref.libra_replicate(req, 4, 0.5)
         plan, after = ref.libra_shard(req, m, 0.05)
@@ -110,8 +108,7 @@ def main():
                                                          outputs["imbalance_after"][0])))
 
     # ExpertFlow prefetch step: 64 experts, a cache of 32, 16 feedback events.
-    rule = CompiledRouter(policy("expertflow"), entry="expertflow", experts=64, top_k=6,
-                          workdir=os.path.join(workdir, "expertflow"))
+    rule = switchyard.compile(policy("expertflow"), entry="expertflow", experts=64, top_k=6)
     E = 64
     mass = (rng.dirichlet(np.full(E, 0.3)) * 32).astype(np.float32)
     requested = np.zeros(E, bool)
@@ -123,8 +120,8 @@ def main():
               "now": np.array([10], np.int32), "step": np.array([4], np.int32),
               "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
               "events": rng.integers(0, 3, 16).astype(np.int32)}
-    prepared, outputs = rule.prepare(**inputs)
-    compiled = median_us(lambda: rule.call(prepared), a.repeat)
+    outputs = rule(**inputs)
+    compiled = median_us(lambda: rule(**inputs), a.repeat)
     want = expertflow_reference(inputs, {})
     assert np.array_equal(outputs["loads"], want["loads"]), "compiled ExpertFlow differs"
     ref_us = median_us(lambda: expertflow_reference(inputs, {}), max(3, a.repeat // 20))

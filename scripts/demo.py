@@ -19,7 +19,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from switchyard import CompiledRouter, native_shape, shape_flags  # noqa: E402
+from policy_shapes import build_dir, import_switchyard, native_shape, shape_flags  # noqa: E402
+
+switchyard = import_switchyard()
 
 
 def softmax(x):
@@ -76,13 +78,13 @@ def main():
               f"{'reduction':>11}{'gating mass kept':>18}")
     print(header)
     print("-" * len(header))
-    deepseek = CompiledRouter(os.path.join(ROOT, "policies", "deepseek_v3.mlir"),
-                              workdir=os.path.join(workdir, "baseline"),
-                              **native_shape("deepseek_v3"))
+    deepseek = switchyard.compile(os.path.join(ROOT, "policies", "deepseek_v3.mlir"),
+                                  **native_shape("deepseek_v3"))
     for name, gate in POLICIES:
         path = os.path.join(ROOT, "policies", f"{name}.mlir")
-        router = CompiledRouter(path, workdir=os.path.join(workdir, name), **native_shape(name))
-        experts, k = router.info["experts"], router.info["top_k"]
+        router = switchyard.compile(path, **native_shape(name))
+        info = switchyard.list_entries(path, **native_shape(name))[0]
+        experts, k = info["experts"], info["top_k"]
         spec = 3 if name == "xshare_spec" else 0
         logits, request_ids, bias = trace(experts, args.tokens, args.layers, spec, args.seed,
                                           workdir)
@@ -92,7 +94,7 @@ def main():
             b = bias[layer] if bias.ndim == 2 else bias
             inputs = {"logits": x, "bias": b, "request_ids": request_ids, "phase": 1,
                       "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
-            inputs = {p["name"]: inputs[p["name"]] for p in router.info["arguments"]}
+            inputs = {n: inputs[n] for n in router.inputs}
             out = router(**inputs)
             gates = softmax(x) if gate == "softmax" else sigmoid(x)
             # The baseline: plain top-k for softmax gates, DeepSeek-V3's own routing
@@ -119,9 +121,8 @@ def main():
 
 def gpu_demo(workdir):
     """XShare's GPU side: PTX, cubin, CUDA C++ and launcher, and its static report."""
-    build = os.environ.get("SWITCHYARD_BUILD_DIR", os.path.join(ROOT, "build"))
     out = os.path.join(workdir, "gpu")
-    result = subprocess.run([os.path.join(build, "bin", "moe-compile"),
+    result = subprocess.run([os.path.join(build_dir(), "bin", "moe-compile"),
                              os.path.join(ROOT, "policies", "xshare.mlir"), "--target=ptx",
                              "--gpu-arch=sm_90", "--report", "-o", out]
                             + shape_flags(**native_shape("xshare")),
@@ -142,19 +143,16 @@ def rules_demo(workdir, seed):
     policy = lambda name: os.path.join(ROOT, "policies", f"{name}.mlir")  # noqa: E731
     # EPLB over DeepSeek-V3 routing loads.
     logits, _, bias = trace(256, tokens, 1, 0, seed, workdir)
-    deepseek = CompiledRouter(policy("deepseek_v3"), workdir=os.path.join(workdir, "ds-rules"),
-                              **native_shape("deepseek_v3"))
+    deepseek = switchyard.compile(policy("deepseek_v3"), **native_shape("deepseek_v3"))
     loads = deepseek(logits=np.ascontiguousarray(logits[0]), bias=bias[0])["expert_counts"]
-    eplb = CompiledRouter(policy("eplb"), workdir=os.path.join(workdir, "eplb"),
-                          **native_shape("eplb"))
+    eplb = switchyard.compile(policy("eplb"), entry="eplb", **native_shape("eplb"))
     plan = eplb(loads=loads.astype(np.float32))
     print(f"  EPLB (256 experts, 288 slots, 8 GPUs): GPU load imbalance "
           f"{plan['imbalance_before'][0]:.2f} -> {plan['imbalance_after'][0]:.2f} (max/mean)")
     # Libra over top-8 softmax routing of 128 experts, tokens spread over 8 GPUs.
     logits, _, _ = trace(128, tokens, 1, 0, seed, workdir)
     ids = plain_topk(logits[0], 8).astype(np.int32)
-    libra = CompiledRouter(policy("libra"), entry="libra", workdir=os.path.join(workdir, "libra"),
-                           **native_shape("libra"))
+    libra = switchyard.compile(policy("libra"), entry="libra", **native_shape("libra"))
     out = libra(next_topk_ids=ids, token_gpu=(np.arange(tokens) * 8 // tokens).astype(np.int32))
     print(f"  Libra (128 experts, 8 GPUs, N=4, alpha=0.5): imbalance "
           f"{out['imbalance_before'][0]:.2f} -> {out['imbalance_replicated'][0]:.2f} "
@@ -162,9 +160,8 @@ def rules_demo(workdir, seed):
     # DynaExq over 8 intervals of routing counts: churn with and without hysteresis.
     churn = {}
     for margin in (0.0, 1.0):
-        dyn = CompiledRouter(policy("dynaexq"), knobs={"margin": margin},
-                             workdir=os.path.join(workdir, f"dynaexq-{margin}"),
-                             **native_shape("dynaexq"))
+        dyn = switchyard.compile(policy("dynaexq"), entry="dynaexq", knobs={"margin": margin},
+                                 **native_shape("dynaexq"))
         hot, cur, promotions = np.zeros(128, np.float32), np.zeros(128, bool), 0
         for interval in range(8):
             logits, _, _ = trace(128, 256, 1, 0, seed + interval, workdir)
@@ -177,8 +174,8 @@ def rules_demo(workdir, seed):
           f"{churn[0.0]} without hysteresis, {churn[1.0]} with margin 1.0")
     # ExpertFlow: expected experts and step size from the pre-gate mass of 32 tokens.
     logits, _, _ = trace(64, 32, 1, 0, seed, workdir)
-    ef = CompiledRouter(policy("expertflow"), entry="expertflow",
-                        workdir=os.path.join(workdir, "expertflow"), **native_shape("expertflow"))
+    ef = switchyard.compile(policy("expertflow"), entry="expertflow",
+                            **native_shape("expertflow"))
     r = ef(pregate_mass=softmax(logits[0]).sum(axis=0).astype(np.float32),
            requested=np.zeros(64, bool), resident=np.zeros(64, bool),
            last_use=np.full(64, -1, np.int32), now=np.zeros(1, np.int32),

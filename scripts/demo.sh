@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SWITCHYARD_BUILD_DIR:-$root/build}"
 
 bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh" moe-opt moe-run moe-compile moe-exec
+bash "$root/scripts/build.sh" moe-opt moe-run moe-compile moe-exec switchyard-python
 
 for policy in "$root"/policies/*.mlir; do
   # Generic policies verify as written, and bound to the model their header names.

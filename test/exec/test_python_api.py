@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""scripts/switchyard.py (the ctypes binding of compiled policies) checks every input
-the way moe-run does, raises the compiler's own diagnostics, and leaves no temporary
-directory behind. Run: python3 test/exec/test_python_api.py --build build"""
+"""The Python package (python/switchyard, this build's copy in BUILD/python) on NumPy
+arrays: switchyard.compile + Router check every input the way moe-run does, check knobs
+by their rules (compile(knobs=) defaults and per-call knobs), raise the compiler's own
+diagnostics as CompileError, and leave nothing half-written in the policy cache (a
+fresh SWITCHYARD_CACHE_DIR here). Run: python3 test/exec/test_python_api.py --build build"""
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -20,9 +23,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
-    os.environ["SWITCHYARD_BUILD_DIR"] = os.path.abspath(args.build)
+    # A private policy cache: every compile below is a miss, and what a failed compile
+    # leaves behind shows.
+    cache = tempfile.mkdtemp(prefix="python-api-cache-")
+    os.environ["SWITCHYARD_CACHE_DIR"] = cache
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import switchyard as sy
+    from policy_shapes import import_switchyard, native_shape
+    sy = import_switchyard(args.build)
 
     passed = failed = 0
 
@@ -35,27 +42,38 @@ def main():
             failed += 1
             print(f"FAIL {label} {detail}")
 
-    def raises(label, fn, needle):
+    def raises(label, fn, needle, kind=None):
+        """`fn` raises a SwitchyardError (of `kind`, when given) whose message holds
+        `needle`; returns the error."""
+        kind = kind or sy.SwitchyardError
         try:
             fn()
         except sy.SwitchyardError as e:
-            check(label, needle in str(e), f"(message: {e})")
-            return
+            check(label, isinstance(e, kind) and needle in str(e),
+                  f"({type(e).__name__}: {e})")
+            return e
+        except Exception as e:  # noqa: BLE001 - any other exception is the failure
+            check(label, False, f"(raised {type(e).__name__}: {e})")
+            return None
         check(label, False, "(no error)")
+        return None
 
-    # A private temporary root: other tests running in parallel make their own
-    # switchyard-* directories in the system one.
-    root = tempfile.mkdtemp(prefix="python-api-")
-    tempfile.tempdir = root
-    before = set(os.listdir(root))
-    xshare = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=128, top_k=4)
-    spec = sy.CompiledRouter(os.path.join(POLICIES, "xshare_spec.mlir"),
-                             model=os.path.join(MODELS, "gpt-oss-120b.json"))
-    ep = sy.CompiledRouter(os.path.join(POLICIES, "xshare_ep.mlir"), experts=256, top_k=8,
-                           devices=8)
-    eplb = sy.CompiledRouter(os.path.join(POLICIES, "eplb.mlir"), **sy.native_shape("eplb"))
-    after = set(os.listdir(root))
-    check("no temporary directory left behind", after <= before, f"{sorted(after - before)}")
+    def cache_entries():
+        """The cache's artifact directories, and whether each is complete."""
+        return {name: os.path.isfile(os.path.join(cache, name, "manifest.json"))
+                for name in os.listdir(cache) if name not in ("sources", "models")}
+
+    xshare = sy.compile(os.path.join(POLICIES, "xshare.mlir"), experts=128, top_k=4)
+    spec = sy.compile(os.path.join(POLICIES, "xshare_spec.mlir"),
+                      model=os.path.join(MODELS, "gpt-oss-120b.json"))
+    ep = sy.compile(os.path.join(POLICIES, "xshare_ep.mlir"), experts=256, top_k=8, devices=8)
+    # A file whose only entry is a rule: the rule is named.
+    eplb = sy.compile(os.path.join(POLICIES, "eplb.mlir"), entry="eplb", **native_shape("eplb"))
+    check("compiled policies land in SWITCHYARD_CACHE_DIR", sy.cache_dir() == cache and
+          len(cache_entries()) == 4 and all(cache_entries().values()), f"{cache_entries()}")
+    check("compiling the same policy and shape again reuses it",
+          sy.compile(os.path.join(POLICIES, "xshare.mlir"), experts=128, top_k=4) is xshare
+          and len(cache_entries()) == 4)
 
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((6, 128)).astype(np.float32)
@@ -64,20 +82,22 @@ def main():
           out["selected"].dtype == bool and out["expert_counts"].sum() == 24)
 
     raises("unknown input name", lambda: xshare(logits=logits, logit=logits),
-           "unknown argument 'logit' for @xshare (its arguments: logits)")
-    raises("missing input", lambda: xshare(), "missing required argument 'logits' (float32 [?, 128])")
+           "unknown argument 'logit' for @xshare (its arguments: logits)", sy.InputError)
+    raises("missing input", lambda: xshare(),
+           "missing required argument 'logits' (float32 [?, 128])", sy.InputError)
     raises("wrong expert count", lambda: xshare(logits=logits[:, :64]),
-           "argument 'logits': expected float32 [?, 128], got shape (6, 64)")
+           "argument 'logits': expected float32 [?, 128], got shape (6, 64)", sy.InputError)
     raises("wrong rank", lambda: xshare(logits=logits[0]),
-           "argument 'logits': expected float32 [?, 128], got shape (128,)")
+           "argument 'logits': expected float32 [?, 128], got shape (128,)", sy.InputError)
     raises("float64 is not narrowed", lambda: xshare(logits=logits.astype(np.float64)),
-           "float64 data is not narrowed implicitly")
+           "float64 data is not narrowed implicitly", sy.InputError)
     raises("integers are not logits", lambda: xshare(logits=np.zeros((6, 128), np.int32)),
-           "expected float32 data, got int32")
+           "argument 'logits': expected float32, float16 or bfloat16 data, got int32",
+           sy.InputError)
 
     raises("token counts must agree", lambda: spec(logits=logits,
                                                    request_ids=np.zeros(5, np.int32)),
-           "argument 'request_ids': has 5 tokens but argument 'logits' has 6")
+           "argument 'request_ids': has 5 tokens but argument 'logits' has 6", sy.InputError)
 
     ep_inputs = {"logits": rng.standard_normal((4, 256)).astype(np.float32),
                  "bias": np.zeros(256, np.float32),
@@ -87,18 +107,24 @@ def main():
     shared = ep_inputs["placement"].copy()
     shared[7, 0] = 3
     raises("a slot held twice", lambda: ep(**{**ep_inputs, "placement": shared}),
-           "argument 'placement': slot 3 holds both expert 3 and expert 7")
-    raises("a placement of the wrong size", lambda: ep(**{**ep_inputs,
-                                                          "placement": np.arange(8, dtype=np.int32)}),
-           "expected an int32 log2phy table [256, <=1] (or [256])")
+           "argument 'placement': slot 3 holds both expert 3 and expert 7", sy.InputError)
+    raises("a placement of the wrong size",
+           lambda: ep(**{**ep_inputs, "placement": np.arange(8, dtype=np.int32)}),
+           "expected an int32 log2phy table [256, <=1] (or [256])", sy.InputError)
 
-    lynx = sy.CompiledRouter(os.path.join(POLICIES, "lynx.mlir"), experts=60, top_k=4)
+    lynx = sy.compile(os.path.join(POLICIES, "lynx.mlir"), experts=60, top_k=4)
     lynx_logits = rng.standard_normal((3, 60)).astype(np.float32)
     check("a phase binds", lynx(logits=lynx_logits, phase=1)["topk_ids"].shape == (3, 4))
+    check("a phase by name binds", np.array_equal(lynx(logits=lynx_logits, phase="decode")[
+        "topk_ids"], lynx(logits=lynx_logits, phase=1)["topk_ids"]))
     raises("a phase outside {0, 1, 2}", lambda: lynx(logits=lynx_logits, phase=3),
-           "argument 'phase': phase 3 is not one of 0 (prefill), 1 (decode), 2 (mixed)")
+           "argument 'phase': phase 3 is not one of 0 (prefill), 1 (decode), 2 (mixed)",
+           sy.InputError)
     raises("a phase that is not an integer", lambda: lynx(logits=lynx_logits, phase=1.5),
-           "argument 'phase': expected an integer (int32), got 1.5")
+           "argument 'phase': expected an integer (int32), got 1.5", sy.InputError)
+    raises("a NumPy float phase is not truncated",
+           lambda: lynx(logits=lynx_logits, phase=np.float64(1.5)),
+           "argument 'phase': expected an integer (int32), got", sy.InputError)
 
     loads = (rng.random(256) * 10).astype(np.float32)
     plan = eplb(loads=loads)
@@ -106,40 +132,52 @@ def main():
     bad = loads.copy()
     bad[5] = np.inf
     raises("rule inputs must be finite", lambda: eplb(loads=bad),
-           "argument 'loads': holds +inf at flat index 5")
+           "argument 'loads': holds +inf at flat index 5", sy.InputError)
     bad[5] = np.nan
     raises("rule inputs must not be NaN", lambda: eplb(loads=bad),
-           "argument 'loads': holds NaN at flat index 5")
+           "argument 'loads': holds NaN at flat index 5", sy.InputError)
 
-    raises("compiler diagnostics surface", lambda: sy.CompiledRouter(
+    # A knob default the compiler rejects (policy text): its diagnostic, file:line:col.
+    broken = open(os.path.join(POLICIES, "xshare.mlir")).read().replace(
+        'moe.knob "budget" = 24', 'moe.knob "budget" = -1')
+    error = raises("compiler diagnostics surface", lambda: sy.compile(broken, experts=8, top_k=2),
+                   "error: 'moe.fill' op budget must be in [0, inf], got -1", sy.CompileError)
+    check("a CompileError's diagnostics carry file:line:col",
+          error is not None and [(d.line, d.column, d.severity) for d in error.diagnostics]
+          == [(24, 15, "error")], f"({error.diagnostics if error else None})")
+    raises("compile(knobs=) defaults are checked by their rules", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}, experts=8, top_k=2),
-        "budget must be in [0, inf]")
-    raises("unknown knob", lambda: sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"),
-                                                     knobs={"budgte": 3}, experts=8, top_k=2),
-           "budgte")
-    raises("a generic policy needs its shape", lambda: sy.CompiledRouter(
-        os.path.join(POLICIES, "xshare.mlir")), "router @xshare is generic in experts")
-    raises("a shape a policy does not use", lambda: sy.CompiledRouter(
+        "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:24:15)",
+        sy.KnobError)
+    raises("unknown knob", lambda: sy.compile(os.path.join(POLICIES, "xshare.mlir"),
+                                              knobs={"budgte": 3}, experts=8, top_k=2),
+           "unknown knob 'budgte' for @xshare (its knobs: k0, budget)", sy.KnobError)
+    raises("a generic policy needs its shape", lambda: sy.compile(
+        os.path.join(POLICIES, "xshare.mlir")), "router @xshare is generic in experts",
+        sy.CompileError)
+    raises("a shape a policy does not use", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), experts=8, top_k=2, groups=4),
-        "--groups 4 is not used by this policy file")
-    raises("an unknown shape parameter", lambda: sy.CompiledRouter(
+        "--groups 4 is not used by this policy file", sy.CompileError)
+    raises("an unknown shape parameter", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), expert=8), "unknown shape parameter 'expert'")
-    libra = sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"), entry="libra",
-                              **sy.native_shape("libra"))
+    libra = sy.compile(os.path.join(POLICIES, "libra.mlir"), entry="libra",
+                       **native_shape("libra"))
     ids = rng.integers(0, 128, (6, 8)).astype(np.int32)
     gpus = rng.integers(0, 8, 6).astype(np.int32)
     check("expert ids bind", libra(next_topk_ids=ids, token_gpu=gpus) is not None)
     ids[2, 3] = 128
     raises("expert ids out of range", lambda: libra(next_topk_ids=ids, token_gpu=gpus),
-           "argument 'next_topk_ids': expert id 128 at flat index 19 is outside [-1, 128)")
-    raises("unknown entry", lambda: sy.CompiledRouter(os.path.join(POLICIES, "libra.mlir"),
-                                                      entry="nope", **sy.native_shape("libra")),
-           "no router or rule @nope")
-    # Knobs at run time: one compiled library, called with different knob structs,
+           "argument 'next_topk_ids': expert id 128 at flat index 19 is outside [-1, 128)",
+           sy.InputError)
+    raises("unknown entry", lambda: sy.compile(os.path.join(POLICIES, "libra.mlir"),
+                                               entry="nope", **native_shape("libra")),
+           "no router or rule @nope in the policy (entries: libra_predict, libra)",
+           sy.CompileError)
+    # Knobs at run time: one compiled library, called with different knob values,
     # matches the reference at each setting (no recompiling).
     sys.path.insert(0, HERE)
     import reference as R  # noqa: E402
-    tune = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4)
+    tune = sy.compile(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4)
     x = rng.standard_normal((48, 64)).astype(np.float32)
     for knobs in ({}, {"budget": 0}, {"budget": 7, "k0": 2}, {"k0": 0, "budget": 64}):
         got = tune(logits=x, knobs=knobs)
@@ -155,8 +193,8 @@ def main():
         check(f"run-time float knobs {knobs} match the reference",
               np.array_equal(got["topk_ids"], ref["topk_ids"]) and
               np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
-    ds = sy.CompiledRouter(os.path.join(POLICIES, "deepseek_v3.mlir"), experts=64, top_k=6,
-                           groups=8, topk_groups=4)
+    ds = sy.compile(os.path.join(POLICIES, "deepseek_v3.mlir"), experts=64, top_k=6,
+                    groups=8, topk_groups=4)
     ds_x = rng.standard_normal((8, 64)).astype(np.float32)
     ds_b = (0.1 * rng.standard_normal(64)).astype(np.float32)
     for factor in (1.0, 2.827):
@@ -165,16 +203,18 @@ def main():
         check(f"the routed scaling factor {factor} at run time matches the reference",
               np.array_equal(got["topk_ids"], ref["topk_ids"]) and
               np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
-    raises("a knob the C entry rejects", lambda: tune(logits=x, knobs={"budget": -1}),
-           "status 3: knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at")
-    raises("a float knob the C entry rejects", lambda: lynx(logits=lynx_x, phase=1,
-                                                            knobs={"alpha": float("nan")}),
-           "knob 'alpha' breaks a rule: alpha must be finite and > 0")
+    # A knob's own rules are checked before the call; the value and the op are named.
+    raises("a knob that breaks its rule", lambda: tune(logits=x, knobs={"budget": -1}),
+           "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:24:15)",
+           sy.KnobError)
+    raises("a float knob that breaks its rule", lambda: lynx(logits=lynx_x, phase=1,
+                                                             knobs={"alpha": float("nan")}),
+           "knob 'alpha': alpha must be finite, got nan (moe.bins at lynx.mlir:", sy.KnobError)
     # A rule relating several knobs (DynaExq: the byte budget holds one high-precision
     # expert per layer), checked by the compiled code at run time; the entry's status
     # names the first knob of the relation, and a budget that holds five experts per
     # layer gives five.
-    dyn = sy.CompiledRouter(os.path.join(POLICIES, "dynaexq.mlir"), experts=128)
+    dyn = sy.compile(os.path.join(POLICIES, "dynaexq.mlir"), entry="dynaexq", experts=128)
     zeros = dict(hotness=np.zeros(128, np.float32), counts=np.zeros(128, np.int32),
                  current=np.zeros(128, bool))
     for knobs in ({"budget_bytes": 1000}, {"layers": 100000}, {"hi_bytes": 10**12}):
@@ -182,21 +222,27 @@ def main():
                lambda: dyn(knobs=knobs, **zeros),
                "status 4: knob 'budget_bytes' breaks a rule: budget must be in [0, inf] "
                "(moe.hi_capacity at dynaexq.mlir:38:8); budget >= fixed + layers * experts "
-               "* lo_bytes + layers * hi_bytes")
+               "* lo_bytes + layers * hi_bytes", sy.KnobError)
     five = 21474836480 + 48 * 128 * 2359296 + 48 * 9437184 * 5
     check("a relation of knobs that holds at run time",
           dyn(knobs={"budget_bytes": five}, **zeros)["hi_set"].sum() == 5)
     raises("an unknown run-time knob", lambda: tune(logits=x, knobs={"budgte": 1}),
-           "unknown knob 'budgte' (the policy's knobs: k0, budget)")
-    frozen = sy.CompiledRouter(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4,
-                               knobs={"budget": 7, "k0": 2}, freeze_knobs=True)
-    check("frozen knobs compile the values in", frozen.knobs == [] and np.array_equal(
-        frozen(logits=x)["topk_ids"], tune(logits=x, knobs={"budget": 7, "k0": 2})["topk_ids"]))
+           "unknown knob 'budgte' for @xshare (its knobs: k0, budget)", sy.KnobError)
+    try:
+        frozen = sy.compile(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4,
+                            knobs={"budget": 7, "k0": 2}, freeze_knobs=True)
+        check("frozen knobs compile the values in", frozen.knobs == {} and np.array_equal(
+            frozen(logits=x)["topk_ids"],
+            tune(logits=x, knobs={"budget": 7, "k0": 2})["topk_ids"]))
+    except Exception as e:  # noqa: BLE001
+        check("frozen knobs compile the values in", False, f"({type(e).__name__}: {e})")
 
-    final = set(os.listdir(root))
-    check("failed compilations leave nothing behind", final <= before, f"{sorted(final - before)}")
+    entries = cache_entries()
+    check("failed compilations leave nothing behind in the cache",
+          all(entries.values()) and not any(n.startswith("tmp-") for n in entries),
+          f"{sorted(n for n, complete in entries.items() if not complete)}")
 
-    os.rmdir(root)
+    shutil.rmtree(cache, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import rules_reference as ref  # noqa: E402
-import switchyard  # noqa: E402
+import policy_shapes  # noqa: E402
 
 
 def shipped(name):
@@ -30,8 +30,8 @@ def shipped(name):
 
 
 def native(name):
-    """The shape a shipped policy's header documents (switchyard.NATIVE_SHAPES)."""
-    return switchyard.native_shape(name)
+    """The shape a shipped policy's header documents (policy_shapes.NATIVE_SHAPES)."""
+    return policy_shapes.native_shape(name)
 
 
 def eplb_policy(E, P, G, N, D, force_global=False):
@@ -72,7 +72,7 @@ class Runner:
         self.passed = self.failed = 0
 
     def run(self, policy_text, inputs, knobs=None, shape=None, entry=None):
-        """Runs the policy (bound to `shape`, switchyard.shape_flags' names; `entry` of
+        """Runs the policy (bound to `shape`, policy_shapes.shape_flags' names; `entry` of
         a file with several); returns (returncode, output text, {result: array})."""
         self.count += 1
         d = os.path.join(self.workdir, "case%03d" % self.count)
@@ -81,7 +81,7 @@ class Runner:
         with open(path, "w") as f:
             f.write(policy_text)
         cmd = [self.moe_run, path, "--out", os.path.join(d, "out")]
-        cmd += switchyard.shape_flags(**(shape or {}))
+        cmd += policy_shapes.shape_flags(**(shape or {}))
         if entry:
             cmd += ["--entry", entry]
         for name, value in inputs.items():

@@ -19,7 +19,7 @@ describes. Each iteration picks a campaign and mutates one thing:
            moe-opt, or by a mutated --moe-specialize= option string.
 
 The shipped policies are generic: every run on a file derived from one passes the flags
-binding it to its documented model (switchyard.native_shape, scripts/switchyard.py).
+binding it to its documented model (native_shape of scripts/policy_shapes.py).
 
 Mutations: byte flips / inserts / deletes / truncation; token-level edits (numbers
 replaced by 0, -1, 2^31, 2^60, 2^63-1, floats, inf, nan, strings; attributes deleted,
@@ -59,7 +59,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import switchyard  # noqa: E402  (native_shape, shape_flags, SHAPE_PARAMS)
+import policy_shapes  # noqa: E402  (native_shape, shape_flags, SHAPE_PARAMS)
 
 INTS = ["0", "-1", "1", "2", "3", "7", "63", "64", "255", "256", "65535", "65536",
         "1048576", "2147483647", "2147483648", "-2147483648", "-2147483649",
@@ -600,18 +600,19 @@ def native_shape(path):
     """The shape binding of a shipped policy ({} for a file outside policies/)."""
     if os.path.dirname(os.path.abspath(path)) != os.path.join(ROOT, "policies"):
         return {}
-    return switchyard.native_shape(policy_name(path))
+    return policy_shapes.native_shape(policy_name(path))
 
 
 def native_flags(path):
-    return switchyard.shape_flags(**native_shape(path))
+    return policy_shapes.shape_flags(**native_shape(path))
 
 
 MODELS = sorted(os.path.join(ROOT, "models", f) for f in os.listdir(os.path.join(ROOT, "models"))
                 if f.endswith(".json"))
 # Flags (of moe-run / moe-compile / moe-opt) the minimizer may drop, and whether their
 # value is the next argument.
-DROPPABLE = {"--" + p.replace("_", "-"): p != "norm_topk_prob" for p in switchyard.SHAPE_PARAMS}
+DROPPABLE = {"--" + p.replace("_", "-"): p != "norm_topk_prob"
+             for p in policy_shapes.SHAPE_PARAMS}
 DROPPABLE.update({"--set": True, "--freeze-knobs": False, "--lane-parallel": False})
 
 
@@ -658,8 +659,8 @@ def mutate_shape(rng, shape, files):
     """Mutated shape flags (a list of (param, value text)) from a binding dict; a
     corrupted config.json lands in files['model.json']."""
     items = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in shape.items()]
-    ints = [p for p in switchyard.SHAPE_PARAMS if p not in ("scaling", "norm_topk_prob",
-                                                           "model")]
+    ints = [p for p in policy_shapes.SHAPE_PARAMS if p not in ("scaling", "norm_topk_prob",
+                                                              "model")]
     for _ in range(rng.choice([1, 1, 2, 3])):
         c = rng.randrange(10)
         if c <= 2:                                        # an int parameter's value
@@ -671,7 +672,7 @@ def mutate_shape(rng, shape, files):
         elif c == 5 and items:                            # dropped
             del items[rng.randrange(len(items))]
         elif c == 6:                                      # another policy's binding
-            other = switchyard.native_shape(rng.choice(sorted(switchyard.NATIVE_SHAPES)))
+            other = policy_shapes.native_shape(rng.choice(sorted(policy_shapes.NATIVE_SHAPES)))
             items += [(k, str(v)) for k, v in other.items()]
         elif c == 7:                                      # --model: a corrupted copy
             files["model.json"] = corrupt_model(rng)

@@ -26,8 +26,14 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, HERE)
+from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
+                       example_inputs)
+from policy_shapes import (GPU_ROUTERS as POLICIES, import_switchyard, native_shape,  # noqa: E402
+                           shape_flags)
 
 
 def descriptor(arr):
@@ -52,9 +58,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
-    os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
-                            differing_outputs, example_inputs, native_shape, shape_flags)
+    switchyard = import_switchyard(args.build)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
@@ -72,17 +76,17 @@ def main():
         lib = ctypes.CDLL(lib_path)
         meta = json.load(open(os.path.join(out, f"{name}.json")))
         kernels = {k["name"]: k for k in meta["kernels"]}
-        router = CompiledRouter(policy, entry=name, workdir=os.path.join(out, "host"),
-                                **native_shape(file))
+        router = switchyard.compile(policy, entry=name, **native_shape(file))
+        info = entry_info(switchyard, policy, name, **native_shape(file))
         for tokens in (1, 7, 64, 130, 300):
-            inputs = example_inputs(router.info, tokens, rng)
+            inputs = example_inputs(info, tokens, rng)
             if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs
                 inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
             expected = router(**inputs)
-            (host_args, keep), outputs = router.prepare(**inputs)
+            _, keep, outputs = abi_buffers(router, inputs)
             call = [ctypes.c_int64(tokens)]
             k = 0
-            for port in router.info["arguments"]:
+            for port in info["arguments"]:
                 if port["kind"] == "scalar":
                     call.append(ctypes.c_int32(int(inputs[port["name"]])))
                     continue
@@ -91,7 +95,8 @@ def main():
                     k += 1
             for arr in outputs.values():
                 call += descriptor(arr)
-            for knob in router.knobs:  # kernel parameters after the outputs: the defaults
+            # Kernel parameters after the outputs: the knobs' defaults.
+            for knob in router.knobs.values():
                 ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
                 call.append(ctype(knob["default"]))
             size_class = size_class_for(meta, tokens)

@@ -18,8 +18,14 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, HERE)
+from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
+                       example_inputs)
+from policy_shapes import (GPU_ROUTERS as POLICIES, import_switchyard, native_shape,  # noqa: E402
+                           shape_flags)
 # Where the CUDA toolkit's headers and cudart are (CMake's FindCUDAToolkit passes them).
 CUDA_INCLUDE = os.environ.get("SWITCHYARD_CUDA_INCLUDE") or "/usr/local/cuda/include"
 CUDA_LIB = os.environ.get("SWITCHYARD_CUDA_LIB") or "/usr/local/cuda/lib64"
@@ -56,15 +62,14 @@ class Cuda:
                                       ctypes.c_size_t(array.nbytes), 2), "cudaMemcpy D2H")
 
 
-def run_on_gpu(cuda, launcher, router, inputs):
+def run_on_gpu(cuda, launcher, router, info, inputs):
     """Binds like the host router (same ABI order), on device buffers."""
-    (host_args, keep), outputs = router.prepare(**inputs)
-    tokens = host_args[0]
-    keep = [arr for arr in keep if isinstance(arr, np.ndarray)]  # not the knob struct
+    tokens, keep, outputs = abi_buffers(router, inputs)
+    tokens = ctypes.c_int64(tokens)
     device = [cuda.to_device(arr) for arr in keep]
     out_ptrs = [cuda.to_device(arr) for arr in outputs.values()]
     args, k = [tokens], 0
-    for port in router.info["arguments"]:
+    for port in info["arguments"]:
         if port["kind"] == "scalar":
             args.append(ctypes.c_int32(int(inputs[port["name"]])))
             continue
@@ -72,10 +77,10 @@ def run_on_gpu(cuda, launcher, router, inputs):
         args += device[k:k + count]
         k += count
     args += out_ptrs
-    fn = getattr(launcher, f"{router.name}_workspace_bytes")
+    fn = getattr(launcher, f"{router.entry}_workspace_bytes")
     fn.restype = ctypes.c_int64
     workspace = cuda.to_device(np.zeros(fn(tokens), dtype=np.uint8))
-    launch = getattr(launcher, f"{router.name}_launch")
+    launch = getattr(launcher, f"{router.entry}_launch")
     launch.restype = ctypes.c_int32
     if router.knobs:  # const struct NAME_knobs *: NULL, the defaults
         args.append(ctypes.c_void_p(0))
@@ -92,9 +97,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
-    os.environ["SWITCHYARD_BUILD_DIR"] = args.build
-    from switchyard import (GPU_ROUTERS as POLICIES, CaseTally, CompiledRouter,
-                            differing_outputs, example_inputs, native_shape, shape_flags)
+    switchyard = import_switchyard(args.build)
 
     workdir = tempfile.mkdtemp(prefix="switchyard-gpu-")
     compile_tool = os.path.join(args.build, "bin", "moe-compile")
@@ -116,15 +119,15 @@ def main():
     cuda, rng = Cuda(), np.random.default_rng(0)
     tally = CaseTally()
     for file, name in POLICIES:
-        router = CompiledRouter(os.path.join(ROOT, "policies", f"{file}.mlir"), entry=name,
-                                workdir=os.path.join(workdir, name + "-host"),
-                                **native_shape(file))
+        policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+        router = switchyard.compile(policy, entry=name, **native_shape(file))
+        info = entry_info(switchyard, policy, name, **native_shape(file))
         # Both size classes: one launch up to 1024 tokens, the two-kernel pair beyond.
         for tokens in (1, 16, 64, 1024, 1025, 4096):
-            inputs = example_inputs(router.info, tokens, rng)
+            inputs = example_inputs(info, tokens, rng)
             host = router(**inputs)
-            tally.record(f"{name} T={tokens}",
-                         differing_outputs(host, run_on_gpu(cuda, launchers[name], router, inputs)))
+            gpu = run_on_gpu(cuda, launchers[name], router, info, inputs)
+            tally.record(f"{name} T={tokens}", differing_outputs(host, gpu))
     return tally.finish()
 
 
