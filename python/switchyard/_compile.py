@@ -79,6 +79,17 @@ def _model_path(model: Any) -> Optional[str]:
     return os.path.abspath(path)
 
 
+def _only_entry(directory: str) -> str:
+    """The entry of an artifact directory holding exactly one (a router or a rule), else
+    "" (the runtime then takes the only router, or says which to name)."""
+    try:
+        with open(os.path.join(directory, "manifest.json")) as f:
+            entries = json.load(f)["entries"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return entries[0]["entry"] if len(entries) == 1 else ""
+
+
 def shape_flags(**shape: Any) -> list:
     """moe-compile's flags for a shape binding (experts=128 -> --experts 128, ...)."""
     flags = []
@@ -151,7 +162,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     if loaded is None:
         try:
             directory, _ = _switchyard.compile(path, flags, compile_target)
-            native = _switchyard.Policy(directory, entry or "", target == "cuda")
+            native = _switchyard.Policy(directory, entry or _only_entry(directory),
+                                        target == "cuda")
         except SwitchyardError as error:
             raise retype(error, "compile") from None
         loaded = Router(native, json.loads(native.signature_json()), target, path)

@@ -154,9 +154,14 @@ class Router:
             inputs["phase"] = PHASES[phase]
         for name in self._scalars:
             value = inputs.get(name)
-            if value is not None and not isinstance(value, int):
-                if hasattr(value, "item"):
-                    inputs[name] = int(value.item())
+            if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+                continue
+            item = value.item() if hasattr(value, "item") and getattr(value, "size", 1) == 1 \
+                else value
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or \
+                    (isinstance(item, float) and not item.is_integer()):
+                raise InputError(f"argument '{name}': expected an integer (int32), got {item!r}")
+            inputs[name] = int(item)
         return inputs
 
     def __call__(self, *args, knobs: Optional[Dict[str, Any]] = None, **inputs) -> Dict[str, Any]:

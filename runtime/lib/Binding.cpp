@@ -30,16 +30,23 @@ bool CallBuffers::isScalar(const std::string &name) const {
   return i >= 0 && sig.params[i].kind == "scalar";
 }
 
+static const char *nonFiniteName(float v) {
+  return std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf";
+}
+
 /// Checks integer values against an input's value rule.
 static bool checkValues(const Param &p, const int32_t *v, size_t n, const std::string &what,
                         std::string &error) {
+  const bool phase = p.values == "phase", expertIds = p.values == "expert_ids";
+  if (!phase && !expertIds)
+    return true;
   for (size_t i = 0; i < n; ++i) {
-    if (p.values == "phase" && (v[i] < 0 || v[i] > 2)) {
+    if (phase && (v[i] < 0 || v[i] > 2)) {
       error = what + ": phase " + std::to_string(v[i]) +
               " is not one of 0 (prefill), 1 (decode), 2 (mixed)";
       return false;
     }
-    if (p.values == "expert_ids" && (v[i] < -1 || v[i] >= p.idBound)) {
+    if (expertIds && (v[i] < -1 || v[i] >= p.idBound)) {
       error = what + ": expert id " + std::to_string(v[i]) + " at flat index " +
               std::to_string(i) + " is outside [-1, " + std::to_string(p.idBound) +
               ") (-1: no expert)";
@@ -159,9 +166,8 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     if (sig.isRule())
       for (size_t k = 0; k < v.size(); ++k)
         if (!std::isfinite(v[k])) {
-          error = what + ": holds " +
-                  (std::isnan(v[k]) ? std::string("NaN") : v[k] > 0 ? "+inf" : "-inf") +
-                  " at flat index " + std::to_string(k) + "; a rule's inputs must be finite";
+          error = what + ": holds " + nonFiniteName(v[k]) + " at flat index " +
+                  std::to_string(k) + "; a rule's inputs must be finite";
           return false;
         }
     bytes.resize(v.size() * 4);
@@ -244,8 +250,8 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
       const float *v = static_cast<const float *>(view.data);
       for (size_t k = 0; k < n; ++k)
         if (!std::isfinite(v[k])) {
-          error = what + ": holds a non-finite value at flat index " + std::to_string(k) +
-                  "; a rule's inputs must be finite";
+          error = what + ": holds " + nonFiniteName(v[k]) + " at flat index " +
+                  std::to_string(k) + "; a rule's inputs must be finite";
           return false;
         }
     }

@@ -1,0 +1,97 @@
+"""What the GPU tests share (test_gpu.py, test_cuda_on_host.py): random inputs for a
+router, its inputs and results laid out in the generated code's ABI order (to call a
+kernel or launcher through ctypes), the comparison with the host target and the tally.
+"""
+import numpy as np
+
+_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "int8": np.uint8}
+
+
+def entry_info(switchyard, policy, entry, **shape):
+    """The entry `entry` of a policy file bound to `shape`, as `moe-run --list` describes
+    it (switchyard.list_entries): experts, top_k, arguments (name, kind, dtype, shape)."""
+    return next(e for e in switchyard.list_entries(policy, **shape) if e["name"] == entry)
+
+
+def example_inputs(info, tokens, rng):
+    """Random inputs for every argument of a router (`info` as entry_info() returns
+    it): normal logits, a small correction bias, requests of 4 tokens, decode
+    phase, and the identity placement (expert e on slot e)."""
+    experts = info["experts"]
+    values = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
+              "resident": rng.random(experts) < 0.5,
+              "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
+              "request_ids": (np.arange(tokens) // 4).astype(np.int32),
+              "phase": 1,
+              "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
+    for p in info["arguments"]:  # dense inputs of other shapes (hidden states, weights)
+        if p["name"] not in values and p["dtype"] == "float32":
+            shape = tuple(tokens if d == "?" else d for d in p["shape"])
+            values[p["name"]] = (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+    return {p["name"]: values[p["name"]] for p in info["arguments"]}
+
+
+def _placement(value, table_param):
+    """Replica counts [E] and the -1 padded log2phy table [E, R] of a placement."""
+    experts, width = table_param["shape"]
+    table = np.asarray(value, dtype=np.int32).reshape(experts, -1)
+    padded = np.full((experts, width), -1, dtype=np.int32)
+    padded[:, :table.shape[1]] = table
+    return (padded >= 0).sum(axis=1).astype(np.int32), padded
+
+
+def abi_buffers(router, inputs):
+    """The token count, the input arrays in the entry's parameter order (a placement as
+    replica counts then log2phy; scalars left out) and zeroed result arrays (name ->
+    array, in order) for a call of `router` (a switchyard.Router) on well-formed
+    `inputs` (the host router checks them when it runs the same inputs)."""
+    params = router.signature["params"]
+    tokens = 0
+    for p in params:
+        if p["role"] == "in" and p["shape"] and p["shape"][0] < 0 \
+                and list(p["size_rule"]) == [1, 0, 1]:
+            tokens = int(np.shape(inputs[p["name"]])[0])
+            break
+    arrays = []
+    for i, p in enumerate(params):
+        if p["role"] != "in" or p["kind"] in ("scalar", "placement_log2phy"):
+            continue
+        if p["kind"] == "placement_replicas":
+            arrays += _placement(inputs[p["name"].split(".")[0]], params[i + 1])
+            continue
+        dtype = _DTYPES[p["dtype"]]
+        arrays.append(np.ascontiguousarray(np.asarray(inputs[p["name"]]).astype(dtype)))
+    outputs = {p["name"]: np.zeros(router.result_shape(p, tokens), dtype=_DTYPES[p["dtype"]])
+               for p in params if p["role"] == "out"}
+    return tokens, arrays, outputs
+
+
+def differing_outputs(expected, got):
+    """Names of the outputs that differ: exactly, except weights (within 1e-5)."""
+    bad = []
+    for key, want in expected.items():
+        have = np.asarray(got[key]).astype(want.dtype)
+        same = (np.allclose(have, want, atol=1e-5) if key == "topk_weights"
+                else have.shape == want.shape and np.array_equal(have, want))
+        if not same:
+            bad.append(key)
+    return bad
+
+
+class CaseTally:
+    """Prints one line per checked case and the closing `N passed, M failed` line."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def record(self, label, bad):
+        if bad:
+            self.failed += 1
+            print(f"FAIL {label}: {', '.join(bad)} differ from the host target")
+        else:
+            self.passed += 1
+            print(f"ok   {label}")
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
