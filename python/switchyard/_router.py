@@ -64,6 +64,7 @@ class Router:
         self._op_tensor_inputs = [n for n in self.inputs if n not in self._scalars]
         self._op_scalar_inputs = [n for n in self.inputs if n in self._scalars]
         self._op_key = None
+        self._result_cache: Dict[tuple, list] = {}   # (tokens, params) -> result specs
 
     # -- configuration ------------------------------------------------------------------
     def configured(self, knobs: Optional[Dict[str, Any]] = None,
@@ -73,6 +74,7 @@ class Router:
             return self
         clone = copy.copy(self)
         clone._op_key = None
+        clone._result_cache = {}
         if knobs:
             clone._default_knobs = self._knob_settings(knobs)
             try:

@@ -12,6 +12,7 @@ Op schema: route(str key, Tensor[] tensors, int[] scalars, str knobs) -> Tensor[
 scalars its scalar inputs, each in declaration order; knobs "name=value" settings joined
 by newlines; results in selection order).
 """
+import atexit
 import itertools
 import threading
 from typing import Dict, List
@@ -23,6 +24,8 @@ from ._torch import result_dtype
 _registry: Dict[str, object] = {}
 _counter = itertools.count()
 _lock = threading.Lock()
+# Drop the Routers at exit, before the extension's types go away.
+atexit.register(_registry.clear)
 
 
 def register(router) -> str:
