@@ -85,6 +85,14 @@ def main():
     else:
         check("--device cuda without a GPU: a clear error, exit 1", rc == 1 and
               ("no CUDA device" in out or "without the CUDA toolkit" in out), out[-2000:])
+    linked = os.path.join(engine_build, "linked_launcher")
+    if os.path.exists(linked):   # built where the CUDA toolkit is: the launcher linked in
+        rc, out = run([linked], env=env)
+        if gpu:
+            check("linked_launcher: the linked GPU launcher = host", rc == 0, out[-2000:])
+        else:
+            check("linked_launcher without a GPU: the reason, exit 1",
+                  rc == 1 and "no usable GPU" in out, out[-2000:])
     shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failed")
     return 1 if failures else 0
