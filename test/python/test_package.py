@@ -273,7 +273,7 @@ def main():
     work = tempfile.mkdtemp(prefix="sy-package-")
     ckpt = os.path.join(work, "ckpt")
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_checkpoint.py"),
-                    "--preset", "mixtral-small", "--out", ckpt, "--seed", "3"], check=True,
+                    "--preset", "mixtral-tiny", "--out", ckpt, "--seed", "3"], check=True,
                    stdout=subprocess.DEVNULL)
     ex = sy.Executor(ckpt)
     info = ex.info

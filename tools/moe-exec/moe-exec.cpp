@@ -4,6 +4,9 @@
 //            [--set knob=v ...] [--request-ids r.npy] [--positions p.npy]
 //            [--phase prefill|decode|mixed] [--layers A:B] [--block-only]
 //            [--replay DIR] [--device host] [--repeat N]
+//   mpirun -np N moe-exec MODEL_DIR --input hidden.npy --ep N --out DIR [...]
+//            (expert parallelism: each rank holds E/N experts and T/N tokens; rank 0
+//            writes the same outputs as a single-rank run)
 //   moe-exec MODEL_DIR --batches FILE.npz --out DIR [...]   (a sequence of batches)
 //
 // Writes DIR/hidden.npy (the stack h <- h + MoE_l(RMSNorm_l(h))) or, with --block-only,
@@ -11,6 +14,7 @@
 // DIR/topk_weights_<l>.npy and DIR/metrics.json; prints one line per layer.
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Executor/EpMoeLayer.h"
 #include "switchyard/Executor/Executor.h"
 #include "switchyard/Runtime/Npy.h"
 #include "switchyard/Runtime/Npz.h"
@@ -40,11 +44,22 @@ const char *kUsage =
     "                         [T_i, H], optional request_ids_<i>, positions_<i>, phase_<i>;\n"
     "                         results in DIR/batch_<i>/, a per-batch table\n"
     "  --device host          where to run (host)\n"
+    "  --ep N                 expert parallelism over the N ranks of an MPI job\n"
+    "                         (mpirun -np N moe-exec ... --ep N); rank 0 writes DIR\n"
 
     "  --repeat N             run N times, report the fastest (timing)\n";
 
+/// This rank's view of an expert-parallel job (--ep), or nullptr.
+comm::Communicator *ranks = nullptr;
+
+/// Whether this process prints and writes results (rank 0 of an EP job).
+bool leader() { return !ranks || ranks->rank() == 0; }
+
 int fail(const std::string &message) {
-  std::fprintf(stderr, "moe-exec: error: %s\n", message.c_str());
+  if (ranks && ranks->size() > 1)
+    std::fprintf(stderr, "moe-exec: error: rank %d: %s\n", ranks->rank(), message.c_str());
+  else
+    std::fprintf(stderr, "moe-exec: error: %s\n", message.c_str());
   return 1;
 }
 
@@ -201,10 +216,16 @@ bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
   std::map<int64_t, std::vector<float>> blocks;
   std::vector<exec::LayerMetrics> metrics;
   std::vector<float> result;
+  const int64_t h = executor.config().hidden, t = job.tokens;
+  // With --ep this rank runs the stack on its slice of the tokens (the batch metadata
+  // stays global); the slices are gathered on rank 0 afterwards.
+  auto [first, end] = ranks ? exec::tokenSlice(t, ranks->rank(), ranks->size())
+                            : std::pair<int64_t, int64_t>{0, t};
+  std::vector<float> slice(job.hidden.begin() + first * h, job.hidden.begin() + end * h);
   for (int64_t run = 0; run < repeat; ++run) {
     bool ok = blockOnly ? executor.runBlocks(job.hidden, job.tokens, job.batch, fixed, routings,
                                              blocks, metrics, error)
-                        : executor.runStack(result = job.hidden, job.tokens, job.batch, fixed,
+                        : executor.runStack(result = slice, end - first, job.batch, fixed,
                                             routings, metrics, error);
     if (!ok)
       return false;
@@ -214,11 +235,20 @@ bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
       if (metrics[i].seconds.total() < best[i].seconds.total())
         best[i] = metrics[i];
   }
+  if (ranks) {
+    exec::TokenSlices slices;
+    std::vector<float> all;
+    if (!exec::gatherSlices(*ranks, end - first, slices, error) ||
+        !exec::gatherRows(*ranks, result.data(), end - first, h, slices, all, error))
+      return false;
+    result = std::move(all);
+    if (!leader())
+      return true;
+  }
   if (mkdir(job.out.c_str(), 0755) != 0 && errno != EEXIST) {
     error = "cannot create '" + job.out + "': " + std::strerror(errno);
     return false;
   }
-  const int64_t h = executor.config().hidden, t = job.tokens;
   if (blockOnly) {
     for (const auto &[layer, y] : blocks)
       if (!npy::save(job.out + "/block_" + std::to_string(layer) + ".npy",
@@ -245,7 +275,7 @@ int main(int argc, char **argv) {
   exec::ExecutorOptions options;
   std::string input, out, requestIdsPath, positionsPath, phaseText, replayDir, batchesPath;
   bool blockOnly = false;
-  int64_t repeat = 1;
+  int64_t repeat = 1, ep = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &slot) {
@@ -291,6 +321,12 @@ int main(int argc, char **argv) {
     } else if (a == "--device") {
       value(options.device);
 
+    } else if (a == "--ep") {
+      value(v);
+      char *end = nullptr;
+      ep = std::strtoll(v.c_str(), &end, 10);
+      if (*end || ep < 1 || ep > 4096)
+        return fail("--ep '" + v + "' is not a rank count in [1, 4096]");
     } else if (a == "--repeat") {
       value(v);
       char *end = nullptr;
@@ -316,8 +352,26 @@ int main(int argc, char **argv) {
     return fail("--phase '" + phaseText + "' is not prefill, decode or mixed");
 
   std::string error;
+  std::unique_ptr<comm::Communicator> world;
+  if (ep > 0) {
+    if (!batchesPath.empty() || blockOnly)
+      return fail("--ep runs the stack on one --input batch in this version (no --batches, "
+                  "no --block-only)");
+    world = comm::createMpiCommunicator({}, error);
+    if (!world)
+      return fail(error);
+    ranks = world.get();
+    if (!comm::checkWorldSize(*world, int(ep), error))
+      return fail(error);
+    options.comm = world.get();
+    if (!leader()) // rank 0 prints the tables; every rank reports its errors on stderr
+      std::freopen("/dev/null", "w", stdout);
+  }
   runtime::PolicyCache cache;
   std::unique_ptr<exec::Executor> executor = exec::Executor::create(options, cache, error);
+  // Every rank learns whether every rank loaded the model and the policy.
+  if (ranks && !comm::agreeAllStarted(*ranks, bool(executor), error, error))
+    return fail(error);
   if (!executor)
     return fail(error);
   const model::MoeConfig &config = executor->config();

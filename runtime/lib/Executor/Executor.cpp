@@ -1,6 +1,7 @@
 //===- Executor.cpp - the MoE blocks of a checkpoint, end to end -----------===//
 #include "switchyard/Executor/Executor.h"
 #include "switchyard/Executor/CudaLayer.h"
+#include "switchyard/Executor/EpMoeLayer.h"
 #include "switchyard/Executor/HostKernels.h"
 
 #include <cstdlib>
@@ -45,6 +46,11 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   }
   std::unique_ptr<Executor> ex(new Executor);
   ex->deviceText = options.device;
+  if (cudaOrdinal >= 0 && options.comm && options.comm->size() > 1) {
+    error = "--device " + options.device + " with --ep " + std::to_string(options.comm->size()) +
+            ": expert parallelism runs on the host (MPI) in this version";
+    return nullptr;
+  }
   if (cudaOrdinal >= 0 && !(ex->device = openCudaDevice(cudaOrdinal, error)))
     return nullptr;
   if (!model::readMoeConfig(options.modelDir, ex->cfg, error))
@@ -91,7 +97,10 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
       layer = loadCudaLayer(ex->device, ex->cfg, *ex->ckpt, l, artifacts, options, error);
     } else if (auto host = MoeLayer::load(ex->cfg, *ex->ckpt, l, error)) {
       host->attach(ex->router.get());
-      layer = std::move(host);
+      if (options.comm && options.comm->size() > 1)
+        layer = std::make_unique<EpMoeLayer>(std::move(host), *options.comm);
+      else
+        layer = std::move(host);
     }
     if (!layer)
       return nullptr;

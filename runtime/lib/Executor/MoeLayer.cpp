@@ -134,6 +134,11 @@ void MoeLayer::runExperts(const Routing &routing, int64_t workers) {
   openblas_set_num_threads(previous);
 }
 
+void MoeLayer::routerLogits(const float *x, int64_t tokens, float *out) const {
+  if (tokens > 0)
+    matmulT(x, tokens, routerWeight.data(), config->experts, config->hidden, out);
+}
+
 bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
                        const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
                        std::string &error) {
@@ -164,8 +169,7 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
       return false;
     }
     logits.resize(static_cast<size_t>(tokens * e));
-    if (tokens > 0)
-      matmulT(x, tokens, routerWeight.data(), e, h, logits.data());
+    routerLogits(x, tokens, logits.data());
     metrics.seconds.routerGemm = since(start);
     metrics.expertBytes += static_cast<int64_t>(routerWeight.size() * sizeof(float));
     metrics.flops += 2 * tokens * e * h;
@@ -205,7 +209,7 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
 
   // 3. Combine: y[t] = sum_j w[t, j] * out[t * k + j] (+ the shared experts).
   start = Clock::now();
-  if (shared.gate && tokens > 0) {
+  if (includeShared && shared.gate && tokens > 0) {
     if (workspaces.empty())
       workspaces.resize(1);
     expertFfn(shared, x, tokens, y, workspaces[0]);

@@ -12,6 +12,7 @@
 #ifndef SWITCHYARD_EXECUTOR_EXECUTOR_H
 #define SWITCHYARD_EXECUTOR_EXECUTOR_H
 
+#include "switchyard/Comm/Communicator.h"
 #include "switchyard/Executor/MoeLayer.h"
 #include "switchyard/Runtime/PolicyCache.h"
 
@@ -26,6 +27,10 @@ struct ExecutorOptions {
   std::vector<std::string> knobSettings; // "name=value"
   int64_t firstLayer = 0, lastLayer = -1; // checkpoint layer range [first, last); -1: all
   std::string device = "host"; // host | cuda | cuda:N
+  /// Expert parallelism: this rank's view of the job (nullptr or one rank: all experts
+  /// here). The stack then runs on this rank's token slice with the global batch's
+  /// metadata.
+  comm::Communicator *comm = nullptr;
 };
 
 class Executor {

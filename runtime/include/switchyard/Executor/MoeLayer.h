@@ -36,6 +36,15 @@ public:
   /// hardware thread).
   void setWorkers(int64_t n) { workers = n < 1 ? 1 : n; }
   const std::vector<float> &postAttentionNorm() const override { return norm; }
+  /// Whether forward() adds the shared experts (an expert-parallel rank computing a
+  /// part of the routed experts turns them off).
+  void setSharedExperts(bool on) { includeShared = on; }
+  /// The router GEMM alone: logits[T, E] = x[T, H] . router weight^T.
+  void routerLogits(const float *x, int64_t tokens, float *logits) const;
+  const Router *attachedRouter() const { return router; }
+  /// DeepSeek-V3's e_score_correction_bias [E], or nullptr.
+  const float *correctionBias() const { return bias.empty() ? nullptr : bias.data(); }
+  const model::MoeConfig &modelConfig() const { return *config; }
 
   bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
                Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
@@ -54,6 +63,7 @@ private:
   const Router *router = nullptr;
   int64_t layer = 0;
   int64_t workers = 1;
+  bool includeShared = true;
   std::vector<float> routerWeight; // [E, H], widened
   std::vector<float> bias;         // [E] or empty
   std::vector<float> norm;         // [H]
