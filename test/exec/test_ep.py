@@ -75,6 +75,16 @@ def main():
         diff = float(np.abs(a - b).max())
         check(f"{label}: {ranks} ranks = 1 rank (max diff {diff:.1e}), same routing",
               a.shape == b.shape and diff <= 1e-5 and ids_same)
+        with open(os.path.join(many, "metrics.json")) as f:
+            layers = json.load(f)["layers"]
+        slots = [int((np.load(os.path.join(many, f"topk_ids_{m['layer']}.npy")) >= 0).sum())
+                 for m in layers]
+        check(f"{label}: per-rank metrics (slots per rank sum to the routed slots, "
+              f"imbalance >= 1, bytes and seconds per rank)",
+              all(m["ep"]["ranks"] == ranks and sum(m["ep"]["slots_per_rank"]) == s
+                  and m["ep"]["imbalance"] >= 1.0 and len(m["ep"]["bytes_sent_per_rank"]) == ranks
+                  and len(m["ep"]["seconds_per_rank"]) == ranks for m, s in zip(layers, slots)),
+              str(layers[0].get("ep")))
         return many
 
     for arch, model in models.items():

@@ -441,12 +441,20 @@ int main(int argc, char **argv) {
                 exec::phaseName(job.batch.phase), static_cast<long long>(job.batch.requests));
     std::printf("%6s %7s %9s %12s %10s %9s %9s %9s %9s %9s\n", "layer", "tokens", "experts",
                 "bytes", "total_ms", "router", "policy", "permute", "ffn", "combine");
-    for (const exec::LayerMetrics &m : best)
+    for (const exec::LayerMetrics &m : best) {
       std::printf("%6lld %7lld %9lld %12lld %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
                   static_cast<long long>(m.layer), static_cast<long long>(m.tokens),
                   static_cast<long long>(m.activeExperts), static_cast<long long>(m.expertBytes),
                   1e3 * m.seconds.total(), 1e3 * m.seconds.routerGemm, 1e3 * m.seconds.policy,
                   1e3 * m.seconds.permute, 1e3 * m.seconds.ffn, 1e3 * m.seconds.combine);
+      if (!m.slotsPerRank.empty()) { // expert parallelism: what every rank served
+        std::string slots;
+        for (int64_t s : m.slotsPerRank)
+          slots += (slots.empty() ? "" : " ") + std::to_string(s);
+        std::printf("%6s slots per rank [%s], imbalance %.3f, comm %.3f ms (rank 0)\n", "ep",
+                    slots.c_str(), m.imbalance(), 1e3 * m.commSeconds);
+      }
+    }
   }
   std::printf("moe-exec: wrote %s/%s{%s,topk_ids_<l>,topk_weights_<l>}.npy, metrics.json\n",
               out.c_str(), batchesPath.empty() ? "" : "batch_<i>/",

@@ -2,9 +2,17 @@
 #include "switchyard/Executor/EpMoeLayer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace switchyard::exec {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+} // namespace
 
 int TokenSlices::owner(int64_t token) const {
   auto it = std::upper_bound(begin.begin(), begin.end(), token);
@@ -55,9 +63,13 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   const int me = comm.rank(), n = comm.size();
   const std::string where = "layer " + std::to_string(index()) + " (rank " +
                             std::to_string(me) + "): ";
+  const auto layerStart = Clock::now();
+  double commSeconds = 0, routerSeconds = 0, policySeconds = 0;
+  auto start = Clock::now();
   TokenSlices slices;
   if (!gatherSlices(comm, tokens, slices, error))
     return false;
+  commSeconds += since(start);
   const int64_t total = slices.begin[n], first = slices.begin[me];
   if (batch.tokens != total) {
     error = where + "the batch metadata has " + std::to_string(batch.tokens) +
@@ -75,14 +87,20 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     }
   } else {
     localLogits.resize(static_cast<size_t>(tokens * e));
+    start = Clock::now();
     local->routerLogits(x, tokens, localLogits.data());
+    routerSeconds = since(start);
+    start = Clock::now();
     if (!gatherRows(comm, localLogits.data(), tokens, e, slices, globalLogits, error))
       return false;
+    commSeconds += since(start);
+    start = Clock::now();
     if (!local->attachedRouter()->route(globalLogits.data(), total, local->correctionBias(),
                                         batch, routing, error)) {
       error = where + error;
       return false;
     }
+    policySeconds = since(start);
   }
   const int64_t k = routing.k;
   auto needs = [&](int64_t token, int rank) {
@@ -110,8 +128,10 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
       }
   const int64_t rows = static_cast<int64_t>(received.size());
   recvRows.resize(static_cast<size_t>(rows * h));
+  start = Clock::now();
   if (!comm.allToAllV(sendRows.data(), sendBytes, recvRows.data(), recvBytes, error))
     return false;
+  commSeconds += since(start);
 
   // 3. This rank's experts on the received rows: other ranks' slots masked (-1).
   Routing mine;
@@ -138,8 +158,10 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   // 4. Combine: partial sums back to the owners; the owner adds them in rank order after
   //    its shared experts (computed on its own tokens with every routed slot empty).
   back.resize(sendRows.size());
+  start = Clock::now();
   if (!comm.allToAllV(partial.data(), recvBytes, back.data(), sendBytes, error))
     return false;
+  commSeconds += since(start);
   Routing none;
   none.tokens = tokens;
   none.k = k;
@@ -161,6 +183,33 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   metrics.expertBytes += sharedMetrics.expertBytes;
   metrics.flops += sharedMetrics.flops;
   metrics.seconds.ffn += sharedMetrics.seconds.ffn;
+  metrics.seconds.routerGemm = routerSeconds;
+  metrics.seconds.policy = policySeconds;
+
+  // What every rank did: routed slots per rank from the (global) routing; bytes sent and
+  // seconds gathered.
+  metrics.slotsPerRank.assign(static_cast<size_t>(n), 0);
+  for (int32_t id : routing.ids)
+    if (id >= 0)
+      ++metrics.slotsPerRank[static_cast<size_t>(placement.owner(id))];
+  int64_t sent = 0;
+  for (int p = 0; p < n; ++p)
+    if (p != me)
+      sent += sendBytes[p] + recvBytes[p]; // rows dispatched, partial sums returned
+  struct Report {
+    int64_t bytes;
+    double seconds;
+  } mine2{sent, since(layerStart)};
+  std::vector<Report> all(static_cast<size_t>(n));
+  if (!comm.allGather(&mine2, sizeof mine2, all.data(), error))
+    return false;
+  metrics.bytesSentPerRank.clear();
+  metrics.secondsPerRank.clear();
+  for (const Report &r : all) {
+    metrics.bytesSentPerRank.push_back(r.bytes);
+    metrics.secondsPerRank.push_back(r.seconds);
+  }
+  metrics.commSeconds = commSeconds;
   return true;
 }
 

@@ -3,11 +3,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace switchyard::exec {
+
+double LayerMetrics::imbalance() const {
+  if (slotsPerRank.empty())
+    return 0;
+  int64_t most = 0, sum = 0;
+  for (int64_t s : slotsPerRank) {
+    most = std::max(most, s);
+    sum += s;
+  }
+  return sum ? double(most) * double(slotsPerRank.size()) / double(sum) : 1.0;
+}
 
 std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
   nlohmann::json list = nlohmann::json::array();
-  for (const LayerMetrics &m : layers)
+  for (const LayerMetrics &m : layers) {
     list.push_back({{"layer", m.layer},
                     {"tokens", m.tokens},
                     {"active_experts", m.activeExperts},
@@ -21,6 +34,14 @@ std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
                       {"ffn", m.seconds.ffn},
                       {"combine", m.seconds.combine},
                       {"total", m.seconds.total()}}}});
+    if (!m.slotsPerRank.empty())
+      list.back()["ep"] = {{"ranks", m.slotsPerRank.size()},
+                           {"slots_per_rank", m.slotsPerRank},
+                           {"imbalance", m.imbalance()},
+                           {"bytes_sent_per_rank", m.bytesSentPerRank},
+                           {"seconds_per_rank", m.secondsPerRank},
+                           {"comm_seconds", m.commSeconds}};
+  }
   return nlohmann::json{{"layers", list}}.dump(2) + "\n";
 }
 

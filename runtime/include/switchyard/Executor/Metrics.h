@@ -22,11 +22,20 @@ struct LayerMetrics {
   int64_t expertBytes = 0; // weight bytes read: router, active experts, shared experts
   int64_t flops = 0;       // 2 x multiply-adds of the GEMMs
   StageTimes seconds;
+  /// Expert parallelism (empty on one rank), one entry per rank: the routed slots its
+  /// experts served, the bytes of hidden rows it sent (dispatch + combine), its seconds
+  /// in the layer; communication seconds (gather, dispatch, combine) are in `comm`.
+  std::vector<int64_t> slotsPerRank, bytesSentPerRank;
+  std::vector<double> secondsPerRank;
+  double commSeconds = 0;
+  /// max / mean of slotsPerRank (1: balanced), 0 without expert parallelism.
+  double imbalance() const;
 };
 
 /// {"layers": [{"layer", "tokens", "active_experts", "tokens_per_expert", "expert_bytes",
-/// "flops", "seconds": {"router_gemm", "policy", "permute", "ffn", "combine", "total"}}],
-/// ...extra} as JSON text.
+/// "flops", "seconds": {"router_gemm", "policy", "permute", "ffn", "combine", "total"},
+/// and with expert parallelism "ep": {"ranks", "slots_per_rank", "imbalance",
+/// "bytes_sent_per_rank", "seconds_per_rank", "comm_seconds"}}]} as JSON text.
 std::string metricsToJson(const std::vector<LayerMetrics> &layers);
 
 } // namespace switchyard::exec
