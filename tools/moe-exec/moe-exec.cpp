@@ -354,9 +354,8 @@ int main(int argc, char **argv) {
   std::string error;
   std::unique_ptr<comm::Communicator> world;
   if (ep > 0) {
-    if (!batchesPath.empty() || blockOnly)
-      return fail("--ep runs the stack on one --input batch in this version (no --batches, "
-                  "no --block-only)");
+    if (blockOnly)
+      return fail("--ep runs the stack (--block-only is single-rank in this version)");
     world = comm::createMpiCommunicator({}, error);
     if (!world)
       return fail(error);
