@@ -39,6 +39,59 @@ def run(cmd):
     return result.returncode, result.stdout + result.stderr
 
 
+def eplb_trace(work, exe, model, rng):
+    import glob
+    import json
+    try:
+        from safetensors.numpy import load_file
+    except ImportError:
+        check("live EPLB (needs the safetensors package from .venv)", False)
+        return
+    weights = {}
+    for f in glob.glob(os.path.join(model, "*.safetensors")):
+        weights.update(load_file(f))
+    with open(os.path.join(model, "config.json")) as f:
+        config = json.load(f)
+    width, layers = config["hidden_size"], config["num_hidden_layers"]
+    direction = sum(weights[f"model.layers.{l}.block_sparse_moe.gate.weight"][e].astype(np.float32)
+                    for l in range(layers) for e in (0, 1))
+    direction /= np.linalg.norm(direction)
+    steps = {f"hidden_{i}": (8 * np.sqrt(width) * direction +
+                             rng.standard_normal((16, width))).astype(np.float32)
+             for i in range(8)}
+    npz = os.path.join(work, "skew.npz")
+    np.savez(npz, **steps)
+    one = os.path.join(work, "skew-1")
+    rc, out = run([exe, model, "--batches", npz, "--out", one])
+    if rc != 0:
+        check("live EPLB: single-rank run", False, out[-2000:])
+        return
+    for label, extra in (("one plan per window", []),
+                         ("1 byte per step: one expert per step", ["--eplb-step-bytes", "1"])):
+        two = os.path.join(work, "skew-2-" + str(len(extra)))
+        rc, out = run(MPIRUN + ["-np", "2", exe, model, "--batches", npz, "--ep", "2",
+                                "--eplb", "2", "--out", two] + extra)
+        if rc != 0:
+            check(f"live EPLB ({label})", False, out[-2000:])
+            continue
+        diff, versions, moved, imbalance = 0.0, [], 0, []
+        for i in range(8):
+            a = np.load(os.path.join(one, f"batch_{i}", "hidden.npy"))
+            b = np.load(os.path.join(two, f"batch_{i}", "hidden.npy"))
+            diff = max(diff, float(np.abs(a - b).max()))
+            with open(os.path.join(two, f"batch_{i}", "metrics.json")) as f:
+                ep = [m["ep"] for m in json.load(f)["layers"]]
+            versions.append(ep[0]["placement_version"])
+            moved += sum(e["weight_bytes_moved"] for e in ep)
+            imbalance.append(max(e["imbalance"] for e in ep))
+        check(f"live EPLB ({label}): outputs = one rank through every swap (max diff "
+              f"{diff:.1e})", diff <= 1e-5)
+        check(f"live EPLB ({label}): imbalance {imbalance[0]:.2f} -> {imbalance[-1]:.2f}, "
+              f"placements {versions}, {moved} weight bytes moved",
+              imbalance[0] >= 1.9 and imbalance[-1] <= 1.1 and versions[-1] >= 1 and moved > 0
+              and versions == sorted(versions))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
@@ -136,6 +189,11 @@ def main():
     check("--batches under --ep 4 (3 is fewer tokens than ranks) = one rank", same,
           (out1 + outn)[-3000:])
 
+    # Live EPLB: a trace whose tokens all prefer experts 0 and 1 (rank 0's block under the
+    # default placement); the compiled eplb rule re-plans every 2 steps and the weights of
+    # the replicas move to rank 1. Outputs stay the single-rank ones; imbalance drops.
+    eplb_trace(work, exe, models["mixtral"], rng)
+
     # Failure modes: clear errors, never a hang.
     x = os.path.join(work, "mixtral native-x.npy")
     rc, out = run(MPIRUN + ["-np", "2", exe, models["mixtral"], "--input", x, "--ep", "4",
@@ -156,6 +214,14 @@ def main():
     rc, out = run([exe, models["mixtral"], "--input", x, "--ep", "0", "--out",
                    os.path.join(work, "bad4")])
     check("--ep 0 is refused", rc == 1 and "--ep '0' is not a rank count" in out, out[-1000:])
+    rc, out = run([exe, models["mixtral"], "--input", x, "--eplb", "2", "--out",
+                   os.path.join(work, "bad5")])
+    check("--eplb without --ep is refused", rc == 1 and "use it with --ep N" in out, out[-1000:])
+    rc, out = run(MPIRUN + ["-np", "2", exe, models["mixtral"], "--input", x, "--ep", "2",
+                            "--eplb", "2", "--eplb-slots", "9", "--out", os.path.join(work, "bad6")])
+    check("--eplb-slots that the ranks cannot split is refused on every rank",
+          rc != 0 and out.count("must be at least the 8 experts and a multiple of --ep 2") >= 2,
+          out[-2000:])
 
     shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failed")

@@ -46,6 +46,10 @@ const char *kUsage =
     "  --device host          where to run (host)\n"
     "  --ep N                 expert parallelism over the N ranks of an MPI job\n"
     "                         (mpirun -np N moe-exec ... --ep N); rank 0 writes DIR\n"
+    "  --eplb W               live EPLB with --ep: re-plan every W steps (batches) with\n"
+    "                         the compiled policies/eplb.mlir and move expert weights\n"
+    "  --eplb-slots S         physical slots (default E + E/8, a multiple of N)\n"
+    "  --eplb-step-bytes B    expert weight bytes moved per step (default 64 MiB)\n"
 
     "  --repeat N             run N times, report the fastest (timing)\n";
 
@@ -327,6 +331,14 @@ int main(int argc, char **argv) {
       ep = std::strtoll(v.c_str(), &end, 10);
       if (*end || ep < 1 || ep > 4096)
         return fail("--ep '" + v + "' is not a rank count in [1, 4096]");
+    } else if (a == "--eplb" || a == "--eplb-slots" || a == "--eplb-step-bytes") {
+      value(v);
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end || v.empty() || n < 1 || n > (1LL << 50))
+        return fail(a + " '" + v + "' is not a positive integer");
+      (a == "--eplb" ? options.eplb.window
+                     : a == "--eplb-slots" ? options.eplb.slots : options.eplb.bytesPerStep) = n;
     } else if (a == "--repeat") {
       value(v);
       char *end = nullptr;

@@ -89,6 +89,21 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
             " layers";
     return nullptr;
   }
+  // Live EPLB: one compiled eplb rule for every layer.
+  std::shared_ptr<EplbRule> eplb;
+  EplbOptions eplbOptions = options.eplb;
+  if (eplbOptions.window > 0) {
+    if (!options.comm || options.comm->size() < 2) {
+      error = "--eplb balances expert-parallel ranks: use it with --ep N (N >= 2)";
+      return nullptr;
+    }
+    const int64_t ranks = options.comm->size(), e = ex->cfg.experts;
+    if (eplbOptions.slots == 0)
+      eplbOptions.slots = e + ((e / 8 + ranks - 1) / ranks) * ranks;
+    eplb = EplbRule::create(ex->cfg, static_cast<int>(ranks), eplbOptions.slots, cache, error);
+    if (!eplb)
+      return nullptr;
+  }
   for (int64_t l : ex->cfg.moeLayers) {
     if (l < options.firstLayer || l >= last)
       continue;
@@ -97,10 +112,14 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
       layer = loadCudaLayer(ex->device, ex->cfg, *ex->ckpt, l, artifacts, options, error);
     } else if (auto host = MoeLayer::load(ex->cfg, *ex->ckpt, l, error)) {
       host->attach(ex->router.get());
-      if (options.comm && options.comm->size() > 1)
-        layer = std::make_unique<EpMoeLayer>(std::move(host), *options.comm);
-      else
+      if (options.comm && options.comm->size() > 1) {
+        auto ep = std::make_unique<EpMoeLayer>(std::move(host), *options.comm);
+        if (eplb)
+          ep->balanceWith(eplb, eplbOptions);
+        layer = std::move(ep);
+      } else {
         layer = std::move(host);
+      }
     }
     if (!layer)
       return nullptr;

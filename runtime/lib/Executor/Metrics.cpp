@@ -40,7 +40,9 @@ std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
                            {"imbalance", m.imbalance()},
                            {"bytes_sent_per_rank", m.bytesSentPerRank},
                            {"seconds_per_rank", m.secondsPerRank},
-                           {"comm_seconds", m.commSeconds}};
+                           {"comm_seconds", m.commSeconds},
+                           {"weight_bytes_moved", m.weightBytesMoved},
+                           {"placement_version", m.placementVersion}};
   }
   return nlohmann::json{{"layers", list}}.dump(2) + "\n";
 }

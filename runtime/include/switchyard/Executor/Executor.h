@@ -13,6 +13,7 @@
 #define SWITCHYARD_EXECUTOR_EXECUTOR_H
 
 #include "switchyard/Comm/Communicator.h"
+#include "switchyard/Executor/EpMoeLayer.h"
 #include "switchyard/Executor/MoeLayer.h"
 #include "switchyard/Runtime/PolicyCache.h"
 
@@ -31,6 +32,9 @@ struct ExecutorOptions {
   /// here). The stack then runs on this rank's token slice with the global batch's
   /// metadata.
   comm::Communicator *comm = nullptr;
+  /// Live EPLB with expert parallelism (window 0: off; slots 0: E + E/8 redundant,
+  /// rounded up to a multiple of the ranks).
+  EplbOptions eplb;
 };
 
 class Executor {

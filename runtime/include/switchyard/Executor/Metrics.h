@@ -28,6 +28,9 @@ struct LayerMetrics {
   std::vector<int64_t> slotsPerRank, bytesSentPerRank;
   std::vector<double> secondsPerRank;
   double commSeconds = 0;
+  /// Live balancing: bytes of expert weights moved between ranks in this step (all
+  /// ranks) and the version of the placement the step ran with (0: the initial one).
+  int64_t weightBytesMoved = 0, placementVersion = 0;
   /// max / mean of slotsPerRank (1: balanced), 0 without expert parallelism.
   double imbalance() const;
 };

@@ -45,6 +45,11 @@ public:
   /// DeepSeek-V3's e_score_correction_bias [E], or nullptr.
   const float *correctionBias() const { return bias.empty() ? nullptr : bias.data(); }
   const model::MoeConfig &modelConfig() const { return *config; }
+  /// Expert `e`'s weights (views into the checkpoint, or into memory a balancer owns).
+  const FfnWeights &expertWeights(int64_t e) const { return experts[static_cast<size_t>(e)]; }
+  /// Points expert `e` at other weights of the same shapes (a balancer publishing an
+  /// expert it received); the views must outlive their use.
+  void setExpertWeights(int64_t e, const FfnWeights &w) { experts[static_cast<size_t>(e)] = w; }
 
   bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
                Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
