@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 namespace switchyard::comm {
@@ -145,6 +146,7 @@ public:
       aborted = true;
     }
     host.abort(code);
+    std::abort(); // host.abort does not return; a virtual call hides that from the compiler
   }
 
 private:
