@@ -68,7 +68,7 @@ TEST(Mpi, AllReduceBroadcastBarrier) {
   EXPECT_EQ(x[0], float(n * (n - 1) / 2));
   EXPECT_EQ(x[1], 1.5f * float(n));
   EXPECT_EQ(c[0], int64_t(n) << 40);
-  char text[16] = {0};
+  char text[32] = {0};
   if (r == n - 1)
     std::snprintf(text, sizeof text, "from %d", r);
   ASSERT_TRUE(world->broadcast(text, sizeof text, n - 1, error)) << error;
