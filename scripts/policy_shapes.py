@@ -13,15 +13,22 @@ to); shape_flags() spells a binding as the tools' flags (--experts 128, --model 
 needed: native_shape.py and the fuzzer run without numpy or the built extension.
 """
 import importlib
+import importlib.util
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The package's shape keywords, read from its source without importing the package
+# (which needs the built extension).
+_spec = importlib.util.spec_from_file_location(
+    "switchyard_shapes", os.path.join(ROOT, "python", "switchyard", "_shapes.py"))
+_shapes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_shapes)
+
 # The tools' shape flags (moe-opt, moe-run, moe-compile): switchyard.compile's shape
 # keywords and model=.
-SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots", "nodes",
-                "hidden_size", "shared_experts", "scaling", "norm_topk_prob", "model")
+SHAPE_PARAMS = _shapes.SHAPE_PARAMS + ("model",)
 
 # The model each shipped generic policy was written for (its header's example).
 NATIVE_SHAPES = {
@@ -87,16 +94,4 @@ def native_shape(policy_name):
 def shape_flags(**shape):
     """The tools' flags for a shape binding (experts=128 -> --experts 128, model=FILE ->
     --model FILE, ...); None values are left out, an unknown name is a ShapeError."""
-    flags = []
-    for name, value in shape.items():
-        if name not in SHAPE_PARAMS:
-            raise ShapeError(f"unknown shape parameter '{name}' (expected one of "
-                             f"{', '.join(SHAPE_PARAMS)})")
-        if value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(f"{flag}={'true' if value else 'false'}")
-        else:
-            flags += [flag, str(value)]
-    return flags
+    return _shapes.shape_flags(shape, ShapeError, also=("model",))

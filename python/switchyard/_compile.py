@@ -9,18 +9,17 @@ import threading
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import _layout
+from . import _shapes
 from . import _switchyard
 from ._errors import CompileError, SwitchyardError, retype
 from ._router import Router
+from ._shapes import SHAPE_PARAMS
 
 # The compiler and the shipped policies of this copy of the package (the executor and
 # the policy cache read these variables; a user's own setting wins).
 os.environ.setdefault("SWITCHYARD_MOE_COMPILE", os.path.join(_layout.BIN_DIR, "moe-compile"))
 os.environ.setdefault("SWITCHYARD_POLICY_DIR", _layout.POLICY_DIR)
 
-# The model sizes a policy may be bound to (moe-compile's shape flags).
-SHAPE_PARAMS = ("experts", "top_k", "groups", "topk_groups", "devices", "slots", "nodes",
-                "hidden_size", "shared_experts", "scaling", "norm_topk_prob")
 TARGETS = ("host", "cuda")
 
 _routers: Dict[tuple, Router] = {}
@@ -92,19 +91,7 @@ def _only_entry(directory: str) -> str:
 
 def shape_flags(**shape: Any) -> list:
     """moe-compile's flags for a shape binding (experts=128 -> --experts 128, ...)."""
-    flags = []
-    for name, value in shape.items():
-        if name not in SHAPE_PARAMS:
-            raise SwitchyardError(f"unknown shape parameter '{name}' (expected one of "
-                                  f"{', '.join(SHAPE_PARAMS)}, or model=)")
-        if value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(f"{flag}={'true' if value else 'false'}")
-        else:
-            flags += [flag, str(value)]
-    return flags
+    return _shapes.shape_flags(shape, SwitchyardError, hint=", or model=")
 
 
 def compile(policy: Union[str, os.PathLike], *, model: Any = None,

@@ -152,11 +152,17 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     policySeconds = since(start);
   }
   const int64_t k = routing.k;
+  // Which ranks serve each token (one of its slots), worked out once per layer: the
+  // dispatch, the receive order and the combine all read it.
+  std::vector<uint8_t> serves(static_cast<size_t>(total * n), 0);
+  for (int64_t token = 0; token < total; ++token)
+    for (int64_t j = 0; j < k; ++j) {
+      int rank = placement.rankFor(routing.ids[token * k + j], token);
+      if (rank >= 0)
+        serves[static_cast<size_t>(token * n + rank)] = 1;
+    }
   auto needs = [&](int64_t token, int rank) {
-    for (int64_t j = 0; j < k; ++j)
-      if (placement.rankFor(routing.ids[token * k + j], token) == rank)
-        return true;
-    return false;
+    return serves[static_cast<size_t>(token * n + rank)] != 0;
   };
 
   // 2. Dispatch: each local token's row once to every rank holding one of its experts.
