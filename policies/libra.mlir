@@ -58,3 +58,21 @@ moe.balance @libra(%next_topk_ids: tensor<?x?xi32>, %token_gpu: tensor<?xi32>)
       : tensor<?x?xi32>, tensor<?x?xi32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>,
         tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 }
+
+// @libra_shard (balance rule, host): Alg. 2 alone, on a placement already in place -
+// the replicas @libra planned from the lookahead and copied while the previous layer
+// ran - and the layer's ACTUAL routing: what the executor runs on the CPU while
+// MoE_local computes (§3.1). Inputs: topk_ids i32 [T, k], token_gpu i32 [T],
+// placement i32 [E, G]. Outputs as @libra's.
+moe.balance @libra_shard(%topk_ids: tensor<?x?xi32>, %token_gpu: tensor<?xi32>,
+                         %placement: tensor<?x?xi32>)
+    -> (shard_plan: tensor<?x?xi32>, loads_after: tensor<?xf32>,
+        imbalance_after: tensor<1xf32>) {
+  %epsilon = moe.knob "epsilon" = 0.05 : f32
+  %req = moe.gpu_requests %topk_ids, %token_gpu gpus = ?
+      : tensor<?x?xi32>, tensor<?xi32> -> tensor<?x?xi32>
+  %plan, %after = moe.libra_shard %req, %placement epsilon(%epsilon : f32)
+      : tensor<?x?xi32>, tensor<?x?xi32> -> tensor<?x?xi32>, tensor<?xf32>
+  %ia = moe.imbalance %after : tensor<?xf32> -> tensor<1xf32>
+  moe.yield %plan, %after, %ia : tensor<?x?xi32>, tensor<?xf32>, tensor<1xf32>
+}

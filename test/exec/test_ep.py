@@ -4,9 +4,12 @@ of 2- and 4-rank runs equals the single-rank executor's within 1e-5 (float summa
 order) with the same routing, for Mixtral, Qwen2-MoE (gated shared expert) and
 DeepSeek-V3 (grouped top-k with bias, shared experts, a dense first layer) layouts, with
 native routing and with batch-aware policies that route the GLOBAL batch (XShare-spec
-with request ids, LYNX with a phase); replay under EP; and the failure modes: a world
-size that is not --ep, one rank that fails to start (every rank says which), options EP
-does not take.
+with request ids, LYNX with a phase); replay under EP; live EPLB (outputs unchanged
+through placement swaps, imbalance down); live Libra (outputs unchanged, tokens only to
+ranks holding the expert or a replica, imbalance down on a skewed batch); XShare-EP
+routing with the job's placement (= the numpy reference for 4 devices); and the failure
+modes: a world size that is not --ep, one rank that fails to start (every rank says
+which), options EP does not take, bad balancer settings.
 
 Run: python test/exec/test_ep.py --build build
 """
@@ -23,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from make_checkpoint import make_checkpoint  # noqa: E402
+sys.path.insert(0, HERE)
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 failures = []
@@ -39,26 +43,24 @@ def run(cmd):
     return result.returncode, result.stdout + result.stderr
 
 
-def eplb_trace(work, exe, model, rng):
-    import glob
-    import json
-    try:
-        from safetensors.numpy import load_file
-    except ImportError:
-        check("live EPLB (needs the safetensors package from .venv)", False)
-        return
-    weights = {}
-    for f in glob.glob(os.path.join(model, "*.safetensors")):
-        weights.update(load_file(f))
-    with open(os.path.join(model, "config.json")) as f:
-        config = json.load(f)
-    width, layers = config["hidden_size"], config["num_hidden_layers"]
-    direction = sum(weights[f"model.layers.{l}.block_sparse_moe.gate.weight"][e].astype(np.float32)
-                    for l in range(layers) for e in (0, 1))
+def skewed_steps(model, steps, tokens, rng):
+    """Hidden states whose tokens all prefer experts 0 and 1 of every layer (rank 0's
+    block under the default placement): a direction along those experts' gate rows."""
+    import moe_reference as ref
+    config, tensors = ref.load_checkpoint(model)
+    width = config["hidden_size"]
+    routers = [t for name, t in tensors.items()
+               if name.endswith(".gate.weight") and t.shape[0] == ref.num_experts(config)]
+    direction = sum(r[e].astype(np.float32) for r in routers for e in (0, 1))
     direction /= np.linalg.norm(direction)
-    steps = {f"hidden_{i}": (8 * np.sqrt(width) * direction +
-                             rng.standard_normal((16, width))).astype(np.float32)
-             for i in range(8)}
+    return {f"hidden_{i}": (8 * np.sqrt(width) * direction +
+                            rng.standard_normal((tokens, width))).astype(np.float32)
+            for i in range(steps)}
+
+
+def eplb_trace(work, exe, model, rng):
+    import json
+    steps = skewed_steps(model, 8, 16, rng)
     npz = os.path.join(work, "skew.npz")
     np.savez(npz, **steps)
     one = os.path.join(work, "skew-1")
@@ -92,6 +94,129 @@ def eplb_trace(work, exe, model, rng):
               and versions == sorted(versions))
 
 
+def libra_checks(label, run_dir, layers, ranks, experts):
+    """Libra's invariants from a run's metrics and routing: every remote slot went to a
+    rank holding its expert (home block or a replica imported for the layer), and the
+    local / remote split counted independently from topk_ids and the token slices."""
+    import json
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = {m["layer"]: m["ep"] for m in json.load(f)["layers"]}
+    problems = []
+    per_rank = experts // ranks
+    for layer in layers:
+        ep = metrics[layer]
+        lib = ep["libra"]
+        ids = np.load(os.path.join(run_dir, f"topk_ids_{layer}.npy"))
+        T = ids.shape[0]
+        owner = np.array([r for r in range(ranks) for _ in range(T * (r + 1) // ranks - T * r // ranks)])
+        holds = np.zeros((ranks, experts), bool)
+        for g in range(ranks):
+            holds[g, g * per_rank:(g + 1) * per_rank] = True
+            holds[g, lib["replicas"][g]] = True
+        remote = np.array(lib["remote_slots"])
+        if np.any((remote > 0) & ~holds):
+            problems.append(f"layer {layer}: remote slots on a rank without the expert")
+        local_pairs = np.zeros(ranks, np.int64)
+        remote_pairs = np.zeros(experts, np.int64)
+        for t in range(T):
+            for e in ids[t]:
+                if e < 0:
+                    continue
+                if holds[owner[t], e]:
+                    local_pairs[owner[t]] += 1
+                else:
+                    remote_pairs[e] += 1
+        if not np.array_equal(remote.sum(axis=0), remote_pairs):
+            problems.append(f"layer {layer}: remote slots per expert {remote.sum(axis=0)} != "
+                            f"routed {remote_pairs}")
+        if lib["local_slots"] != local_pairs.sum():
+            problems.append(f"layer {layer}: local slots {lib['local_slots']} != {local_pairs.sum()}")
+        if not np.array_equal(np.array(ep["slots_per_rank"]), local_pairs + remote.sum(axis=1)):
+            problems.append(f"layer {layer}: slots per rank {ep['slots_per_rank']}")
+    check(f"{label}: tokens go only to ranks holding the expert or a replica; local/remote "
+          "slots match the routing", not problems, "; ".join(problems))
+    return metrics
+
+
+def libra_runs(work, exe, models, rng, compare):
+    import json
+    # Outputs: the single-rank ones, whatever the replicas and the sharding.
+    for arch, ranks, extra in (("mixtral", 2, []),
+                               ("deepseek_v3", 4, ["--libra-set", "extra_experts=2"]),
+                               ("qwen2_moe", 2, ["--libra-set", "alpha=1",
+                                                 "--libra-set", "epsilon=0"])):
+        many = compare(f"{arch} libra", models[arch], ranks, [], tokens=13,
+                       ep_only=["--libra"] + extra)
+        if many:
+            with open(os.path.join(models[arch], "config.json")) as f:
+                config = json.load(f)
+            E = config.get("num_local_experts") or config.get("n_routed_experts") or config["num_experts"]
+            layers = sorted(int(f[9:-4]) for f in os.listdir(many) if f.startswith("topk_ids_"))
+            libra_checks(f"{arch} libra {ranks} ranks", many, layers, ranks, E)
+    # A skewed batch: every token prefers rank 0's experts. The first layer runs on the
+    # home placement; the second on the replicas planned from the first one's input.
+    model = models["mixtral"]
+    x = skewed_steps(model, 1, 32, rng)["hidden_0"]
+    src = os.path.join(work, "libra-skew.npy")
+    np.save(src, x)
+    runs = {}
+    for name, extra in (("one", None), ("none", []), ("libra", ["--libra"])):
+        out = os.path.join(work, f"libra-skew-{name}")
+        cmd = ([exe, model, "--input", src, "--out", out] if extra is None else
+               MPIRUN + ["-np", "2", exe, model, "--input", src, "--ep", "2", "--out", out] + extra)
+        rc, text = run(cmd)
+        if rc != 0:
+            check(f"libra skewed batch ({name})", False, text[-2000:])
+            return
+        runs[name] = out
+    diff = float(np.abs(np.load(os.path.join(runs["one"], "hidden.npy")) -
+                        np.load(os.path.join(runs["libra"], "hidden.npy"))).max())
+    metrics = libra_checks("libra skewed batch", runs["libra"], [0, 1], 2, 8)
+    with open(os.path.join(runs["none"], "metrics.json")) as f:
+        none = {m["layer"]: m["ep"] for m in json.load(f)["layers"]}
+    lib = metrics[1]["libra"]
+    check(f"libra skewed batch: outputs = one rank (max diff {diff:.1e}); layer 1 imbalance "
+          f"{none[1]['imbalance']:.2f} without balancing -> {metrics[1]['imbalance']:.2f} with "
+          f"Libra (replicas {lib['replicas']}, {metrics[1]['weight_bytes_moved']} bytes moved, "
+          f"prediction hit rate {lib['prediction_hit_rate']:.2f})",
+          diff <= 1e-5 and none[1]["imbalance"] >= 1.5 and metrics[1]["imbalance"] <= 1.1
+          and any(lib["replicas"]) and metrics[1]["weight_bytes_moved"] > 0
+          and 0.5 <= lib["prediction_hit_rate"] <= 1.0
+          and metrics[0]["libra"]["replicas"] == [[], []])
+
+
+def xshare_ep_live_placement(work, exe, model, rng):
+    """XShare-EP under --ep 4 routes with the job's placement (expert e on rank e // 2):
+    the routing equals the reference's Alg. 5/6 for 4 devices, not for one."""
+    import moe_reference as mref
+    import reference as rref
+    config, tensors = mref.load_checkpoint(model)
+    x = rng.standard_normal((12, config["hidden_size"])).astype(np.float32)
+    src = os.path.join(work, "xs-ep-x.npy")
+    np.save(src, x)
+    out = os.path.join(work, "xs-ep-4")
+    knobs = ["--set", "device_budget=1", "--set", "k0=0"]
+    rc, text = run(MPIRUN + ["-np", "4", exe, model, "--input", src, "--ep", "4", "--out", out,
+                             "--policy", os.path.join(ROOT, "policies", "xshare_ep.mlir")] + knobs)
+    if rc != 0:
+        check("xshare_ep under --ep 4", False, text[-2000:])
+        return
+    normed = mref.rmsnorm(x, tensors["model.layers.0.post_attention_layernorm.weight"]
+                          .astype(np.float32), config["rms_norm_eps"])
+    logits = mref.router_logits(config, tensors, 0, normed)
+    E, k = 8, config["num_experts_per_tok"]
+    zeros = np.zeros(E, np.float32)
+    log2phy = np.arange(E, dtype=np.int32).reshape(E, 1)
+    want = rref.xshare_ep(logits, zeros, log2phy, k, k0=0, device_budget=1, devices=4, slots=E)
+    alone = rref.xshare_ep(logits, zeros, log2phy, k, k0=0, device_budget=1, devices=1, slots=E)
+    got = np.load(os.path.join(out, "topk_ids_0.npy"))
+    want_ids = np.sort(want["topk_ids"], axis=1)
+    check("xshare_ep under --ep 4 routes with the live 4-rank placement (= reference for 4 "
+          "devices, != for 1)", np.array_equal(np.sort(got, axis=1), want_ids)
+          and not np.array_equal(want_ids, np.sort(alone["topk_ids"], axis=1)),
+          f"got {got.tolist()} want {want_ids.tolist()}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
@@ -108,7 +233,7 @@ def main():
         make_checkpoint(arch, path, seed=5)
         models[arch] = path
 
-    def compare(label, model, ranks, extra, tokens=11, hidden=None):
+    def compare(label, model, ranks, extra, tokens=11, hidden=None, ep_only=()):
         import json
         with open(os.path.join(model, "config.json")) as f:
             width = json.load(f)["hidden_size"]
@@ -118,7 +243,7 @@ def main():
         one, many = os.path.join(work, f"{label}-1"), os.path.join(work, f"{label}-{ranks}")
         rc1, out1 = run([exe, model, "--input", src, "--out", one] + extra)
         rcn, outn = run(MPIRUN + ["-np", str(ranks), exe, model, "--input", src, "--ep",
-                                  str(ranks), "--out", many] + extra)
+                                  str(ranks), "--out", many] + extra + list(ep_only))
         if rc1 != 0 or rcn != 0:
             check(label, False, (out1 + outn)[-3000:])
             return None
@@ -193,6 +318,9 @@ def main():
     # default placement); the compiled eplb rule re-plans every 2 steps and the weights of
     # the replicas move to rank 1. Outputs stay the single-rank ones; imbalance drops.
     eplb_trace(work, exe, models["mixtral"], rng)
+    # Libra live, and XShare-EP fed the job's placement.
+    libra_runs(work, exe, models, rng, compare)
+    xshare_ep_live_placement(work, exe, models["mixtral"], rng)
 
     # Failure modes: clear errors, never a hang.
     x = os.path.join(work, "mixtral native-x.npy")
@@ -222,6 +350,22 @@ def main():
     check("--eplb-slots that the ranks cannot split is refused on every rank",
           rc != 0 and out.count("must be at least the 8 experts and a multiple of --ep 2") >= 2,
           out[-2000:])
+
+    rc, out = run([exe, models["mixtral"], "--input", x, "--libra", "--out",
+                   os.path.join(work, "bad7")])
+    check("--libra without --ep is refused", rc == 1 and "use it with --ep N" in out, out[-1000:])
+    for label, ranks, extra, message in (
+            ("--libra with --eplb", 2, ["--libra", "--eplb", "2"], "choose one"),
+            ("--libra-set of an unknown knob", 2, ["--libra", "--libra-set", "nope=1"],
+             "has no such knob"),
+            ("--libra-set breaking a rule", 2, ["--libra", "--libra-set", "alpha=2"],
+             "alpha must be in [0, 1]"),
+            ("--libra over ranks that do not split the experts", 3, ["--libra"],
+             "must split evenly over --ep 3")):
+        rc, out = run(MPIRUN + ["-np", str(ranks), exe, models["mixtral"], "--input", x, "--ep",
+                                str(ranks), "--out", os.path.join(work, "bad8")] + extra)
+        check(f"{label} is refused on every rank", rc != 0 and out.count(message) >= ranks,
+              out[-2000:])
 
     shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failed")

@@ -171,7 +171,7 @@ def main():
            sy.InputError)
     raises("unknown entry", lambda: sy.compile(os.path.join(POLICIES, "libra.mlir"),
                                                entry="nope", **native_shape("libra")),
-           "no router or rule @nope in the policy (entries: libra_predict, libra)",
+           "no router or rule @nope in the policy (entries: libra_predict, libra, libra_shard)",
            sy.CompileError)
     # Knobs at run time: one compiled library, called with different knob values,
     # matches the reference at each setting (no recompiling).

@@ -49,7 +49,12 @@ const char *kUsage =
     "  --eplb W               live EPLB with --ep: re-plan every W steps (batches) with\n"
     "                         the compiled policies/eplb.mlir and move expert weights\n"
     "  --eplb-slots S         physical slots (default E + E/8, a multiple of N)\n"
-    "  --eplb-step-bytes B    expert weight bytes moved per step (default 64 MiB)\n"
+    "  --eplb-step-bytes B    expert weight bytes moved per layer and step (default 64 MiB)\n"
+    "  --libra                Libra with --ep: each layer predicts the next one's routing\n"
+    "                         (policies/libra.mlir @libra_predict), plans and copies its\n"
+    "                         replicas (@libra) while it computes; two-stage execution\n"
+    "                         with token sharding (@libra_shard) on a CPU thread\n"
+    "  --libra-set K=V        a knob of policies/libra.mlir (extra_experts, alpha, epsilon)\n"
 
     "  --repeat N             run N times, report the fastest (timing)\n";
 
@@ -339,6 +344,13 @@ int main(int argc, char **argv) {
         return fail(a + " '" + v + "' is not a positive integer");
       (a == "--eplb" ? options.eplb.window
                      : a == "--eplb-slots" ? options.eplb.slots : options.eplb.bytesPerStep) = n;
+    } else if (a == "--libra") {
+      options.libra = true;
+    } else if (a == "--libra-set") {
+      value(v);
+      if (v.find('=') == std::string::npos)
+        return fail("--libra-set '" + v + "' is not of the form knob=value");
+      options.libraSettings.push_back(v);
     } else if (a == "--repeat") {
       value(v);
       char *end = nullptr;

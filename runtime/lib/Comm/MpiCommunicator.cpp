@@ -21,15 +21,18 @@ namespace {
 
 int liveCommunicators = 0;
 bool weInitialised = false;
+int threadLevel = MPI_THREAD_SINGLE; // what MPI provides (MULTIPLE: channels on threads)
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator(double timeout) : timeout(timeout) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MpiCommunicator(MPI_Comm comm, double timeout) : comm(comm), timeout(timeout) {
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
     ++liveCommunicators;
   }
   ~MpiCommunicator() override {
+    if (comm != MPI_COMM_WORLD && !poisoned)
+      MPI_Comm_free(&comm);
     // A timed-out request may never complete: leave MPI as it is then (the process is
     // about to exit with an error anyway).
     if (--liveCommunicators == 0 && weInitialised && !poisoned) {
@@ -48,7 +51,7 @@ public:
     if (!usable("allGather", error) || !fits(bytes, "allGather", error))
       return false;
     MPI_Request request;
-    MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, MPI_COMM_WORLD,
+    MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm,
                    &request);
     return wait(&request, 1, "allGather", error);
   }
@@ -65,7 +68,7 @@ public:
     recvCounts.assign(size_t(n), 0);
     MPI_Request request;
     MPI_Ialltoall(sendCounts.data(), 1, MPI_INT64_T, recvCounts.data(), 1, MPI_INT64_T,
-                  MPI_COMM_WORLD, &request);
+                  comm, &request);
     return wait(&request, 1, "exchangeCounts", error);
   }
 
@@ -105,13 +108,13 @@ public:
     for (int p = 0; p < n; ++p)
       if (p != r && recvBytes[p] > 0) {
         requests.emplace_back();
-        MPI_Irecv(in + recvAt[p], int(recvBytes[p]), MPI_BYTE, p, kTag, MPI_COMM_WORLD,
+        MPI_Irecv(in + recvAt[p], int(recvBytes[p]), MPI_BYTE, p, kTag, comm,
                   &requests.back());
       }
     for (int p = 0; p < n; ++p)
       if (p != r && sendBytes[p] > 0) {
         requests.emplace_back();
-        MPI_Isend(out + sendAt[p], int(sendBytes[p]), MPI_BYTE, p, kTag, MPI_COMM_WORLD,
+        MPI_Isend(out + sendAt[p], int(sendBytes[p]), MPI_BYTE, p, kTag, comm,
                   &requests.back());
       }
     if (sendBytes[r] > 0)
@@ -134,7 +137,7 @@ public:
       return false;
     }
     MPI_Request request;
-    MPI_Ibcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    MPI_Ibcast(data, int(bytes), MPI_BYTE, root, comm, &request);
     return wait(&request, 1, "broadcast", error);
   }
 
@@ -142,8 +145,28 @@ public:
     if (!usable("barrier", error))
       return false;
     MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    MPI_Ibarrier(comm, &request);
     return wait(&request, 1, "barrier", error);
+  }
+
+  std::unique_ptr<Communicator> duplicate(std::string &error) override {
+    if (!usable("duplicate", error))
+      return nullptr;
+    if (threadLevel < MPI_THREAD_MULTIPLE) {
+      error = "mpi duplicate: this MPI library gives no MPI_THREAD_MULTIPLE, so a second "
+              "channel cannot run on another thread";
+      return nullptr;
+    }
+    // Non-blocking, so that a rank that is gone is a timeout, not a hang.
+    MPI_Comm copy;
+    MPI_Request request;
+    if (MPI_Comm_idup(comm, &copy, &request) != MPI_SUCCESS) {
+      error = "mpi duplicate: MPI_Comm_idup failed";
+      return nullptr;
+    }
+    if (!wait(&request, 1, "duplicate", error))
+      return nullptr;
+    return std::make_unique<MpiCommunicator>(copy, timeout);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -156,7 +179,7 @@ private:
     if (!usable("allReduceSum", error) || !fits(count, "allReduceSum", error))
       return false;
     MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, MPI_SUM, comm, &request);
     return wait(&request, 1, "allReduceSum", error);
   }
 
@@ -198,6 +221,7 @@ private:
     }
   }
 
+  MPI_Comm comm;
   int r = 0, n = 1;
   double timeout;
   bool poisoned = false;
@@ -210,14 +234,16 @@ std::unique_ptr<Communicator> createMpiCommunicator(const CommOptions &options,
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    // MULTIPLE: a duplicate channel (expert weight transfers) runs on its own thread.
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel) != MPI_SUCCESS) {
       error = "MPI_Init_thread failed (is the program started by mpirun?)";
       return nullptr;
     }
     weInitialised = true;
+  } else {
+    MPI_Query_thread(&threadLevel);
   }
-  return std::make_unique<MpiCommunicator>(collectiveTimeout(options));
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, collectiveTimeout(options));
 }
 
 } // namespace switchyard::comm

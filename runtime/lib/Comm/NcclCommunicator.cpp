@@ -31,6 +31,8 @@ public:
       aborted ? (void)0 : (void)ncclCommDestroy(comm);
     if (counts)
       cudaFree(counts);
+    if (ownsStream)
+      cudaStreamDestroy(stream);
   }
 
   bool init(int device, std::string &error) {
@@ -140,6 +142,30 @@ public:
     // NCCL has no barrier: an all-reduce of one value on the device is one.
     return allReduceSum(reinterpret_cast<int64_t *>(counts), 1, error);
   }
+  /// A second communicator over the same ranks (ncclCommSplit with one colour) on a
+  /// stream of its own, for a background thread (expert weight transfers).
+  std::unique_ptr<Communicator> duplicate(std::string &error) override {
+    if (!usable("duplicate", error))
+      return nullptr;
+    cudaStream_t own;
+    if (cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) != cudaSuccess) {
+      error = "nccl duplicate: cudaStreamCreate failed";
+      return nullptr;
+    }
+    auto copy = std::make_unique<NcclCommunicator>(host, own, timeout);
+    copy->ownsStream = true;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    if (!enqueued(ncclCommSplit(comm, 0, rank(), &copy->comm, &config), "duplicate", error) ||
+        !copy->waitComm("duplicate", error) ||
+        cudaMalloc(&copy->counts, sizeof(int64_t) * 2 * size_t(size())) != cudaSuccess) {
+      if (error.empty())
+        error = "nccl duplicate: cudaMalloc of the count buffer failed";
+      return nullptr;
+    }
+    return copy;
+  }
+
   [[noreturn]] void abort(int code) override {
     if (comm && !aborted) {
       ncclCommAbort(comm);
@@ -214,6 +240,7 @@ private:
   ncclComm_t comm = nullptr;
   int64_t *counts = nullptr; // device: this rank's send counts, then the received ones
   bool aborted = false;
+  bool ownsStream = false;
 };
 
 } // namespace

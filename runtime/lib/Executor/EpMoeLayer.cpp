@@ -1,10 +1,9 @@
 //===- EpMoeLayer.cpp - one MoE block, experts spread over ranks ----------===//
 #include "switchyard/Executor/EpMoeLayer.h"
-#include "switchyard/Executor/Executor.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <thread>
 
 namespace switchyard::exec {
 
@@ -15,124 +14,70 @@ double since(Clock::time_point start) {
 }
 } // namespace
 
-ExpertPlacement ExpertPlacement::contiguous(int64_t experts, int ranks) {
-  ExpertPlacement p;
-  std::vector<int32_t> identity(static_cast<size_t>(experts));
-  for (int64_t e = 0; e < experts; ++e)
-    identity[static_cast<size_t>(e)] = static_cast<int32_t>(e);
-  std::string unused;
-  fromPhy2Log(identity, experts, ranks, p, unused);
-  return p;
-}
-
-bool ExpertPlacement::fromPhy2Log(const std::vector<int32_t> &phy2log, int64_t experts,
-                                  int ranks, ExpertPlacement &out, std::string &error) {
-  out.experts = experts;
-  out.ranks = ranks;
-  out.phy2log = phy2log;
-  out.log2phy.assign(static_cast<size_t>(experts), {});
-  for (size_t slot = 0; slot < phy2log.size(); ++slot) {
-    int32_t e = phy2log[slot];
-    if (e < 0 || e >= experts) {
-      error = "placement: slot " + std::to_string(slot) + " holds expert " + std::to_string(e) +
-              ", outside [0, " + std::to_string(experts) + ")";
-      return false;
-    }
-    out.log2phy[static_cast<size_t>(e)].push_back(static_cast<int64_t>(slot));
-  }
-  for (int64_t e = 0; e < experts; ++e)
-    if (out.log2phy[static_cast<size_t>(e)].empty()) {
-      error = "placement: expert " + std::to_string(e) + " has no slot";
-      return false;
-    }
-  return true;
-}
-
-bool ExpertPlacement::holds(int rank, int32_t expert) const {
-  if (expert < 0)
-    return false;
-  for (int64_t slot : log2phy[static_cast<size_t>(expert)])
-    if (rankOfSlot(slot) == rank)
-      return true;
-  return false;
-}
-
-int TokenSlices::owner(int64_t token) const {
-  auto it = std::upper_bound(begin.begin(), begin.end(), token);
-  return static_cast<int>(it - begin.begin()) - 1;
-}
-
-bool gatherSlices(comm::Communicator &comm, int64_t localTokens, TokenSlices &slices,
-                  std::string &error) {
-  std::vector<int64_t> counts(static_cast<size_t>(comm.size()));
-  if (!comm.allGather(&localTokens, sizeof localTokens, counts.data(), error))
-    return false;
-  slices.begin.assign(1, 0);
-  for (int64_t c : counts)
-    slices.begin.push_back(slices.begin.back() + c);
-  return true;
-}
-
-EpMoeLayer::EpMoeLayer(std::unique_ptr<MoeLayer> inner, comm::Communicator &comm)
-    : local(std::move(inner)), comm(comm) {
+EpMoeLayer::EpMoeLayer(std::unique_ptr<MoeLayer> inner, comm::Communicator &comm,
+                       std::shared_ptr<ExpertMover> mover)
+    : local(std::move(inner)), comm(comm), mover(std::move(mover)) {
   placement = ExpertPlacement::contiguous(local->modelConfig().experts, comm.size());
   loads.assign(static_cast<size_t>(placement.experts), 0.0f);
 }
 
-bool gatherRows(comm::Communicator &comm, const float *mine, int64_t rows, int64_t width,
-                const TokenSlices &slices, std::vector<float> &out, std::string &error) {
-  // A padded all-gather: every rank sends max-rows blocks.
-  const int n = comm.size();
-  int64_t most = 0;
-  for (int p = 0; p < n; ++p)
-    most = std::max(most, slices.begin[p + 1] - slices.begin[p]);
-  std::vector<float> padded(static_cast<size_t>(most * width), 0.0f);
-  std::copy(mine, mine + rows * width, padded.begin());
-  std::vector<float> all(static_cast<size_t>(n * most * width));
-  if (!comm.allGather(padded.data(), padded.size() * sizeof(float), all.data(), error))
-    return false;
-  out.resize(static_cast<size_t>(slices.begin[n] * width));
-  for (int p = 0; p < n; ++p)
-    std::copy_n(all.begin() + p * most * width, (slices.begin[p + 1] - slices.begin[p]) * width,
-                out.begin() + slices.begin[p] * width);
-  return true;
+void EpMoeLayer::balanceWith(std::shared_ptr<const EplbRule> rule, const EplbOptions &options) {
+  eplb = std::move(rule);
+  eplbOptions = options;
+}
+
+void EpMoeLayer::balanceWith(std::shared_ptr<const LibraRules> rules, EpMoeLayer *next) {
+  libra = std::move(rules);
+  successor = next;
+  if (!successor)
+    return;
+  // @libra_predict takes the next layer's gate as [H, E].
+  const std::vector<float> &w = successor->local->routerWeights(); // [E, H]
+  const int64_t e = placement.experts, h = local->modelConfig().hidden;
+  successor->gateForPredecessor.resize(static_cast<size_t>(h * e));
+  for (int64_t r = 0; r < e; ++r)
+    for (int64_t c = 0; c < h; ++c)
+      successor->gateForPredecessor[static_cast<size_t>(c * e + r)] =
+          w[static_cast<size_t>(r * h + c)];
 }
 
 bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
                          const Routing *replay, Routing &routing, float *y,
                          LayerMetrics &metrics, std::string &error) {
-  const model::MoeConfig &cfg = local->modelConfig();
-  const int64_t h = cfg.hidden, e = cfg.experts;
+  const int64_t e = placement.experts;
   const int me = comm.rank(), n = comm.size();
   const std::string where = "layer " + std::to_string(index()) + " (rank " +
                             std::to_string(me) + "): ";
   const auto layerStart = Clock::now();
-  double commSeconds = 0, routerSeconds = 0, policySeconds = 0;
-  auto start = Clock::now();
-  TokenSlices slices;
-  if (!gatherSlices(comm, tokens, slices, error))
-    return false;
-  commSeconds += since(start);
-  const int64_t total = slices.begin[n], first = slices.begin[me];
-  // A step boundary: the next chunk of a pending migration (published when complete).
-  int64_t moved = 0;
-  if (migrating && !migrateStep(moved, error)) {
+  Step s{x, tokens, &batch, {}, &routing, {}, y, &metrics};
+  auto fail = [&] {
     error = where + error;
     return false;
-  }
+  };
+  auto start = Clock::now();
+  if (!gatherSlices(comm, tokens, s.slices, error))
+    return fail();
+  s.commSeconds += since(start);
+  const int64_t total = s.slices.begin[n];
+  // A step boundary: balancers' weights arrive (EPLB publishes a complete migration;
+  // Libra's replicas for this layer are installed).
+  int64_t moved = 0;
+  if ((eplb && !advanceMigration(moved, error)) || (libra && !installReplicas(moved, error)))
+    return fail();
   if (batch.tokens != total) {
-    error = where + "the batch metadata has " + std::to_string(batch.tokens) +
-            " tokens, the ranks hold " + std::to_string(total);
-    return false;
+    error = "the batch metadata has " + std::to_string(batch.tokens) + " tokens, the ranks hold " +
+            std::to_string(total);
+    return fail();
   }
 
   // 1. The global batch's routing, the same on every rank.
+  double routerSeconds = 0, policySeconds = 0;
   if (replay) {
     routing = *replay;
     if (routing.tokens != total) {
-      error = where + "the replayed routing is for " + std::to_string(routing.tokens) +
+      error = "the replayed routing is for " + std::to_string(routing.tokens) +
               " tokens, the batch has " + std::to_string(total);
-      return false;
+      return fail();
     }
   } else {
     localLogits.resize(static_cast<size_t>(tokens * e));
@@ -140,24 +85,157 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     local->routerLogits(x, tokens, localLogits.data());
     routerSeconds = since(start);
     start = Clock::now();
-    if (!gatherRows(comm, localLogits.data(), tokens, e, slices, globalLogits, error))
-      return false;
-    commSeconds += since(start);
+    if (!gatherRows(comm, localLogits.data(), tokens, e, s.slices, globalLogits, error))
+      return fail();
+    s.commSeconds += since(start);
     start = Clock::now();
     if (!local->attachedRouter()->route(globalLogits.data(), total, local->correctionBias(),
-                                        batch, routing, error)) {
-      error = where + error;
-      return false;
-    }
+                                        batch, routing, error, &placement))
+      return fail();
     policySeconds = since(start);
   }
-  const int64_t k = routing.k;
-  // Which ranks serve each token (one of its slots), worked out once per layer: the
-  // dispatch, the receive order and the combine all read it.
+  // Libra: the next layer's replicas are planned and start moving now, while this
+  // layer computes.
+  if (libra && successor && !planSuccessor(s, error))
+    return fail();
+
+  // 2-3. Each slot's serving rank, the experts, the partial sums back to the owners.
+  if (!(libra ? forwardTwoStage(s, error) : forwardAllToAll(s, error)))
+    return fail();
+
+  metrics.layer = index();
+  metrics.tokens = tokens;
+  metrics.seconds.routerGemm = routerSeconds;
+  metrics.seconds.policy = policySeconds;
+  // What every rank did: routed slots per rank from the (global) assignment; bytes sent
+  // and seconds gathered.
+  metrics.slotsPerRank.assign(static_cast<size_t>(n), 0);
+  for (int32_t rank : s.server)
+    if (rank >= 0)
+      ++metrics.slotsPerRank[static_cast<size_t>(rank)];
+  struct Report {
+    int64_t bytes;
+    double seconds;
+  } mine{s.bytesSent, since(layerStart)};
+  std::vector<Report> all(static_cast<size_t>(n));
+  if (!comm.allGather(&mine, sizeof mine, all.data(), error))
+    return fail();
+  metrics.bytesSentPerRank.clear();
+  metrics.secondsPerRank.clear();
+  for (const Report &r : all) {
+    metrics.bytesSentPerRank.push_back(r.bytes);
+    metrics.secondsPerRank.push_back(r.seconds);
+  }
+  metrics.commSeconds = s.commSeconds;
+  metrics.weightBytesMoved = moved;
+  metrics.placementVersion = placement.version;
+  if (eplb && !countAndPlan(routing, error))
+    return fail();
+  if (libra)
+    dropReplicas();
+  return true;
+}
+
+bool EpMoeLayer::computeServed(Step &s, const float *rows, const std::vector<int64_t> &served,
+                               bool routed, bool withShared, float *out, std::string &error) {
+  const Routing &routing = *s.routing;
+  const int64_t k = routing.k, count = static_cast<int64_t>(served.size());
+  const int me = comm.rank();
+  Routing mine;
+  mine.tokens = count;
+  mine.k = k;
+  mine.ids.resize(static_cast<size_t>(count * k));
+  mine.weights.resize(static_cast<size_t>(count * k));
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t slot = served[static_cast<size_t>(r)] * k + j;
+      const bool here = routed && s.server[static_cast<size_t>(slot)] == me;
+      mine.ids[static_cast<size_t>(r * k + j)] = here ? routing.ids[static_cast<size_t>(slot)] : -1;
+      mine.weights[static_cast<size_t>(r * k + j)] =
+          here ? routing.weights[static_cast<size_t>(slot)] : 0.0f;
+    }
+  Routing scratch;
+  LayerMetrics part;
+  local->setSharedExperts(withShared);
+  bool ok = local->forward(rows, count, *s.batch, &mine, scratch, out, part, error);
+  local->setSharedExperts(true);
+  LayerMetrics &m = *s.metrics;
+  m.activeExperts = std::max(m.activeExperts, part.activeExperts);
+  if (m.tokensPerExpert.empty())
+    m.tokensPerExpert = part.tokensPerExpert;
+  else
+    for (size_t i = 0; i < part.tokensPerExpert.size(); ++i)
+      m.tokensPerExpert[i] += part.tokensPerExpert[i];
+  m.expertBytes += part.expertBytes;
+  m.flops += part.flops;
+  m.seconds.permute += part.seconds.permute;
+  m.seconds.ffn += part.seconds.ffn;
+  m.seconds.combine += part.seconds.combine;
+  m.activeExperts = std::count_if(m.tokensPerExpert.begin(), m.tokensPerExpert.end(),
+                                  [](int32_t c) { return c > 0; });
+  return ok;
+}
+
+std::vector<int64_t> EpMoeLayer::ownTokens(const Step &s) const {
+  std::vector<int64_t> tokens(static_cast<size_t>(s.tokens));
+  for (int64_t t = 0; t < s.tokens; ++t)
+    tokens[static_cast<size_t>(t)] = s.slices.begin[comm.rank()] + t;
+  return tokens;
+}
+
+bool EpMoeLayer::returnPartials(Step &s, const std::vector<int64_t> &served,
+                                const float *partials,
+                                const std::function<bool(int64_t, int)> &computed,
+                                std::string &error) {
+  const int64_t h = local->modelConfig().hidden, row = h * int64_t(sizeof(float));
+  const int me = comm.rank(), n = comm.size();
+  const int64_t first = s.slices.begin[me];
+  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
+  for (int64_t token : served) // in rank order: slices are contiguous
+    sendBytes[static_cast<size_t>(s.slices.owner(token))] += row;
+  for (int p = 0; p < n; ++p)
+    for (int64_t t = 0; t < s.tokens; ++t)
+      if (computed(first + t, p))
+        recvBytes[static_cast<size_t>(p)] += row;
+  int64_t expected = 0;
+  for (int p = 0; p < n; ++p) {
+    expected += recvBytes[static_cast<size_t>(p)];
+    if (p != me)
+      s.bytesSent += sendBytes[static_cast<size_t>(p)];
+  }
+  back.resize(static_cast<size_t>(expected / int64_t(sizeof(float))));
+  auto start = Clock::now();
+  if (!comm.allToAllV(partials, sendBytes, back.data(), recvBytes, error))
+    return false;
+  s.commSeconds += since(start);
+  auto combineStart = Clock::now();
+  size_t at = 0;
+  for (int p = 0; p < n; ++p)
+    for (int64_t t = 0; t < s.tokens; ++t)
+      if (computed(first + t, p)) {
+        const float *part = back.data() + at;
+        float *out = s.y + t * h;
+        for (int64_t c = 0; c < h; ++c)
+          out[c] += part[c];
+        at += static_cast<size_t>(h);
+      }
+  s.metrics->seconds.combine += since(combineStart);
+  return true;
+}
+
+bool EpMoeLayer::forwardAllToAll(Step &s, std::string &error) {
+  const Routing &routing = *s.routing;
+  const int64_t h = local->modelConfig().hidden, k = routing.k, total = routing.tokens;
+  const int me = comm.rank(), n = comm.size();
+  const int64_t first = s.slices.begin[me];
+  s.server.resize(static_cast<size_t>(total * k));
+  // Which ranks serve each token (one of its slots), worked out once: the dispatch, the
+  // receive order and the combine all read it.
   std::vector<uint8_t> serves(static_cast<size_t>(total * n), 0);
   for (int64_t token = 0; token < total; ++token)
     for (int64_t j = 0; j < k; ++j) {
-      int rank = placement.rankFor(routing.ids[token * k + j], token);
+      int rank = placement.rankFor(routing.ids[static_cast<size_t>(token * k + j)], token);
+      s.server[static_cast<size_t>(token * k + j)] = rank;
       if (rank >= 0)
         serves[static_cast<size_t>(token * n + rank)] = 1;
     }
@@ -165,114 +243,43 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     return serves[static_cast<size_t>(token * n + rank)] != 0;
   };
 
-  // 2. Dispatch: each local token's row once to every rank holding one of its experts.
+  // Dispatch: each local token's row once to every rank serving one of its slots.
   std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
   sendRows.clear();
   for (int p = 0; p < n; ++p)
-    for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t t = 0; t < s.tokens; ++t)
       if (needs(first + t, p)) {
-        sendRows.insert(sendRows.end(), x + t * h, x + (t + 1) * h);
-        sendBytes[p] += h * int64_t(sizeof(float));
+        sendRows.insert(sendRows.end(), s.x + t * h, s.x + (t + 1) * h);
+        sendBytes[static_cast<size_t>(p)] += h * int64_t(sizeof(float));
       }
-  std::vector<int64_t> received; // global token of each received row, in arrival order
+  std::vector<int64_t> served; // global token of each received row, in arrival order
   for (int q = 0; q < n; ++q)
-    for (int64_t token = slices.begin[q]; token < slices.begin[q + 1]; ++token)
+    for (int64_t token = s.slices.begin[q]; token < s.slices.begin[q + 1]; ++token)
       if (needs(token, me)) {
-        received.push_back(token);
-        recvBytes[q] += h * int64_t(sizeof(float));
+        served.push_back(token);
+        recvBytes[static_cast<size_t>(q)] += h * int64_t(sizeof(float));
       }
-  const int64_t rows = static_cast<int64_t>(received.size());
-  recvRows.resize(static_cast<size_t>(rows * h));
-  start = Clock::now();
-  if (!comm.allToAllV(sendRows.data(), sendBytes, recvRows.data(), recvBytes, error))
-    return false;
-  commSeconds += since(start);
-
-  // 3. This rank's experts on the received rows: other ranks' slots masked (-1).
-  Routing mine;
-  mine.tokens = rows;
-  mine.k = k;
-  mine.ids.resize(static_cast<size_t>(rows * k));
-  mine.weights.resize(static_cast<size_t>(rows * k));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) {
-      int32_t id = routing.ids[received[r] * k + j];
-      bool held = placement.rankFor(id, received[r]) == me;
-      mine.ids[r * k + j] = held ? id : -1;
-      mine.weights[r * k + j] = held ? routing.weights[received[r] * k + j] : 0.0f;
-    }
-  partial.resize(static_cast<size_t>(rows * h));
-  Routing scratch;
-  local->setSharedExperts(false);
-  bool ok = local->forward(recvRows.data(), rows, batch, &mine, scratch, partial.data(), metrics,
-                           error);
-  local->setSharedExperts(true);
-  if (!ok)
-    return false;
-
-  // 4. Combine: partial sums back to the owners; the owner adds them in rank order after
-  //    its shared experts (computed on its own tokens with every routed slot empty).
-  back.resize(sendRows.size());
-  start = Clock::now();
-  if (!comm.allToAllV(partial.data(), recvBytes, back.data(), sendBytes, error))
-    return false;
-  commSeconds += since(start);
-  Routing none;
-  none.tokens = tokens;
-  none.k = k;
-  none.ids.assign(static_cast<size_t>(tokens * k), -1);
-  none.weights.assign(static_cast<size_t>(tokens * k), 0.0f);
-  LayerMetrics sharedMetrics;
-  if (!local->forward(x, tokens, batch, &none, scratch, y, sharedMetrics, error))
-    return false;
-  size_t at = 0;
-  for (int p = 0; p < n; ++p)
-    for (int64_t t = 0; t < tokens; ++t)
-      if (needs(first + t, p)) {
-        const float *row = back.data() + at;
-        for (int64_t c = 0; c < h; ++c)
-          y[t * h + c] += row[c];
-        at += static_cast<size_t>(h);
-      }
-  metrics.tokens = tokens;
-  metrics.expertBytes += sharedMetrics.expertBytes;
-  metrics.flops += sharedMetrics.flops;
-  metrics.seconds.ffn += sharedMetrics.seconds.ffn;
-  metrics.seconds.routerGemm = routerSeconds;
-  metrics.seconds.policy = policySeconds;
-
-  // What every rank did: routed slots per rank from the (global) routing; bytes sent and
-  // seconds gathered.
-  metrics.slotsPerRank.assign(static_cast<size_t>(n), 0);
-  for (int64_t slot = 0; slot < total * k; ++slot)
-    if (routing.ids[slot] >= 0)
-      ++metrics.slotsPerRank[static_cast<size_t>(placement.rankFor(routing.ids[slot], slot / k))];
-  int64_t sent = 0;
   for (int p = 0; p < n; ++p)
     if (p != me)
-      sent += sendBytes[p] + recvBytes[p]; // rows dispatched, partial sums returned
-  struct Report {
-    int64_t bytes;
-    double seconds;
-  } mine2{sent, since(layerStart)};
-  std::vector<Report> all(static_cast<size_t>(n));
-  if (!comm.allGather(&mine2, sizeof mine2, all.data(), error))
+      s.bytesSent += sendBytes[static_cast<size_t>(p)];
+  recvRows.resize(served.size() * static_cast<size_t>(h));
+  auto start = Clock::now();
+  if (!comm.allToAllV(sendRows.data(), sendBytes, recvRows.data(), recvBytes, error))
     return false;
-  metrics.bytesSentPerRank.clear();
-  metrics.secondsPerRank.clear();
-  for (const Report &r : all) {
-    metrics.bytesSentPerRank.push_back(r.bytes);
-    metrics.secondsPerRank.push_back(r.seconds);
-  }
-  metrics.commSeconds = commSeconds;
-  metrics.weightBytesMoved = moved;
-  metrics.placementVersion = placement.version;
-  if (eplb && !countAndPlan(routing, error)) {
-    error = where + error;
+  s.commSeconds += since(start);
+
+  // This rank's experts on the received rows, then the owners' shared experts (their
+  // own tokens, every routed slot empty) and the partial sums in rank order.
+  partial.resize(recvRows.size());
+  if (!computeServed(s, recvRows.data(), served, true, false, partial.data(), error) ||
+      !computeServed(s, s.x, ownTokens(s), false, true, s.y, error))
     return false;
-  }
-  return true;
+  return returnPartials(s, served, partial.data(), needs, error);
 }
+
+//===----------------------------------------------------------------------===//
+// Live EPLB
+//===----------------------------------------------------------------------===//
 
 bool EpMoeLayer::countAndPlan(const Routing &routing, std::string &error) {
   for (int32_t id : routing.ids)
@@ -290,7 +297,7 @@ bool EpMoeLayer::countAndPlan(const Routing &routing, std::string &error) {
   stepsInWindow = 0;
   // What each rank newly serves comes from the lowest rank holding it now.
   transfers.clear();
-  transfersDone = 0;
+  transfersSubmitted = 0;
   for (int to = 0; to < comm.size(); ++to)
     for (int32_t e = 0; e < static_cast<int32_t>(placement.experts); ++e) {
       if (!next.holds(to, e) || placement.holds(to, e))
@@ -301,77 +308,53 @@ bool EpMoeLayer::countAndPlan(const Routing &routing, std::string &error) {
       transfers.push_back({e, from, to, local->expertWeights(e).bytes()});
     }
   migrating = true;
+  submitChunk(); // moves while the rest of the stack computes
   return true;
 }
 
-bool EpMoeLayer::migrateStep(int64_t &moved, std::string &error) {
-  const int n = comm.size(), me = comm.rank();
-  // This step's chunk: the next transfers up to the byte budget (at least one).
-  size_t end = transfersDone;
-  moved = 0;
-  while (end < transfers.size() &&
-         (end == transfersDone || moved + transfers[end].bytes <= eplbOptions.bytesPerStep))
-    moved += transfers[end++].bytes;
-  std::vector<std::vector<uint8_t>> toPeer(static_cast<size_t>(n));
-  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
-  for (size_t i = transfersDone; i < end; ++i) {
-    const Transfer &t = transfers[i];
-    if (t.from == me) {
-      const FfnWeights &w = local->expertWeights(t.expert);
-      std::vector<uint8_t> &out = toPeer[static_cast<size_t>(t.to)];
-      for (const model::TensorView *v : {w.gate, w.up, w.down})
-        out.insert(out.end(), v->data, v->data + v->bytes);
-      sendBytes[static_cast<size_t>(t.to)] += t.bytes;
-    }
-    if (t.to == me)
-      recvBytes[static_cast<size_t>(t.from)] += t.bytes;
+void EpMoeLayer::submitChunk() {
+  // The next transfers up to the byte budget (at least one).
+  TransferBatch batch;
+  int64_t bytes = 0;
+  while (transfersSubmitted < transfers.size() &&
+         (batch.transfers.empty() ||
+          bytes + transfers[transfersSubmitted].bytes <= eplbOptions.bytesPerStep)) {
+    const ExpertTransfer &t = transfers[transfersSubmitted++];
+    bytes += t.bytes;
+    batch.transfers.push_back(t);
+    batch.weights.emplace(t.expert, local->expertWeights(t.expert));
   }
-  std::vector<uint8_t> send, recv;
-  for (const std::vector<uint8_t> &block : toPeer)
-    send.insert(send.end(), block.begin(), block.end());
-  int64_t expected = 0;
-  for (int64_t b : recvBytes)
-    expected += b;
-  recv.resize(static_cast<size_t>(expected));
-  if (!comm.allToAllV(send.data(), sendBytes, recv.data(), recvBytes, error))
-    return false;
-  // Unpack per source rank, in the agreed transfer order.
-  std::vector<int64_t> at(static_cast<size_t>(n), 0);
-  for (int p = 1; p < n; ++p)
-    at[static_cast<size_t>(p)] = at[static_cast<size_t>(p - 1)] + recvBytes[static_cast<size_t>(p - 1)];
-  for (size_t i = transfersDone; i < end; ++i) {
-    const Transfer &t = transfers[i];
-    if (t.to != me)
-      continue;
-    const FfnWeights &w = local->expertWeights(t.expert); // shapes and dtypes to copy
-    OwnedExpert &copy = incoming[t.expert];
-    const uint8_t *from = recv.data() + at[static_cast<size_t>(t.from)];
-    copy.bytes.assign(from, from + t.bytes);
-    at[static_cast<size_t>(t.from)] += t.bytes;
-    size_t offset = 0;
-    const model::TensorView *views[3] = {w.gate, w.up, w.down};
-    for (int j = 0; j < 3; ++j) {
-      copy.views[j] = *views[j];
-      copy.views[j].data = copy.bytes.data() + offset;
-      offset += views[j]->bytes;
-    }
-  }
-  transfersDone = end;
-  if (transfersDone < transfers.size())
+  chunkInFlight = mover->submit(std::move(batch));
+}
+
+bool EpMoeLayer::advanceMigration(int64_t &moved, std::string &error) {
+  if (!migrating)
     return true;
+  if (chunkInFlight) {
+    std::map<int32_t, ExpertCopy> got;
+    if (!mover->wait(chunkInFlight, got, moved, error))
+      return false;
+    chunkInFlight = 0;
+    for (auto &[expert, copy] : got)
+      incoming[expert] = std::move(copy);
+  }
+  if (transfersSubmitted < transfers.size()) {
+    submitChunk(); // moves during this step; this step still runs the old placement
+    return true;
+  }
   // Every rank has every byte (the same chunks everywhere): publish.
   for (auto &[expert, copy] : incoming) {
     checkpointViews.emplace(expert, local->expertWeights(expert)); // the first time only
-    OwnedExpert &slot = owned[expert];
+    ExpertCopy &slot = owned[expert];
     slot = std::move(copy);
-    local->setExpertWeights(expert, {&slot.views[0], &slot.views[1], &slot.views[2]});
+    local->setExpertWeights(expert, slot.weights());
   }
   incoming.clear();
   placement = next;
   migrating = false;
   // Evicted after publication: copies of experts this rank no longer serves.
   for (auto it = owned.begin(); it != owned.end();) {
-    if (placement.holds(me, it->first)) {
+    if (placement.holds(comm.rank(), it->first)) {
       ++it;
       continue;
     }
@@ -381,38 +364,217 @@ bool EpMoeLayer::migrateStep(int64_t &moved, std::string &error) {
   return true;
 }
 
-std::shared_ptr<EplbRule> EplbRule::create(const model::MoeConfig &config, int ranks,
-                                           int64_t slots, runtime::PolicyCache &cache,
-                                           std::string &error) {
-  if (slots < config.experts || slots % ranks != 0) {
-    error = "--eplb-slots " + std::to_string(slots) + " must be at least the " +
-            std::to_string(config.experts) + " experts and a multiple of --ep " +
-            std::to_string(ranks);
-    return nullptr;
-  }
-  runtime::CompileRequest request;
-  request.policyPath = shippedPolicyDir() + "/eplb.mlir";
-  request.flags = {"--model", config.path, "--nodes", "1", "--devices", std::to_string(ranks),
-                   "--slots", std::to_string(slots), "--entry", "eplb", "--allow-unused-sizes"};
-  if (config.family != model::Family::DeepseekV3) // no expert groups: one
-    request.flags.insert(request.flags.end(), {"--groups", "1"});
-  std::string dir;
-  if (!cache.artifacts(request, dir, error))
-    return nullptr;
-  auto rule = std::make_shared<EplbRule>();
-  rule->policy = runtime::HostPolicy::load(dir, "eplb", error);
-  return rule->policy ? rule : nullptr;
+//===----------------------------------------------------------------------===//
+// Libra
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The rank of each global token.
+std::vector<int32_t> tokenRanks(const TokenSlices &slices) {
+  std::vector<int32_t> ranks(static_cast<size_t>(slices.begin.back()));
+  for (size_t r = 0; r + 1 < slices.begin.size(); ++r)
+    std::fill(ranks.begin() + slices.begin[r], ranks.begin() + slices.begin[r + 1],
+              static_cast<int32_t>(r));
+  return ranks;
+}
+} // namespace
+
+bool EpMoeLayer::planSuccessor(Step &s, std::string &error) {
+  std::vector<int32_t> mine, ids;
+  if (!libra->predict(s.x, s.tokens, successor->gateForPredecessor, mine, error))
+    return false;
+  const int64_t k = s.tokens ? static_cast<int64_t>(mine.size()) / s.tokens
+                             : local->modelConfig().topK;
+  auto start = Clock::now();
+  if (!gatherRows(comm, mine.data(), s.tokens, k, s.slices, ids, error))
+    return false;
+  s.commSeconds += since(start);
+  LibraRules::Plan next;
+  if (!libra->plan(ids, tokenRanks(s.slices), next, error))
+    return false;
+  // Each replica comes from its expert's home rank.
+  const int n = comm.size();
+  const int64_t experts = placement.experts;
+  TransferBatch batch;
+  for (int32_t e = 0; e < static_cast<int32_t>(experts); ++e)
+    for (int g = 0; g < n; ++g) {
+      const int home = placement.rankFor(e, 0);
+      if (g == home || !next.placement[static_cast<size_t>(e * n + g)])
+        continue;
+      const FfnWeights &w = successor->local->expertWeights(e);
+      batch.transfers.push_back({e, home, g, w.bytes()});
+      batch.weights.emplace(e, w);
+    }
+  successor->acceptPlan(next, mover->submit(std::move(batch)), std::move(ids));
+  return true;
 }
 
-bool EplbRule::plan(const std::vector<float> &loads, std::vector<int32_t> &phy2log,
-                    std::string &error) const {
-  runtime::CallBuffers call(policy->signature());
-  npy::Array array = npy::makeF32({static_cast<int64_t>(loads.size())}, loads.data());
-  if (!call.bind("loads", array, "eplb loads", error) || !call.finish(error) ||
-      !policy->run(call, {}, error))
+void EpMoeLayer::acceptPlan(const LibraRules::Plan &next, ExpertMover::Ticket ticket,
+                            std::vector<int32_t> predicted) {
+  plan = next;
+  replicaTicket = ticket;
+  predictedIds = std::move(predicted);
+  planned = true;
+}
+
+bool EpMoeLayer::installReplicas(int64_t &moved, std::string &error) {
+  if (!planned) { // the first layer: the home placement, nothing predicted
+    const int n = comm.size();
+    plan = {};
+    plan.imbalanceAfter = -1; // nothing planned
+    plan.placement.assign(static_cast<size_t>(placement.experts * n), 0);
+    for (int32_t e = 0; e < static_cast<int32_t>(placement.experts); ++e)
+      plan.placement[static_cast<size_t>(e * n + placement.rankFor(e, 0))] = 1;
+    predictedIds.clear();
+    return true;
+  }
+  if (!mover->wait(replicaTicket, replicas, moved, error))
     return false;
-  npy::Array plan = call.output(static_cast<size_t>(call.findOutput("phy2log")));
-  phy2log.assign(plan.i32(), plan.i32() + plan.numel());
+  for (auto &[expert, copy] : replicas) {
+    checkpointViews.emplace(expert, local->expertWeights(expert)); // the first time only
+    local->setExpertWeights(expert, copy.weights());
+  }
+  return true;
+}
+
+void EpMoeLayer::dropReplicas() {
+  for (auto &[expert, copy] : replicas)
+    local->setExpertWeights(expert, checkpointViews.at(expert));
+  replicas.clear();
+  planned = false;
+}
+
+bool EpMoeLayer::shardRemoteSlots(const Step &s, std::vector<int32_t> &remoteServer,
+                                  float &imbalance, std::string &error) const {
+  const Routing &routing = *s.routing;
+  const int n = comm.size();
+  const int64_t experts = placement.experts, k = routing.k;
+  std::vector<int32_t> left; // [G, E]: remote slots of e rank g still takes
+  if (!libra->shard(routing.ids, k, tokenRanks(s.slices), plan.placement, left, imbalance,
+                    error))
+    return false;
+  // Each remote slot of expert e, in slot order, to the ranks the plan gives e, in rank
+  // order.
+  std::vector<int> cursor(static_cast<size_t>(experts), 0);
+  remoteServer.assign(s.server.size(), -1);
+  for (size_t slot = 0; slot < s.server.size(); ++slot) {
+    if (s.server[slot] != kRemote)
+      continue;
+    const int32_t e = routing.ids[slot];
+    int &g = cursor[static_cast<size_t>(e)];
+    while (g < n && left[static_cast<size_t>(g * experts + e)] == 0)
+      ++g;
+    if (g == n) {
+      error = "@libra_shard's plan serves fewer remote slots of expert " + std::to_string(e) +
+              " than the routing has";
+      return false;
+    }
+    if (!plan.placement[static_cast<size_t>(e * n + g)]) {
+      error = "@libra_shard gives rank " + std::to_string(g) + " remote slots of expert " +
+              std::to_string(e) + ", which it does not hold";
+      return false;
+    }
+    --left[static_cast<size_t>(g * experts + e)];
+    remoteServer[slot] = g;
+  }
+  for (size_t i = 0; i < left.size(); ++i)
+    if (left[i] != 0) {
+      error = "@libra_shard's plan serves more remote slots of expert " +
+              std::to_string(int64_t(i) % experts) + " than the routing has";
+      return false;
+    }
+  return true;
+}
+
+bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
+  const Routing &routing = *s.routing;
+  const int64_t h = local->modelConfig().hidden, k = routing.k, total = routing.tokens;
+  const int64_t experts = placement.experts;
+  const int me = comm.rank(), n = comm.size();
+  const std::vector<int32_t> owners = tokenRanks(s.slices);
+  // MoE_local's slots: the token's own rank holds the expert (home or replica); the
+  // others are remote, sharded below.
+  s.server.assign(static_cast<size_t>(total * k), -1);
+  int64_t localSlots = 0;
+  for (int64_t slot = 0; slot < total * k; ++slot) {
+    const int32_t e = routing.ids[static_cast<size_t>(slot)];
+    if (e < 0)
+      continue;
+    const int owner = owners[static_cast<size_t>(slot / k)];
+    const bool here = plan.placement[static_cast<size_t>(e * n + owner)] != 0;
+    s.server[static_cast<size_t>(slot)] = here ? owner : kRemote;
+    localSlots += here;
+  }
+  // Token sharding on a CPU thread while MoE_local runs (§3.1).
+  std::vector<int32_t> remoteServer;
+  float shardImbalance = 0;
+  std::string shardError;
+  bool sharded = false;
+  std::thread sharder([&] { sharded = shardRemoteSlots(s, remoteServer, shardImbalance, shardError); });
+  // Libra's dispatch: every row to every rank (an all-gather needs no sharding plan).
+  auto start = Clock::now();
+  bool ok = gatherRows(comm, s.x, s.tokens, h, s.slices, allRows, error);
+  s.commSeconds += since(start);
+  s.bytesSent += s.tokens * h * int64_t(sizeof(float)) * (n - 1);
+  // MoE_local: this rank's tokens on the experts it holds, with the shared experts.
+  ok = ok && computeServed(s, s.x, ownTokens(s), true, true, s.y, error);
+  sharder.join();
+  if (!ok)
+    return false;
+  if (!sharded) {
+    error = shardError;
+    return false;
+  }
+  // MoE_remote: other ranks' tokens with a slot the plan gives this rank.
+  std::vector<uint8_t> remote(static_cast<size_t>(total * n), 0); // [token, rank]
+  LibraMetrics &lm = s.metrics->libra;
+  lm.on = true;
+  lm.remoteSlots.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(experts), 0));
+  for (size_t slot = 0; slot < s.server.size(); ++slot)
+    if (s.server[slot] == kRemote) {
+      const int g = remoteServer[slot];
+      s.server[slot] = g;
+      remote[slot / static_cast<size_t>(k) * n + g] = 1;
+      ++lm.remoteSlots[static_cast<size_t>(g)][static_cast<size_t>(routing.ids[slot])];
+    }
+  auto computed = [&](int64_t token, int rank) {
+    return remote[static_cast<size_t>(token * n + rank)] != 0;
+  };
+  std::vector<int64_t> served;
+  for (int64_t token = 0; token < total; ++token)
+    if (computed(token, me))
+      served.push_back(token);
+  recvRows.resize(served.size() * static_cast<size_t>(h));
+  for (size_t r = 0; r < served.size(); ++r)
+    std::copy_n(allRows.begin() + served[r] * h, h, recvRows.begin() + int64_t(r) * h);
+  partial.resize(recvRows.size());
+  if (!computeServed(s, recvRows.data(), served, true, false, partial.data(), error) ||
+      !returnPartials(s, served, partial.data(), computed, error))
+    return false;
+
+  // What the balancer did for this layer.
+  lm.localSlots = localSlots;
+  lm.replicas.assign(static_cast<size_t>(n), {});
+  for (int32_t e = 0; e < static_cast<int32_t>(experts); ++e)
+    for (int g = 0; g < n; ++g)
+      if (plan.placement[static_cast<size_t>(e * n + g)] && placement.rankFor(e, 0) != g)
+        lm.replicas[static_cast<size_t>(g)].push_back(e);
+  lm.plannedImbalance = plan.imbalanceAfter;
+  lm.shardImbalance = shardImbalance;
+  lm.predictionHitRate = -1;
+  if (!predictedIds.empty() && total > 0) {
+    const int64_t kp = static_cast<int64_t>(predictedIds.size()) / total;
+    int64_t hits = 0, pairs = 0;
+    for (int64_t slot = 0; slot < total * k; ++slot) {
+      const int32_t e = routing.ids[static_cast<size_t>(slot)];
+      if (e < 0)
+        continue;
+      ++pairs;
+      const auto row = predictedIds.begin() + (slot / k) * kp;
+      hits += std::find(row, row + kp, e) != row + kp;
+    }
+    lm.predictionHitRate = pairs ? double(hits) / double(pairs) : 1.0;
+  }
   return true;
 }
 

@@ -64,8 +64,23 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   runtime::CompileRequest request;
   request.policyPath = ex->policyFile;
   // Any policy on any model: the model's values a policy has no parameter for (a softmax
-  // router on DeepSeek-V3 ignores n_group) are not errors; one device for placements.
-  request.flags = {"--model", ex->cfg.path, "--devices", "1", "--allow-unused-sizes"};
+  // router on DeepSeek-V3 ignores n_group) are not errors. A placement (XShare-EP) is
+  // the job's: one device, or the ranks and physical slots of expert parallelism.
+  const int ranks = options.comm ? options.comm->size() : 1;
+  if (options.libra && options.eplb.window > 0) {
+    error = "--libra and --eplb are two balancers: choose one";
+    return nullptr;
+  }
+  if (options.libra && ranks < 2) {
+    error = "--libra balances expert-parallel ranks: use it with --ep N (N >= 2)";
+    return nullptr;
+  }
+  EplbOptions eplbOptions = options.eplb;
+  if (eplbOptions.window > 0 && eplbOptions.slots == 0)
+    eplbOptions.slots = ex->cfg.experts + ((ex->cfg.experts / 8 + ranks - 1) / ranks) * ranks;
+  const int64_t slots = eplbOptions.window > 0 ? eplbOptions.slots : ex->cfg.experts;
+  request.flags = {"--model", ex->cfg.path, "--devices", std::to_string(ranks), "--slots",
+                   std::to_string(ranks > 1 ? slots : ex->cfg.experts), "--allow-unused-sizes"};
   if (!options.entry.empty())
     request.flags.insert(request.flags.end(), {"--entry", options.entry});
   if (ex->device) { // the GPU launcher too
@@ -89,21 +104,22 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
             " layers";
     return nullptr;
   }
-  // Live EPLB: one compiled eplb rule for every layer.
+  // Live balancing: one compiled rule set for every layer, one mover for the transfers.
   std::shared_ptr<EplbRule> eplb;
-  EplbOptions eplbOptions = options.eplb;
+  std::shared_ptr<LibraRules> libra;
   if (eplbOptions.window > 0) {
-    if (!options.comm || options.comm->size() < 2) {
+    if (ranks < 2) {
       error = "--eplb balances expert-parallel ranks: use it with --ep N (N >= 2)";
       return nullptr;
     }
-    const int64_t ranks = options.comm->size(), e = ex->cfg.experts;
-    if (eplbOptions.slots == 0)
-      eplbOptions.slots = e + ((e / 8 + ranks - 1) / ranks) * ranks;
-    eplb = EplbRule::create(ex->cfg, static_cast<int>(ranks), eplbOptions.slots, cache, error);
-    if (!eplb)
+    if (!(eplb = EplbRule::create(ex->cfg, ranks, eplbOptions.slots, cache, error)))
       return nullptr;
   }
+  if (options.libra &&
+      !(libra = LibraRules::create(ex->cfg, ranks, options.libraSettings, cache, error)))
+    return nullptr;
+  if (eplb || libra)
+    ex->mover = std::make_shared<ExpertMover>(*options.comm);
   for (int64_t l : ex->cfg.moeLayers) {
     if (l < options.firstLayer || l >= last)
       continue;
@@ -112,8 +128,8 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
       layer = loadCudaLayer(ex->device, ex->cfg, *ex->ckpt, l, artifacts, options, error);
     } else if (auto host = MoeLayer::load(ex->cfg, *ex->ckpt, l, error)) {
       host->attach(ex->router.get());
-      if (options.comm && options.comm->size() > 1) {
-        auto ep = std::make_unique<EpMoeLayer>(std::move(host), *options.comm);
+      if (ranks > 1) {
+        auto ep = std::make_unique<EpMoeLayer>(std::move(host), *options.comm, ex->mover);
         if (eplb)
           ep->balanceWith(eplb, eplbOptions);
         layer = std::move(ep);
@@ -125,6 +141,12 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
       return nullptr;
     ex->moeLayers.push_back(std::move(layer));
   }
+  // Libra: each layer prepares the next one's replicas.
+  for (size_t i = 0; libra && i < ex->moeLayers.size(); ++i)
+    static_cast<EpMoeLayer &>(*ex->moeLayers[i])
+        .balanceWith(libra, i + 1 < ex->moeLayers.size()
+                                ? &static_cast<EpMoeLayer &>(*ex->moeLayers[i + 1])
+                                : nullptr);
   if (ex->moeLayers.empty()) {
     error = "--layers " + std::to_string(options.firstLayer) + ":" + std::to_string(last) +
             " holds no MoE layer (the model's MoE layers start at " +

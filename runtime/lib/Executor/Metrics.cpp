@@ -43,6 +43,13 @@ std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
                            {"comm_seconds", m.commSeconds},
                            {"weight_bytes_moved", m.weightBytesMoved},
                            {"placement_version", m.placementVersion}};
+    if (m.libra.on)
+      list.back()["ep"]["libra"] = {{"replicas", m.libra.replicas},
+                                    {"remote_slots", m.libra.remoteSlots},
+                                    {"local_slots", m.libra.localSlots},
+                                    {"prediction_hit_rate", m.libra.predictionHitRate},
+                                    {"planned_imbalance", m.libra.plannedImbalance},
+                                    {"shard_imbalance", m.libra.shardImbalance}};
   }
   return nlohmann::json{{"layers", list}}.dump(2) + "\n";
 }

@@ -95,7 +95,7 @@ std::vector<std::string> Router::boundInputs() const {
 
 bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
                        int64_t tokens, const float *bias, const BatchInfo &batch,
-                       std::string &error) const {
+                       const ExpertPlacement *placement, std::string &error) const {
   if (name == "logits")
     return call.bind(name, npy::makeF32({tokens, experts}, logits), "router logits", error);
   if (name == "bias") {
@@ -113,6 +113,11 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
     return call.bind(name, npy::makeI32({tokens}, batch.positions.data()), "positions", error);
   if (name == "draft_mask")
     return call.bind(name, npy::makeBool({tokens}, batch.draftMask.data()), "draft mask", error);
+  if (placement) { // the expert-parallel job's live placement, as log2phy [E, R]
+    std::vector<int32_t> table = placement->log2phyTable();
+    return call.bind(name, npy::makeI32({experts, placement->maxReplicas()}, table.data()),
+                     "the expert placement", error);
+  }
   // placement: one device holds one replica of every expert.
   std::vector<int32_t> identity(static_cast<size_t>(experts));
   for (int64_t e = 0; e < experts; ++e)
@@ -121,10 +126,11 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
 }
 
 bool Router::route(const float *logits, int64_t tokens, const float *bias,
-                   const BatchInfo &batch, Routing &routing, std::string &error) const {
+                   const BatchInfo &batch, Routing &routing, std::string &error,
+                   const ExpertPlacement *placement) const {
   runtime::CallBuffers call(policy->signature());
   for (const std::string &name : signature().inputNames())
-    if (!bindInput(call, name, logits, tokens, bias, batch, error))
+    if (!bindInput(call, name, logits, tokens, bias, batch, placement, error))
       return false;
   if (!call.finish(error) || !policy->run(call, knobs, error))
     return false;

@@ -245,6 +245,18 @@ LogicalResult LibraReplicateOp::refineResultTypes(const ShapeBinding &,
   return success();
 }
 
+Type LibraShardOp::bindOperandType(unsigned index, const ShapeBinding &binding) {
+  auto type = cast<ShapedType>(getOperand(index).getType());
+  if (index != 1)
+    return type;
+  // A placement given as an argument (@libra_shard in policies/libra.mlir): [E, G], G the
+  // GPUs its requests are bound to.
+  int64_t gpus = type.getDimSize(1);
+  if (auto requests = getRequests().getDefiningOp<GpuRequestsOp>())
+    gpus = requests.getGpus();
+  return matrix(binding.experts, gpus, type.getElementType());
+}
+
 LogicalResult LibraShardOp::refineResultTypes(const ShapeBinding &,
                                               SmallVectorImpl<Type> &types) {
   types.push_back(getRequests().getType());

@@ -49,6 +49,11 @@ public:
   /// `root`'s `bytes` bytes to every rank.
   virtual bool broadcast(void *data, size_t bytes, int root, std::string &error) = 0;
   virtual bool barrier(std::string &error) = 0;
+  /// A second communicator over the same ranks whose collectives may run on another
+  /// thread, concurrently with this one's (MPI: MPI_Comm_dup under MPI_THREAD_MULTIPLE;
+  /// NCCL: ncclCommSplit on a stream of its own). Collective: every rank calls it.
+  /// nullptr with the reason where the library cannot.
+  virtual std::unique_ptr<Communicator> duplicate(std::string &error) = 0;
   /// Ends the whole job (every rank) with `code`.
   [[noreturn]] virtual void abort(int code) = 0;
 };

@@ -35,6 +35,10 @@ struct ExecutorOptions {
   /// Live EPLB with expert parallelism (window 0: off; slots 0: E + E/8 redundant,
   /// rounded up to a multiple of the ranks).
   EplbOptions eplb;
+  /// Libra with expert parallelism: lookahead replicas and two-stage execution;
+  /// "name=value" settings of policies/libra.mlir's knobs.
+  bool libra = false;
+  std::vector<std::string> libraSettings;
 };
 
 class Executor {
@@ -62,6 +66,7 @@ public:
 private:
   model::MoeConfig cfg;
   std::unique_ptr<model::SafetensorsCheckpoint> ckpt;
+  std::shared_ptr<ExpertMover> mover; // balancers' weight transfers (EP only)
   std::string policyFile, deviceText = "host";
   std::unique_ptr<Router> router;
   std::shared_ptr<void> device; // the CUDA context of --device cuda

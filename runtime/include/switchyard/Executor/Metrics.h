@@ -14,6 +14,17 @@ struct StageTimes {
   double total() const { return routerGemm + policy + permute + ffn + combine; }
 };
 
+/// What Libra did for one layer (expert parallelism with --libra).
+struct LibraMetrics {
+  bool on = false;
+  std::vector<std::vector<int32_t>> replicas;    // per rank: experts imported (not home)
+  std::vector<std::vector<int64_t>> remoteSlots; // [rank][expert]: remote slots it served
+  int64_t localSlots = 0;        // slots served on their token's rank (MoE_local)
+  double predictionHitRate = -1; // routed (token, expert) pairs predicted; -1: none
+  double plannedImbalance = -1;  // @libra's imbalance after sharding, on the prediction
+  double shardImbalance = 0;     // @libra_shard's, on the actual routing
+};
+
 struct LayerMetrics {
   int64_t layer = 0;       // the checkpoint's layer index
   int64_t tokens = 0;
@@ -31,6 +42,7 @@ struct LayerMetrics {
   /// Live balancing: bytes of expert weights moved between ranks in this step (all
   /// ranks) and the version of the placement the step ran with (0: the initial one).
   int64_t weightBytesMoved = 0, placementVersion = 0;
+  LibraMetrics libra;
   /// max / mean of slotsPerRank (1: balanced), 0 without expert parallelism.
   double imbalance() const;
 };
@@ -38,7 +50,10 @@ struct LayerMetrics {
 /// {"layers": [{"layer", "tokens", "active_experts", "tokens_per_expert", "expert_bytes",
 /// "flops", "seconds": {"router_gemm", "policy", "permute", "ffn", "combine", "total"},
 /// and with expert parallelism "ep": {"ranks", "slots_per_rank", "imbalance",
-/// "bytes_sent_per_rank", "seconds_per_rank", "comm_seconds"}}]} as JSON text.
+/// "bytes_sent_per_rank", "seconds_per_rank", "comm_seconds", "weight_bytes_moved",
+/// "placement_version", and with Libra "libra": {"replicas", "remote_slots",
+/// "local_slots", "prediction_hit_rate", "planned_imbalance", "shard_imbalance"}}}]}
+/// as JSON text.
 std::string metricsToJson(const std::vector<LayerMetrics> &layers);
 
 } // namespace switchyard::exec

@@ -42,6 +42,8 @@ public:
   /// The router GEMM alone: logits[T, E] = x[T, H] . router weight^T.
   void routerLogits(const float *x, int64_t tokens, float *logits) const;
   const Router *attachedRouter() const { return router; }
+  /// The router's weight [E, H], widened.
+  const std::vector<float> &routerWeights() const { return routerWeight; }
   /// DeepSeek-V3's e_score_correction_bias [E], or nullptr.
   const float *correctionBias() const { return bias.empty() ? nullptr : bias.data(); }
   const model::MoeConfig &modelConfig() const { return *config; }

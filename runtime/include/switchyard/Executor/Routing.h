@@ -12,6 +12,7 @@
 #define SWITCHYARD_EXECUTOR_ROUTING_H
 
 #include "switchyard/Executor/Batch.h"
+#include "switchyard/Executor/Placement.h"
 #include "switchyard/Runtime/HostPolicy.h"
 
 #include <memory>
@@ -45,9 +46,12 @@ public:
                                         const std::vector<std::string> &knobSettings,
                                         std::string &error);
 
-  /// Routes `tokens` rows of `logits` [T, E]; `bias` [E] or nullptr.
+  /// Routes `tokens` rows of `logits` [T, E]; `bias` [E] or nullptr; `placement`: the
+  /// live expert placement of an expert-parallel job (nullptr: one device holds every
+  /// expert) for a policy that takes one (XShare-EP).
   bool route(const float *logits, int64_t tokens, const float *bias, const BatchInfo &batch,
-             Routing &routing, std::string &error) const;
+             Routing &routing, std::string &error,
+             const ExpertPlacement *placement = nullptr) const;
 
   const runtime::Signature &signature() const { return policy->signature(); }
   /// Inputs the policy takes besides the logits ("bias", "phase", ...).
@@ -56,7 +60,7 @@ public:
 private:
   bool bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
                  int64_t tokens, const float *bias, const BatchInfo &batch,
-                 std::string &error) const;
+                 const ExpertPlacement *placement, std::string &error) const;
   bool readSlots(const runtime::CallBuffers &call, Routing &routing, std::string &error) const;
 
   std::shared_ptr<runtime::HostPolicy> policy;

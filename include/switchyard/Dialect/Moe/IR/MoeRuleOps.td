@@ -429,6 +429,7 @@ def Moe_LibraShardOp : Moe_RuleStepOp<"libra_shard"> {
   let extraClassDeclaration = [{
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
+    ::mlir::Type bindOperandType(unsigned index, const ShapeBinding &binding);
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
   }];
 }
