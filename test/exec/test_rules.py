@@ -265,8 +265,6 @@ def libra_shape(E, G, k):
     """policies/libra.mlir bound to E experts, G GPUs, top-k ids (the hidden size only
     matters to @libra_predict)."""
     return {"experts": E, "top_k": k, "devices": G, "hidden_size": 64}
-    text = text[text.index("moe.balance @libra"):]
-    return {"experts": E, "top_k": k, "devices": G, "hidden_size": 64}
 
 
 def predicted_ids(T, E, k, rng, skew):
@@ -317,6 +315,24 @@ def test_libra(r, rng):
         r.check(label + " (imbalance %.3f -> %.3f -> %.3f)"
                 % (ref.imbalance(before)[0], ref.imbalance(replicated)[0],
                    ref.imbalance(after)[0]), problems)
+    # @libra_shard: Alg. 2 alone on a given placement (the replicas of a prediction)
+    # and the ACTUAL routing, which differs from the prediction.
+    for E, G, k, T, N, eps in [(64, 4, 4, 300, 4, 0.05), (128, 8, 8, 512, 2, 0.0),
+                               (16, 4, 2, 40, 0, 0.1)]:
+        predicted = predicted_ids(T, E, k, rng, 1.2)
+        actual = predicted_ids(T, E, k, rng, 1.2)
+        token_gpu = (np.arange(T) * G // T).astype(np.int32)
+        M = ref.libra_replicate(ref.gpu_requests(predicted, token_gpu, G, E), N, 0.5)
+        rc, out, got = r.run(shipped("libra"),
+                             {"topk_ids": actual, "token_gpu": token_gpu, "placement": M},
+                             {"epsilon": eps}, shape=libra_shape(E, G, k), entry="libra_shard")
+        label = f"libra_shard E={E} G={G} k={k} T={T} N={N} eps={eps} (actual != predicted)"
+        if rc != 0:
+            r.check(label, [f"moe-run exited {rc}: {out}"])
+            continue
+        plan, after = ref.libra_shard(ref.gpu_requests(actual, token_gpu, G, E), M, eps)
+        r.check(label, compare({"shard_plan": plan, "loads_after": after,
+                                "imbalance_after": ref.imbalance(after)}, got))
     # The lookahead predictor: the next layer's gate on the current hidden states.
     H, E, T = 2048, 128, 33
     hidden = rng.standard_normal((T, H)).astype(np.float32)
