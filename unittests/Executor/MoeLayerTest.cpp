@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Executor/MoeLayer.h"
+#include "TinyCheckpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -22,68 +23,8 @@ using namespace switchyard;
 
 namespace {
 
+using Checkpoint = unittest::TinyCheckpoint;
 constexpr int64_t H = 16, I = 8, E = 4, K = 2;
-
-struct Checkpoint {
-  std::string dir;
-  std::map<std::string, std::vector<float>> tensors; // as the layer sees them (rounded)
-
-  explicit Checkpoint(bool bf16) {
-    char name[] = "/tmp/switchyard-layer-XXXXXX";
-    dir = mkdtemp(name);
-    std::ofstream(dir + "/config.json")
-        << R"({"architectures":["MixtralForCausalLM"],"model_type":"mixtral",)"
-        << R"("hidden_size":16,"intermediate_size":8,"num_hidden_layers":1,)"
-        << R"("num_local_experts":4,"num_experts_per_tok":2,"rms_norm_eps":1e-5})";
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal(0.0f, 0.3f);
-    std::string header = "{", data;
-    auto add = [&](const std::string &tensor, std::vector<int64_t> shape, bool router) {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        n *= d;
-      std::vector<float> values(static_cast<size_t>(n));
-      bool half = bf16 && !router;
-      size_t begin = data.size();
-      for (float &v : values) {
-        v = normal(rng);
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        if (half) { // truncate to bfloat16 (what the layer will widen back exactly)
-          bits &= 0xffff0000u;
-          std::memcpy(&v, &bits, 4);
-          data.append(reinterpret_cast<const char *>(&bits) + 2, 2);
-        } else {
-          data.append(reinterpret_cast<const char *>(&v), 4);
-        }
-      }
-      tensors[tensor] = values;
-      header += (header.size() > 1 ? "," : "") + std::string("\"") + tensor +
-                "\":{\"dtype\":\"" + (half ? "BF16" : "F32") + "\",\"shape\":[" +
-                std::to_string(shape[0]) + (shape.size() > 1 ? "," + std::to_string(shape[1]) : "") +
-                "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
-    };
-    std::string p = "model.layers.0.";
-    add(p + "post_attention_layernorm.weight", {H}, true);
-    add(p + "block_sparse_moe.gate.weight", {E, H}, true);
-    for (int e = 0; e < E; ++e) {
-      std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-      add(x + "w1.weight", {I, H}, false);
-      add(x + "w3.weight", {I, H}, false);
-      add(x + "w2.weight", {H, I}, false);
-    }
-    header += "}";
-    std::string bytes(8, '\0');
-    for (int i = 0; i < 8; ++i)
-      bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-    std::ofstream(dir + "/model.safetensors", std::ios::binary) << bytes << header << data;
-  }
-  ~Checkpoint() {
-    std::remove((dir + "/config.json").c_str());
-    std::remove((dir + "/model.safetensors").c_str());
-    rmdir(dir.c_str());
-  }
-};
 
 /// The block from its definition, in double.
 std::vector<float> direct(const Checkpoint &c, const std::vector<float> &x,

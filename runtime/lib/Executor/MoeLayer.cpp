@@ -182,10 +182,20 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     metrics.seconds.policy = since(start);
   }
 
+  // Expert memory: the routing is counted, offloaded experts are loaded (a stall).
+  if (expertsHook && !expertsHook(layer, routing, error)) {
+    error = where + error;
+    return false;
+  }
   // 2. Permute: the routed rows in expert order (ExpertSlots), then every active
   //    expert's FFN on its contiguous rows.
   const int64_t k = routing.k;
   const ExpertSlots &slots = routing.byExpert;
+  for (int64_t x2 = 0; x2 < e; ++x2)
+    if (slots.count(x2) > 0 && !experts[static_cast<size_t>(x2)].gate) {
+      error = where + "expert " + std::to_string(x2) + " is routed but has no resident version";
+      return false;
+    }
   start = Clock::now();
   int64_t rows = static_cast<int64_t>(slots.slots.size());
   permutedIn.resize(static_cast<size_t>(rows * h));

@@ -22,12 +22,24 @@ const char *dtypeName(DType dtype) {
   case DType::F32: return "F32";
   case DType::F16: return "F16";
   case DType::BF16: return "BF16";
+  case DType::Q8: return "Q8";
+  case DType::Q4: return "Q4";
   case DType::Other: break;
   }
   return "other";
 }
 
-size_t dtypeSize(DType dtype) { return dtype == DType::F32 ? 4 : dtype == DType::Other ? 0 : 2; }
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return 4;
+  case DType::F16:
+  case DType::BF16: return 2;
+  case DType::Q8: return 1;
+  case DType::Q4: // two per byte: not byte-addressable
+  case DType::Other: break;
+  }
+  return 0;
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -251,6 +263,22 @@ const TensorView *SafetensorsCheckpoint::require(const std::string &name,
 }
 
 void widenToFloat(const TensorView &view, int64_t offset, int64_t count, float *out) {
+  if (view.dtype == DType::Q8 || view.dtype == DType::Q4) {
+    const int64_t cols = view.shape.back();
+    const auto *q = reinterpret_cast<const int8_t *>(view.data);
+    for (int64_t i = offset; i < offset + count; ++i) {
+      const int64_t row = i / cols, col = i % cols;
+      if (view.dtype == DType::Q8) {
+        out[i - offset] = float(q[i]) * view.scales[row];
+        continue;
+      }
+      // Two 4-bit two's-complement values per byte, the even element in the low nibble.
+      const int nibble = (view.data[i / 2] >> ((i & 1) * 4)) & 0xF;
+      const int value = nibble >= 8 ? nibble - 16 : nibble;
+      out[i - offset] = float(value) * view.scales[row * (cols / view.group) + col / view.group];
+    }
+    return;
+  }
   if (view.dtype == DType::F32) {
     std::memcpy(out, view.data + offset * 4, static_cast<size_t>(count) * 4);
     return;

@@ -15,6 +15,8 @@
 #include "switchyard/Model/MoeConfig.h"
 #include "switchyard/Model/Safetensors.h"
 
+#include <functional>
+
 namespace switchyard::exec {
 
 struct FfnWeights {
@@ -53,6 +55,11 @@ public:
   /// expert it received); the views must outlive their use.
   void setExpertWeights(int64_t e, const FfnWeights &w) { experts[static_cast<size_t>(e)] = w; }
 
+  /// Called after routing, before the experts run (expert memory: counts the routing,
+  /// loads offloaded experts on demand); an error stops the layer.
+  using ExpertsHook = std::function<bool(int64_t layer, const Routing &, std::string &)>;
+  void setExpertsHook(ExpertsHook hook) { expertsHook = std::move(hook); }
+
   bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
                Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
 
@@ -71,6 +78,7 @@ private:
   int64_t layer = 0;
   int64_t workers = 1;
   bool includeShared = true;
+  ExpertsHook expertsHook;
   std::vector<float> routerWeight; // [E, H], widened
   std::vector<float> bias;         // [E] or empty
   std::vector<float> norm;         // [H]

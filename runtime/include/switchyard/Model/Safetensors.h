@@ -25,8 +25,11 @@
 namespace switchyard::model {
 
 /// The element types the executor computes with; a file may hold others (I64, F8, ...),
-/// which are listed but rejected when a computation asks for them.
-enum class DType { F32, F16, BF16, Other };
+/// which are listed but rejected when a computation asks for them. Q8 and Q4 are the
+/// executor's own quantised weight formats (switchyard/Memory/Quantize.h), never read
+/// from a file: int8 per output channel, and int4 in groups along a row, each with
+/// float32 scales beside the packed data.
+enum class DType { F32, F16, BF16, Q8, Q4, Other };
 
 const char *dtypeName(DType dtype);
 size_t dtypeSize(DType dtype);
@@ -40,6 +43,9 @@ struct TensorView {
   const uint8_t *data = nullptr;
   uint64_t bytes = 0;
   std::string file;
+  /// Q8: scales[rows]; Q4: scales[rows, cols / group] (nullptr otherwise).
+  const float *scales = nullptr;
+  int64_t group = 0;
 
   int64_t numel() const;
   std::string shapeText() const; // "[128, 2048]"
