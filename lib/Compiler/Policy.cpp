@@ -46,6 +46,15 @@ bool applyKnobs(ModuleOp module, ArrayRef<std::string> overrides) {
   return succeeded(moe::setKnobs(module, overrides)) && succeeded(verify(module));
 }
 
+bool bindShapeWithKnobs(ModuleOp module, const moe::ShapeRequest &request,
+                        ArrayRef<std::string> overrides) {
+  if (!overrides.empty() && failed(moe::setKnobs(module, overrides)))
+    return false;
+  if (!request.empty() || moe::hasUnboundParameters(module))
+    return succeeded(moe::specializePolicies(module, request)) && succeeded(verify(module));
+  return overrides.empty() || succeeded(verify(module));
+}
+
 bool checkPolicyText(llvm::SourceMgr &mgr, unsigned bufferId) {
   const llvm::MemoryBuffer *buffer = mgr.getMemoryBuffer(bufferId);
   StringRef text = buffer->getBuffer();

@@ -23,6 +23,7 @@
 #include "switchyard/Target/Ptx/PtxCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Runtime/Manifest.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -148,7 +149,19 @@ int main(int argc, char **argv) {
   std::string shapeError;
   if (!tools::shapeRequest(shape, shapeError))
     return tools::fail("moe-compile", shapeError);
-  if (!host::bindShape(*module, shape) || !host::applyKnobs(*module, tools::knobOverrides()))
+  // A router asked for by --entry is compiled alone: the file's other entries (a rule
+  // whose knob defaults do not suit this model) do not stand in its way. (A rule keeps
+  // its file's routers: it may take its top-k from them.)
+  if (const std::string &wanted = tools::entryName(); !wanted.empty())
+    for (moe::PolicyOpInterface p : moe::getPolicyOps(*module))
+      if (p.getSymName() == wanted && p.isRouter()) {
+        std::string ignored;
+        host::selectRouter(*module, wanted, ignored);
+        break;
+      }
+  // Knob values first: a default that the bound shape would reject (ExpertFlow's cache of
+  // 32 experts on an 8-expert model) is then checked with the value asked for.
+  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()))
     return 1;
 
   std::vector<host::RouterInfo> routers = host::describeRouters(*module);

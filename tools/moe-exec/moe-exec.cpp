@@ -20,6 +20,7 @@
 #include "switchyard/Runtime/Npz.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -55,6 +56,18 @@ const char *kUsage =
     "                         replicas (@libra) while it computes; two-stage execution\n"
     "                         with token sharding (@libra_shard) on a CPU thread\n"
     "  --libra-set K=V        a knob of policies/libra.mlir (extra_experts, alpha, epsilon)\n"
+    "  --memory MODE          experts in a device budget (host emulation): resident,\n"
+    "                         static-lo, dynaexq (policies/dynaexq.mlir), offload\n"
+    "                         (policies/expertflow.mlir prefetch), on-demand\n"
+    "  --budget BYTES         the device budget for expert weights (e.g. 512M, 2G)\n"
+    "  --lo int4|int8         the low-precision version (default int4; --int4-group N)\n"
+    "  --link-bandwidth B     host->device bytes/s of the emulated link (default 25e9,\n"
+    "                         PCIe 4.0 x16; 0: unthrottled)\n"
+    "  --update-steps N       dynaexq: the residency rule every N steps (default 1), or\n"
+    "  --update-seconds S     every S seconds of wall time\n"
+    "  --memory-set K=V       a knob of the mode's rule (alpha, margin; threshold, ...)\n"
+    "  --memory-check         check the store's invariants at every step boundary\n"
+    "  --inject-copy-failures P, --inject-copy-delay S   faults on the emulated link\n"
 
     "  --repeat N             run N times, report the fastest (timing)\n";
 
@@ -99,6 +112,34 @@ bool parseRange(const std::string &text, int64_t &first, int64_t &last) {
   return b.empty() || !*end;
 }
 
+
+/// "123", "64M", "1.5G", "512KiB": bytes (K, M, G powers of 1024; KB, MB, GB of 1000).
+bool parseBytes(const std::string &text, int64_t &out) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !(value >= 0))
+    return false;
+  std::string unit(end);
+  double scale = unit.empty() || unit == "B" ? 1
+                 : unit == "K" || unit == "KiB" ? 1024.0
+                 : unit == "M" || unit == "MiB" ? 1024.0 * 1024
+                 : unit == "G" || unit == "GiB" ? 1024.0 * 1024 * 1024
+                 : unit == "KB" ? 1e3
+                 : unit == "MB" ? 1e6
+                 : unit == "GB" ? 1e9
+                                : -1;
+  if (scale < 0 || value * scale > 9e18)
+    return false;
+  out = static_cast<int64_t>(value * scale);
+  return true;
+}
+
+/// A finite number >= 0 (or > 0 when `positive`).
+bool parseNumber(const std::string &text, double &out, bool positive) {
+  char *end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && !*end && std::isfinite(out) && (positive ? out > 0 : out >= 0);
+}
 
 /// One batch to run: its hidden states, structure, and where its results go.
 struct Job {
@@ -274,7 +315,7 @@ bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
                    npy::makeF32({t, r.k}, r.weights.data()), error))
       return false;
   }
-  std::ofstream(job.out + "/metrics.json") << exec::metricsToJson(best);
+  std::ofstream(job.out + "/metrics.json") << exec::metricsToJson(best, executor.memoryMetrics());
   return true;
 }
 
@@ -351,6 +392,47 @@ int main(int argc, char **argv) {
       if (v.find('=') == std::string::npos)
         return fail("--libra-set '" + v + "' is not of the form knob=value");
       options.libraSettings.push_back(v);
+    } else if (a == "--memory") {
+      value(v);
+      if (!memory::parseMemoryMode(v, options.memory.mode))
+        return fail("--memory '" + v + "' is not resident, static-lo, dynaexq, offload or on-demand");
+      options.memoryOn = true;
+    } else if (a == "--budget") {
+      value(v);
+      if (!parseBytes(v, options.memory.budgetBytes) || options.memory.budgetBytes <= 0)
+        return fail("--budget '" + v + "' is not a positive byte count (e.g. 512M, 2G, 123456)");
+    } else if (a == "--lo") {
+      value(v);
+      if (!memory::parsePrecision(v, options.memory.low) ||
+          options.memory.low == memory::Precision::High)
+        return fail("--lo '" + v + "' is not int4 or int8");
+    } else if (a == "--int4-group" || a == "--update-steps") {
+      value(v);
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end || v.empty() || n < 1 || n > (1 << 20))
+        return fail(a + " '" + v + "' is not a positive integer");
+      (a == "--int4-group" ? options.memory.group : options.memory.updateSteps) = n;
+    } else if (a == "--link-bandwidth" || a == "--update-seconds" ||
+               a == "--inject-copy-failures" || a == "--inject-copy-delay") {
+      value(v);
+      double x = 0;
+      if (!parseNumber(v, x, a == "--update-seconds") ||
+          (a == "--inject-copy-failures" && x >= 1))
+        return fail(a + " '" + v + "' is not " +
+                    (a == "--inject-copy-failures" ? "a probability in [0, 1)"
+                                                   : "a finite number >= 0"));
+      (a == "--link-bandwidth"         ? options.memory.link.bytesPerSecond
+       : a == "--update-seconds"       ? options.memory.updateSeconds
+       : a == "--inject-copy-failures" ? options.memory.link.failureRate
+                                       : options.memory.link.maxDelaySeconds) = x;
+    } else if (a == "--memory-set") {
+      value(v);
+      if (v.find('=') == std::string::npos)
+        return fail("--memory-set '" + v + "' is not of the form knob=value");
+      options.memory.knobSettings.push_back(v);
+    } else if (a == "--memory-check") {
+      options.memory.checkInvariants = true;
     } else if (a == "--repeat") {
       value(v);
       char *end = nullptr;
@@ -371,6 +453,9 @@ int main(int argc, char **argv) {
   if (!batchesPath.empty() && (!requestIdsPath.empty() || !positionsPath.empty()))
     return fail("--batches carries request_ids_<i> / positions_<i> itself; drop "
                 "--request-ids / --positions");
+  if (options.memoryOn != (options.memory.budgetBytes > 0))
+    return fail(options.memoryOn ? "--memory needs --budget BYTES (the device memory for experts)"
+                                 : "--budget sets the device memory of --memory MODE: give both");
   exec::Phase givenPhase;
   if (!phaseText.empty() && !exec::parsePhase(phaseText, givenPhase))
     return fail("--phase '" + phaseText + "' is not prefill, decode or mixed");

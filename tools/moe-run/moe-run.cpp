@@ -88,7 +88,8 @@ int main(int argc, char **argv) {
   moe::ShapeRequest shape;
   if (!tools::shapeRequest(shape, error))
     return fail(error);
-  if (!host::bindShape(*module, shape))
+  // Knob values before the shape (as moe-compile): the shape checks the values asked for.
+  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()))
     return 1;
   if (list) {
     llvm::outs() << host::routersToJson(host::describeRouters(*module)) << "\n";

@@ -94,6 +94,13 @@ std::vector<runtime::Knob> readKnobs(mlir::ModuleOp lowered, llvm::StringRef nam
 /// an invalid value is reported by the op that uses it; false after printing errors.
 bool applyKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> overrides);
 
+/// Both, knob values first: the bound shape is then checked with the values asked for
+/// (a default it would reject - ExpertFlow's 32-expert cache on an 8-expert model - is
+/// no error when --set replaces it), and a bad value is reported against the bound
+/// shape ("capacity must be in [1, 8]").
+bool bindShapeWithKnobs(mlir::ModuleOp module, const moe::ShapeRequest &request,
+                        llvm::ArrayRef<std::string> overrides);
+
 /// Runs the host pipeline: stages, loops, LLVM dialect, C entries; `laneParallel`
 /// compiles the GPU form of the per-token code (moe-lower-to-loops); knobs become
 /// run-time parameters unless `freezeKnobs` compiles their values in.

@@ -8,8 +8,6 @@
 
 namespace switchyard::exec {
 
-namespace {
-/// `entry` of shipped policy `file` compiled for the model on `ranks` devices.
 std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &config,
                                                     const std::string &file,
                                                     const std::string &entry,
@@ -25,7 +23,6 @@ std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &conf
     return nullptr;
   return runtime::HostPolicy::load(dir, entry, error);
 }
-} // namespace
 
 std::shared_ptr<EplbRule> EplbRule::create(const model::MoeConfig &config, int ranks,
                                            int64_t slots, runtime::PolicyCache &cache,

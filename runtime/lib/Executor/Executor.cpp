@@ -147,6 +147,19 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
         .balanceWith(libra, i + 1 < ex->moeLayers.size()
                                 ? &static_cast<EpMoeLayer &>(*ex->moeLayers[i + 1])
                                 : nullptr);
+  if (options.memoryOn) {
+    if (ex->device || ranks > 1) {
+      error = "--memory runs on the host executor of one rank in this version (not with "
+              "--device cuda or --ep)";
+      return nullptr;
+    }
+    std::vector<MoeLayer *> hosts;
+    for (const std::unique_ptr<Layer> &layer : ex->moeLayers)
+      hosts.push_back(static_cast<MoeLayer *>(layer.get()));
+    ex->memory = memory::ExpertMemory::create(options.memory, ex->cfg, hosts, cache, error);
+    if (!ex->memory)
+      return nullptr;
+  }
   if (ex->moeLayers.empty()) {
     error = "--layers " + std::to_string(options.firstLayer) + ":" + std::to_string(last) +
             " holds no MoE layer (the model's MoE layers start at " +
@@ -168,10 +181,21 @@ static const Routing *replayed(const std::map<int64_t, Routing> *replay, int64_t
   return &it->second;
 }
 
+bool Executor::beginStep(std::string &error) {
+  return !memory || memory->beginStep(error);
+}
+
+void Executor::endStep() {
+  if (memory)
+    lastMemory = memory->endStep();
+}
+
 bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
                         const std::map<int64_t, Routing> *replay,
                         std::map<int64_t, Routing> &routings, std::vector<LayerMetrics> &metrics,
                         std::string &error) {
+  if (!beginStep(error))
+    return false;
   const int64_t width = cfg.hidden;
   std::vector<float> y(static_cast<size_t>(tokens * width));
   normed.resize(static_cast<size_t>(tokens * width));
@@ -190,6 +214,7 @@ bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &
       h[i] += y[i];
     metrics.push_back(std::move(m));
   }
+  endStep();
   return true;
 }
 
@@ -199,6 +224,8 @@ bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const Batc
                          std::map<int64_t, std::vector<float>> &outputs,
                          std::vector<LayerMetrics> &metrics, std::string &error) {
   metrics.clear();
+  if (!beginStep(error))
+    return false;
   for (const std::unique_ptr<Layer> &layer : moeLayers) {
     const Routing *fixed = replayed(replay, layer->index(), error);
     if (replay && !fixed)
@@ -211,6 +238,7 @@ bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const Batc
       return false;
     metrics.push_back(std::move(m));
   }
+  endStep();
   return true;
 }
 

@@ -18,7 +18,7 @@ double LayerMetrics::imbalance() const {
   return sum ? double(most) * double(slotsPerRank.size()) / double(sum) : 1.0;
 }
 
-std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
+std::string metricsToJson(const std::vector<LayerMetrics> &layers, const MemoryMetrics *memory) {
   nlohmann::json list = nlohmann::json::array();
   for (const LayerMetrics &m : layers) {
     list.push_back({{"layer", m.layer},
@@ -51,7 +51,32 @@ std::string metricsToJson(const std::vector<LayerMetrics> &layers) {
                                     {"planned_imbalance", m.libra.plannedImbalance},
                                     {"shard_imbalance", m.libra.shardImbalance}};
   }
-  return nlohmann::json{{"layers", list}}.dump(2) + "\n";
+  nlohmann::json out{{"layers", list}};
+  if (memory) {
+    nlohmann::json versions = nlohmann::json::object();
+    for (size_t i = 0; i < memory->layers.size(); ++i)
+      versions[std::to_string(memory->layers[i])] = memory->versions[i];
+    out["memory"] = {{"mode", memory->mode},
+                     {"low", memory->low},
+                     {"budget", memory->budget},
+                     {"used", memory->used},
+                     {"peak", memory->peak},
+                     {"promotions", memory->promotions},
+                     {"demotions", memory->demotions},
+                     {"loads", memory->loads},
+                     {"evictions", memory->evictions},
+                     {"failed_copies", memory->failedCopies},
+                     {"deferred_promotions", memory->deferredPromotions},
+                     {"stalls", memory->stalls},
+                     {"stall_seconds", memory->stallSeconds},
+                     {"prefetches", memory->prefetches},
+                     {"overfetches", memory->overfetches},
+                     {"bytes_copied", memory->bytesCopied},
+                     {"copy_seconds", memory->copySeconds},
+                     {"step_size", memory->stepSize},
+                     {"versions", versions}};
+  }
+  return out.dump(2) + "\n";
 }
 
 } // namespace switchyard::exec

@@ -95,12 +95,26 @@ void MoeLayer::expertFfn(const FfnWeights &w, const float *x, int64_t n, float *
   matmulWeightT(ws.gate.data(), n, *w.down, out, ws.widen);
 }
 
-void MoeLayer::runExperts(const Routing &routing, int64_t workers) {
+bool MoeLayer::countExpert(int64_t e, int64_t rows, LayerMetrics &metrics,
+                           std::string &error) const {
+  const FfnWeights &w = experts[static_cast<size_t>(e)];
+  if (!w.gate) {
+    error = "expert " + std::to_string(e) + " is routed but has no resident version";
+    return false;
+  }
+  ++metrics.activeExperts;
+  metrics.expertBytes += w.bytes();
+  metrics.flops += 2 * rows * 3 * w.gate->shape[0] * config->hidden;
+  return true;
+}
+
+void MoeLayer::runExperts(const Routing &routing, int64_t workers,
+                          const std::vector<uint8_t> *include) {
   const int64_t h = config->hidden;
   const ExpertSlots &slots = routing.byExpert;
   std::vector<int64_t> order;
   for (int64_t e = 0; e + 1 < static_cast<int64_t>(slots.offsets.size()); ++e)
-    if (slots.count(e) > 0)
+    if (slots.count(e) > 0 && (!include || (*include)[static_cast<size_t>(e)]))
       order.push_back(e);
   // Largest first: the last expert a worker takes is a small one.
   std::stable_sort(order.begin(), order.end(),
@@ -175,27 +189,23 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
     metrics.flops += 2 * tokens * e * h;
     start = Clock::now();
     if (!router->route(logits.data(), tokens, bias.empty() ? nullptr : bias.data(), batch,
-                       routing, error)) {
+                       routing, error, nullptr, residentFlags)) {
       error = where + error;
       return false;
     }
     metrics.seconds.policy = since(start);
   }
 
-  // Expert memory: the routing is counted, offloaded experts are loaded (a stall).
-  if (expertsHook && !expertsHook(layer, routing, error)) {
+  // Expert memory: the routing is counted, loads of routed experts start.
+  std::vector<int64_t> pending;
+  if (expertsHook.routed && !expertsHook.routed(layer, x, tokens, routing, pending, error)) {
     error = where + error;
     return false;
   }
   // 2. Permute: the routed rows in expert order (ExpertSlots), then every active
-  //    expert's FFN on its contiguous rows.
+  //    expert's FFN on its contiguous rows (the pending ones last).
   const int64_t k = routing.k;
   const ExpertSlots &slots = routing.byExpert;
-  for (int64_t x2 = 0; x2 < e; ++x2)
-    if (slots.count(x2) > 0 && !experts[static_cast<size_t>(x2)].gate) {
-      error = where + "expert " + std::to_string(x2) + " is routed but has no resident version";
-      return false;
-    }
   start = Clock::now();
   int64_t rows = static_cast<int64_t>(slots.slots.size());
   permutedIn.resize(static_cast<size_t>(rows * h));
@@ -203,18 +213,37 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(permutedIn.data() + r * h, x + (slots.slots[r] / k) * h, h * sizeof(float));
   metrics.tokensPerExpert.assign(static_cast<size_t>(e), 0);
+  std::vector<uint8_t> ready(static_cast<size_t>(e), 1);
+  for (int64_t x2 : pending)
+    ready[static_cast<size_t>(x2)] = 0;
   for (int64_t x2 = 0; x2 < e; ++x2) {
     int64_t n = slots.count(x2);
     metrics.tokensPerExpert[x2] = static_cast<int32_t>(n);
-    if (n == 0)
-      continue;
-    ++metrics.activeExperts;
-    metrics.expertBytes += experts[x2].bytes();
-    metrics.flops += 2 * n * 3 * experts[x2].gate->shape[0] * h;
+    if (n > 0 && ready[static_cast<size_t>(x2)] && !countExpert(x2, n, metrics, error)) {
+      error = where + error;
+      return false;
+    }
   }
   metrics.seconds.permute += since(start);
   start = Clock::now();
-  runExperts(routing, workers);
+  runExperts(routing, workers, pending.empty() ? nullptr : &ready);
+  while (!pending.empty()) { // the swap-ins: wait for some, run their tokens, repeat
+    std::vector<int64_t> now;
+    if (!expertsHook.await || !expertsHook.await(layer, pending, now, error) || now.empty()) {
+      error = where + (error.empty() ? "pending experts that never became resident" : error);
+      return false;
+    }
+    std::vector<uint8_t> batch(static_cast<size_t>(e), 0);
+    for (int64_t x2 : now) {
+      batch[static_cast<size_t>(x2)] = 1;
+      if (slots.count(x2) > 0 && !countExpert(x2, slots.count(x2), metrics, error)) {
+        error = where + error;
+        return false;
+      }
+      pending.erase(std::remove(pending.begin(), pending.end(), x2), pending.end());
+    }
+    runExperts(routing, workers, &batch);
+  }
   metrics.seconds.ffn += since(start);
 
   // 3. Combine: y[t] = sum_j w[t, j] * out[t * k + j] (+ the shared experts).

@@ -77,9 +77,11 @@ std::unique_ptr<Router> Router::create(std::shared_ptr<runtime::HostPolicy> poli
   // Every other input must be something a batch provides: checked now, not per batch.
   for (const std::string &name : sig.inputNames())
     if (name != "logits" && name != "bias" && name != "phase" && name != "request_ids" &&
-        name != "positions" && name != "draft_mask" && name != "placement") {
+        name != "positions" && name != "draft_mask" && name != "placement" &&
+        name != "resident") {
       error = where + " takes '" + name + "', which the executor does not provide (it binds "
-                      "logits, bias, phase, request_ids, positions, draft_mask, placement)";
+                      "logits, bias, phase, request_ids, positions, draft_mask, placement, "
+                      "resident)";
       return nullptr;
     }
   return r;
@@ -95,7 +97,8 @@ std::vector<std::string> Router::boundInputs() const {
 
 bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
                        int64_t tokens, const float *bias, const BatchInfo &batch,
-                       const ExpertPlacement *placement, std::string &error) const {
+                       const ExpertPlacement *placement, const std::vector<uint8_t> *resident,
+                       std::string &error) const {
   if (name == "logits")
     return call.bind(name, npy::makeF32({tokens, experts}, logits), "router logits", error);
   if (name == "bias") {
@@ -113,6 +116,11 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
     return call.bind(name, npy::makeI32({tokens}, batch.positions.data()), "positions", error);
   if (name == "draft_mask")
     return call.bind(name, npy::makeBool({tokens}, batch.draftMask.data()), "draft mask", error);
+  if (name == "resident") { // expert memory's resident set; without one, all experts
+    std::vector<uint8_t> all(resident ? 0 : static_cast<size_t>(experts), 1);
+    return call.bind(name, npy::makeBool({experts}, resident ? resident->data() : all.data()),
+                     "the resident experts", error);
+  }
   if (placement) { // the expert-parallel job's live placement, as log2phy [E, R]
     std::vector<int32_t> table = placement->log2phyTable();
     return call.bind(name, npy::makeI32({experts, placement->maxReplicas()}, table.data()),
@@ -127,10 +135,11 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
 
 bool Router::route(const float *logits, int64_t tokens, const float *bias,
                    const BatchInfo &batch, Routing &routing, std::string &error,
-                   const ExpertPlacement *placement) const {
+                   const ExpertPlacement *placement,
+                   const std::vector<uint8_t> *resident) const {
   runtime::CallBuffers call(policy->signature());
   for (const std::string &name : signature().inputNames())
-    if (!bindInput(call, name, logits, tokens, bias, batch, placement, error))
+    if (!bindInput(call, name, logits, tokens, bias, batch, placement, resident, error))
       return false;
   if (!call.finish(error) || !policy->run(call, knobs, error))
     return false;

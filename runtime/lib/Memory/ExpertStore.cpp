@@ -205,6 +205,8 @@ bool ExpertStore::startCopy(int64_t l, int64_t e, bool high, bool first) {
 
 bool ExpertStore::requestLoad(int64_t l, int64_t e, bool demand) {
   Entry &x = entry(l, e);
+  if (x.state == Residency::Loading)
+    x.dropOnLanding = false; // wanted again
   if (x.state != Residency::Offloaded)
     return true; // resident or on its way
   if (!startCopy(l, e, true, demand))
@@ -215,6 +217,10 @@ bool ExpertStore::requestLoad(int64_t l, int64_t e, bool demand) {
 
 void ExpertStore::evict(int64_t l, int64_t e) {
   Entry &x = entry(l, e);
+  if (x.state == Residency::Loading) { // in flight: its block goes when it lands
+    x.dropOnLanding = true;
+    return;
+  }
   if (x.state != Residency::ResidentHi || x.lo.block >= 0)
     return; // only a loaded expert (offloading) is evicted this way
   x.state = Residency::Evicting;
@@ -238,12 +244,20 @@ bool ExpertStore::land(int64_t l, int64_t e) {
   stats.copySeconds += copy->seconds;
   if (copy->status.load(std::memory_order_acquire) == 2) { // the handle never saw it
     ++stats.failedCopies;
+    x.dropOnLanding = false;
     freeVersion(copy->high ? x.hi : x.lo, copy->high ? *poolHi : *poolLo);
     x.state = x.state == Residency::Loading ? Residency::Offloaded : Residency::ResidentLo;
     return false;
   }
   DeviceVersion &v = copy->high ? x.hi : x.lo;
   stats.bytesCopied += static_cast<int64_t>(copy->high ? hiLayout.bytes : loLayout.bytes);
+  if (x.dropOnLanding) { // evicted while in flight: never published
+    x.dropOnLanding = false;
+    freeVersion(v, *poolHi);
+    x.state = Residency::Offloaded;
+    ++stats.evictions;
+    return false;
+  }
   bindVersion(copy->destination, copy->high ? hiLayout : loLayout, v.views);
   // Publish: the handle moves to the complete new version.
   if (x.state == Residency::Loading)
@@ -311,19 +325,23 @@ bool ExpertStore::waitResident(int64_t l, int64_t e, std::string &error) {
     return true;
   const auto start = Clock::now();
   for (int attempt = 0; attempt < kLoadAttempts; ++attempt) {
+    x.dropOnLanding = false; // wanted now, whatever was decided before
     if (x.state == Residency::Offloaded && !requestLoad(l, e, true)) {
       error = "expert " + std::to_string(e) + " of MoE layer " + std::to_string(l) +
               ": no free block under the budget for a demand load (evict first)";
       return false;
     }
     std::shared_ptr<Copy> copy = x.copy;
+    const bool waited = copy->status.load(std::memory_order_acquire) == 0;
     {
       std::unique_lock<std::mutex> lock(mutex);
       changed.wait(lock, [&] { return copy->status.load(std::memory_order_acquire) != 0; });
     }
     if (land(l, e)) {
-      ++stats.stalls;
-      stats.stallSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited || attempt > 0) { // a stall: the layer waited for the link
+        ++stats.stalls;
+        stats.stallSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      }
       return true;
     }
   }

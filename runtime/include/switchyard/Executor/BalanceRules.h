@@ -1,7 +1,8 @@
 //===- BalanceRules.h - the compiled balancing rules of an EP job -*- C++ -*-===//
 //
 // The balance rules an expert-parallel executor runs live, each compiled from its
-// shipped .mlir file for the model and the job's ranks (through the policy cache):
+// shipped .mlir file for the model and the job's ranks (through the policy cache;
+// compileShipped does that for any shipped rule):
 //   - EPLB (policies/eplb.mlir @eplb): window loads -> a phy2log of S physical slots;
 //   - Libra (policies/libra.mlir): @libra_predict (the next layer's gate on the current
 //     hidden states), @libra (replicas for the next layer from the prediction),
@@ -18,6 +19,15 @@
 #include <memory>
 
 namespace switchyard::exec {
+
+/// `entry` of the shipped policy `file` (policies/, see shippedPolicyDir) compiled for
+/// the model's shape plus `flags`, through the cache, loaded for the host.
+std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &config,
+                                                    const std::string &file,
+                                                    const std::string &entry,
+                                                    std::vector<std::string> flags,
+                                                    runtime::PolicyCache &cache,
+                                                    std::string &error);
 
 /// The compiled eplb rule (policies/eplb.mlir) for one model and job.
 class EplbRule {

@@ -15,6 +15,7 @@
 #include "switchyard/Comm/Communicator.h"
 #include "switchyard/Executor/EpMoeLayer.h"
 #include "switchyard/Executor/MoeLayer.h"
+#include "switchyard/Memory/ExpertMemory.h"
 #include "switchyard/Runtime/PolicyCache.h"
 
 #include <map>
@@ -39,6 +40,9 @@ struct ExecutorOptions {
   /// "name=value" settings of policies/libra.mlir's knobs.
   bool libra = false;
   std::vector<std::string> libraSettings;
+  /// Expert memory under a device budget (host emulation): off unless `memoryOn`.
+  bool memoryOn = false;
+  memory::MemoryOptions memory;
 };
 
 class Executor {
@@ -63,7 +67,13 @@ public:
                  std::map<int64_t, std::vector<float>> &outputs,
                  std::vector<LayerMetrics> &metrics, std::string &error);
 
+  /// What expert memory did in the last runStack / runBlocks (nullptr without it).
+  const MemoryMetrics *memoryMetrics() const { return memory ? &lastMemory : nullptr; }
+
 private:
+  bool beginStep(std::string &error);
+  void endStep();
+
   model::MoeConfig cfg;
   std::unique_ptr<model::SafetensorsCheckpoint> ckpt;
   std::shared_ptr<ExpertMover> mover; // balancers' weight transfers (EP only)
@@ -72,6 +82,8 @@ private:
   std::shared_ptr<void> device; // the CUDA context of --device cuda
   std::vector<std::unique_ptr<Layer>> moeLayers;
   std::vector<float> normed;
+  std::unique_ptr<memory::ExpertMemory> memory; // declared after the layers it hooks
+  MemoryMetrics lastMemory;
 };
 
 /// The directory holding the shipped policies: $SWITCHYARD_POLICY_DIR, else the source

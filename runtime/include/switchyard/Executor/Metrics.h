@@ -47,6 +47,18 @@ struct LayerMetrics {
   double imbalance() const;
 };
 
+/// What expert memory did in one step (moe-exec --memory).
+struct MemoryMetrics {
+  std::string mode, low; // low: the low-precision format
+  int64_t budget = 0, used = 0, peak = 0;
+  int64_t promotions = 0, demotions = 0, loads = 0, evictions = 0, failedCopies = 0;
+  int64_t deferredPromotions = 0, stalls = 0, prefetches = 0, overfetches = 0, bytesCopied = 0;
+  double stallSeconds = 0, copySeconds = 0;
+  int32_t stepSize = 0; // ExpertFlow's S
+  std::vector<int64_t> layers;               // checkpoint layer indices
+  std::vector<std::vector<int8_t>> versions; // [layer][expert]: 2 high, 1 low, 0 none
+};
+
 /// {"layers": [{"layer", "tokens", "active_experts", "tokens_per_expert", "expert_bytes",
 /// "flops", "seconds": {"router_gemm", "policy", "permute", "ffn", "combine", "total"},
 /// and with expert parallelism "ep": {"ranks", "slots_per_rank", "imbalance",
@@ -54,7 +66,12 @@ struct LayerMetrics {
 /// "placement_version", and with Libra "libra": {"replicas", "remote_slots",
 /// "local_slots", "prediction_hit_rate", "planned_imbalance", "shard_imbalance"}}}]}
 /// as JSON text.
-std::string metricsToJson(const std::vector<LayerMetrics> &layers);
+/// With expert memory, "memory": {"mode", "low", "budget", "used", "peak", "promotions",
+/// "demotions", "loads", "evictions", "failed_copies", "deferred_promotions", "stalls",
+/// "stall_seconds", "prefetches", "overfetches", "bytes_copied", "copy_seconds",
+/// "step_size", "versions": {"<layer>": [2 high / 1 low / 0 none per expert]}}.
+std::string metricsToJson(const std::vector<LayerMetrics> &layers,
+                          const MemoryMetrics *memory = nullptr);
 
 } // namespace switchyard::exec
 

@@ -55,10 +55,25 @@ public:
   /// expert it received); the views must outlive their use.
   void setExpertWeights(int64_t e, const FfnWeights &w) { experts[static_cast<size_t>(e)] = w; }
 
-  /// Called after routing, before the experts run (expert memory: counts the routing,
-  /// loads offloaded experts on demand); an error stops the layer.
-  using ExpertsHook = std::function<bool(int64_t layer, const Routing &, std::string &)>;
+  /// Expert memory's view of a layer (switchyard/Memory/ExpertMemory.h): `routed` runs
+  /// after routing (counts it; starts the loads of routed experts that are not resident
+  /// and names them in `pending`); the resident experts run first, then `await` waits
+  /// for pending ones (a stall) and they run, until none is left: the swap-ins overlap
+  /// the ready tokens' compute (ExpertFlow §3.4). An error stops the layer.
+  struct ExpertsHook {
+    /// x: the layer's input [tokens, H].
+    std::function<bool(int64_t layer, const float *x, int64_t tokens, const Routing &,
+                       std::vector<int64_t> &pending, std::string &)>
+        routed;
+    /// Returns in `ready` the pending experts now resident (at least one).
+    std::function<bool(int64_t layer, const std::vector<int64_t> &pending,
+                       std::vector<int64_t> &ready, std::string &)>
+        await;
+  };
   void setExpertsHook(ExpertsHook hook) { expertsHook = std::move(hook); }
+  /// Which experts are resident (1 per expert), for a policy that takes `resident`
+  /// (cache-aware routing); nullptr: all of them.
+  void setResidentExperts(const std::vector<uint8_t> *flags) { residentFlags = flags; }
 
   bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
                Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
@@ -70,8 +85,12 @@ private:
   };
   void expertFfn(const FfnWeights &w, const float *x, int64_t n, float *out, Workspace &ws);
   /// Runs the active experts' FFNs on the permuted rows, on `workers` threads (each
-  /// takes the next-largest expert; OpenBLAS single-threaded inside).
-  void runExperts(const Routing &routing, int64_t workers);
+  /// takes the next-largest expert; OpenBLAS single-threaded inside); only those
+  /// `include` marks when given.
+  void runExperts(const Routing &routing, int64_t workers,
+                  const std::vector<uint8_t> *include = nullptr);
+  /// Adds expert e's bytes and FLOPs to `metrics`; false when it has no version.
+  bool countExpert(int64_t e, int64_t rows, LayerMetrics &metrics, std::string &error) const;
 
   const model::MoeConfig *config = nullptr;
   const Router *router = nullptr;
@@ -79,6 +98,7 @@ private:
   int64_t workers = 1;
   bool includeShared = true;
   ExpertsHook expertsHook;
+  const std::vector<uint8_t> *residentFlags = nullptr;
   std::vector<float> routerWeight; // [E, H], widened
   std::vector<float> bias;         // [E] or empty
   std::vector<float> norm;         // [H]

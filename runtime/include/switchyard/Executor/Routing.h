@@ -48,10 +48,12 @@ public:
 
   /// Routes `tokens` rows of `logits` [T, E]; `bias` [E] or nullptr; `placement`: the
   /// live expert placement of an expert-parallel job (nullptr: one device holds every
-  /// expert) for a policy that takes one (XShare-EP).
+  /// expert) for a policy that takes one (XShare-EP); `resident`: which experts are in
+  /// device memory (nullptr: all) for cache-aware routing (ExpertFlow).
   bool route(const float *logits, int64_t tokens, const float *bias, const BatchInfo &batch,
              Routing &routing, std::string &error,
-             const ExpertPlacement *placement = nullptr) const;
+             const ExpertPlacement *placement = nullptr,
+             const std::vector<uint8_t> *resident = nullptr) const;
 
   const runtime::Signature &signature() const { return policy->signature(); }
   /// Inputs the policy takes besides the logits ("bias", "phase", ...).
@@ -60,7 +62,8 @@ public:
 private:
   bool bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
                  int64_t tokens, const float *bias, const BatchInfo &batch,
-                 const ExpertPlacement *placement, std::string &error) const;
+                 const ExpertPlacement *placement, const std::vector<uint8_t> *resident,
+                 std::string &error) const;
   bool readSlots(const runtime::CallBuffers &call, Routing &routing, std::string &error) const;
 
   std::shared_ptr<runtime::HostPolicy> policy;

@@ -92,7 +92,8 @@ public:
   /// Offloading: starts loading (l, e)'s high version (a prefetch; `demand` puts it
   /// first); false when no block is free under the budget (evict first).
   bool requestLoad(int64_t layer, int64_t expert, bool demand = false);
-  /// Offloading: drops (l, e)'s device version (now, between layers' uses).
+  /// Offloading: drops (l, e)'s device version (now, between layers' uses; a load in
+  /// flight is dropped when it lands).
   void evict(int64_t layer, int64_t expert);
   /// Offloading: returns when (l, e) is resident, loading it on demand first (a stall,
   /// counted); failed copies are retried a few times.
@@ -121,6 +122,7 @@ private:
     Residency state = Residency::Offloaded;
     DeviceVersion hi, lo;
     bool handleOnHi = false, handleOnLo = false;
+    bool dropOnLanding = false; // a load evicted while in flight
     std::shared_ptr<Copy> copy; // in flight
   };
   ExpertStore(int64_t budgetBytes, const LinkOptions &link);
