@@ -119,6 +119,12 @@ void MoeLayer::runExperts(const Routing &routing, int64_t workers,
   // Largest first: the last expert a worker takes is a small one.
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return slots.count(a) > slots.count(b); });
+  // The GEMMs' threading follows the whole layer's active experts, not this call's
+  // share of them: a wave of one expert (swap-ins) rounds as it would among the others.
+  int64_t active = 0;
+  for (int64_t e = 0; e + 1 < static_cast<int64_t>(slots.offsets.size()); ++e)
+    active += slots.count(e) > 0;
+  const bool parallel = std::min<int64_t>(workers, active) > 1;
   workers = std::max<int64_t>(1, std::min<int64_t>(workers, order.size()));
   if (static_cast<int64_t>(workspaces.size()) < workers)
     workspaces.resize(static_cast<size_t>(workers));
@@ -130,7 +136,7 @@ void MoeLayer::runExperts(const Routing &routing, int64_t workers,
                 permutedOut.data() + begin * h, ws);
     }
   };
-  if (workers == 1) {
+  if (!parallel) {
     work(workspaces[0]);
     return;
   }

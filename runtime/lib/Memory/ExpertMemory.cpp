@@ -314,7 +314,7 @@ bool ExpertMemory::routed(int64_t l, const exec::Routing &routing, std::vector<i
   for (int32_t e : loads) {
     if (!requested[size_t(e)])
       continue; // prefetches come from predictAhead
-    if (options.mode == MemoryMode::OnDemand && held(l) >= capacity && !evictOne(l, requested))
+    if (options.mode == MemoryMode::OnDemand && held(l) >= capacity && !makeRoom(l, requested))
       continue; // every slot holds a routed expert: a later wave
     store.requestLoad(l, e, true); // false: no block now, a later wave
   }
@@ -383,6 +383,20 @@ bool ExpertMemory::expertflowStep(int64_t l, const std::vector<float> &mass,
   return true;
 }
 
+bool ExpertMemory::makeRoom(int64_t l, const std::vector<uint8_t> &keep) {
+  if (evictOne(l, keep))
+    return true;
+  // Every slot is resident-and-kept or on its way: let a prefetch that is not needed now
+  // land, then it can go.
+  for (int64_t e = 0; e < experts->experts(); ++e)
+    if (!keep[size_t(e)] && experts->state(l, e) == Residency::Loading) {
+      experts->settle(l, e);
+      if (experts->state(l, e) == Residency::Offloaded || evictOne(l, keep))
+        return true;
+    }
+  return false;
+}
+
 bool ExpertMemory::evictOne(int64_t l, const std::vector<uint8_t> &keep) {
   int64_t victim = -1;
   for (int64_t e = 0; e < experts->experts(); ++e)
@@ -424,7 +438,7 @@ bool ExpertMemory::await(int64_t l, const std::vector<int64_t> &pending,
     for (int64_t e : pending)
       keep[size_t(e)] = 1;
     for (int64_t e : pending)
-      if ((held(l) >= capacity && !evictOne(l, keep)) || !experts->requestLoad(l, e, true))
+      if ((held(l) >= capacity && !makeRoom(l, keep)) || !experts->requestLoad(l, e, true))
         break;
     if (!waitLoading(l, pending, ready, error))
       return false;

@@ -319,6 +319,18 @@ void ExpertStore::advance() {
   }
 }
 
+void ExpertStore::settle(int64_t l, int64_t e) {
+  Entry &x = entry(l, e);
+  if (!x.copy)
+    return;
+  std::shared_ptr<Copy> copy = x.copy;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return copy->status.load(std::memory_order_acquire) != 0; });
+  }
+  land(l, e);
+}
+
 bool ExpertStore::waitResident(int64_t l, int64_t e, std::string &error) {
   Entry &x = entry(l, e);
   if (x.handleOnHi || x.handleOnLo)

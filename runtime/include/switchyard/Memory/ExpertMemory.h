@@ -82,6 +82,8 @@ private:
   bool predictAhead(int64_t layer, const float *x, int64_t tokens, std::string &error);
   /// Makes room in `layer`'s cache for one more expert (LRU among those not `keep`).
   bool evictOne(int64_t layer, const std::vector<uint8_t> &keep);
+  /// evictOne, else lets an unneeded load in flight land and evicts it.
+  bool makeRoom(int64_t layer, const std::vector<uint8_t> &keep);
   /// Experts of `layer` holding a block (resident or loading).
   int64_t held(int64_t layer) const;
   /// Waits for the pending experts that are loading; they go to `ready`.

@@ -99,6 +99,9 @@ public:
   /// counted); failed copies are retried a few times.
   bool waitResident(int64_t layer, int64_t expert, std::string &error);
 
+  /// Waits for (l, e)'s copy in flight, if any, and lands it as advance() would (a load
+  /// evicted in flight gives its block back). Not a stall: for making room.
+  void settle(int64_t layer, int64_t expert);
   /// The step boundary: publishes every finished copy (switching handles), evicts the
   /// versions no handle points to, admits queued promotions.
   void advance();
