@@ -8,22 +8,6 @@
 
 namespace switchyard::exec {
 
-std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &config,
-                                                    const std::string &file,
-                                                    const std::string &entry,
-                                                    std::vector<std::string> flags,
-                                                    runtime::PolicyCache &cache,
-                                                    std::string &error) {
-  runtime::CompileRequest request;
-  request.policyPath = shippedPolicyDir() + "/" + file;
-  request.flags = {"--model", config.path, "--entry", entry, "--allow-unused-sizes"};
-  request.flags.insert(request.flags.end(), flags.begin(), flags.end());
-  std::string dir;
-  if (!cache.artifacts(request, dir, error))
-    return nullptr;
-  return runtime::HostPolicy::load(dir, entry, error);
-}
-
 std::shared_ptr<EplbRule> EplbRule::create(const model::MoeConfig &config, int ranks,
                                            int64_t slots, runtime::PolicyCache &cache,
                                            std::string &error) {

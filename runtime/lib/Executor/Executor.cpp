@@ -5,30 +5,9 @@
 #include "switchyard/Executor/HostKernels.h"
 
 #include <cstdlib>
-#include <dlfcn.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace switchyard::exec {
-
-std::string shippedPolicyDir() {
-  if (const char *dir = std::getenv("SWITCHYARD_POLICY_DIR"); dir && *dir)
-    return dir;
-  struct stat info;
-#ifdef SWITCHYARD_SOURCE_POLICY_DIR
-  if (stat(SWITCHYARD_SOURCE_POLICY_DIR, &info) == 0)
-    return SWITCHYARD_SOURCE_POLICY_DIR;
-#endif
-  // An installed package: share/switchyard/policies beside this library's lib/.
-  Dl_info self;
-  if (dladdr(reinterpret_cast<void *>(&shippedPolicyDir), &self) && self.dli_fname) {
-    std::string lib(self.dli_fname);
-    std::string dir = lib.substr(0, lib.find_last_of('/')) + "/../share/switchyard/policies";
-    if (stat(dir.c_str(), &info) == 0)
-      return dir;
-  }
-  return "policies";
-}
 
 std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
                                            runtime::PolicyCache &cache, std::string &error) {
