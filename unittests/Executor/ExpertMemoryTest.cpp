@@ -23,20 +23,30 @@ namespace {
 
 constexpr int64_t L = 3, H = 64, I = 32, E = 8, T = 6;
 
+/// The checkpoint's L layers, loaded.
+struct Layers {
+  model::MoeConfig config;
+  std::unique_ptr<model::SafetensorsCheckpoint> file;
+  std::vector<std::unique_ptr<exec::MoeLayer>> owned;
+  std::vector<exec::MoeLayer *> pointers;
+  explicit Layers(const unittest::TinyCheckpoint &ckpt) {
+    std::string error;
+    EXPECT_TRUE(model::readMoeConfig(ckpt.dir, config, error)) << error;
+    file = model::SafetensorsCheckpoint::open(ckpt.dir, error);
+    for (int64_t l = 0; l < L; ++l) {
+      owned.push_back(exec::MoeLayer::load(config, *file, l, error));
+      EXPECT_TRUE(owned.back()) << error;
+      owned.back()->setWorkers(2);
+      pointers.push_back(owned.back().get());
+    }
+  }
+};
+
 TEST(ExpertMemory, OnDemandWithFaultsMatchesTheLayersWithoutIt) {
   unittest::TinyCheckpoint ckpt(false, L, H, I, E, 31);
+  Layers model(ckpt);
   std::string error;
-  model::MoeConfig config;
-  ASSERT_TRUE(model::readMoeConfig(ckpt.dir, config, error)) << error;
-  auto file = model::SafetensorsCheckpoint::open(ckpt.dir, error);
-  std::vector<std::unique_ptr<exec::MoeLayer>> layers;
-  std::vector<exec::MoeLayer *> pointers;
-  for (int64_t l = 0; l < L; ++l) {
-    layers.push_back(exec::MoeLayer::load(config, *file, l, error));
-    ASSERT_TRUE(layers.back()) << error;
-    layers.back()->setWorkers(2);
-    pointers.push_back(layers.back().get());
-  }
+  auto &layers = model.owned;
   exec::BatchInfo batch;
   batch.tokens = T;
   ASSERT_TRUE(batch.derive(nullptr, error)) << error;
@@ -73,7 +83,7 @@ TEST(ExpertMemory, OnDemandWithFaultsMatchesTheLayersWithoutIt) {
   options.link.maxDelaySeconds = 0.001;
   options.checkInvariants = true;
   runtime::PolicyCache cache("/nonexistent-not-used");
-  auto memory = ExpertMemory::create(options, config, pointers, cache, error);
+  auto memory = ExpertMemory::create(options, model.config, model.pointers, cache, error);
   ASSERT_TRUE(memory) << error;
   for (int s = 0; s < steps; ++s) {
     ASSERT_TRUE(memory->beginStep(error)) << "step " << s << ": " << error;
@@ -101,21 +111,13 @@ TEST(ExpertMemory, OnDemandWithFaultsMatchesTheLayersWithoutIt) {
 
 TEST(ExpertMemory, ABudgetWithoutOneExpertPerLayerIsAnError) {
   unittest::TinyCheckpoint ckpt(false, L, H, I, E, 32);
+  Layers model(ckpt);
   std::string error;
-  model::MoeConfig config;
-  ASSERT_TRUE(model::readMoeConfig(ckpt.dir, config, error)) << error;
-  auto file = model::SafetensorsCheckpoint::open(ckpt.dir, error);
-  std::vector<std::unique_ptr<exec::MoeLayer>> layers;
-  std::vector<exec::MoeLayer *> pointers;
-  for (int64_t l = 0; l < L; ++l) {
-    layers.push_back(exec::MoeLayer::load(config, *file, l, error));
-    pointers.push_back(layers.back().get());
-  }
   MemoryOptions options;
   options.mode = MemoryMode::OnDemand;
   options.budgetBytes = 2 * 3 * H * I * 4; // two experts for three layers
   runtime::PolicyCache cache("/nonexistent-not-used");
-  EXPECT_FALSE(ExpertMemory::create(options, config, pointers, cache, error));
+  EXPECT_FALSE(ExpertMemory::create(options, model.config, model.pointers, cache, error));
   EXPECT_NE(error.find("fewer than one per MoE layer (3)"), std::string::npos) << error;
 }
 
