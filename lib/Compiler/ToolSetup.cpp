@@ -14,6 +14,11 @@ static cl::opt<std::string> entry("entry",
 static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
                                    cl::value_desc("knob=value"), cl::cat(category()));
 
+static cl::list<std::string> outputs(
+    "outputs", cl::CommaSeparated,
+    cl::desc("compile only these results (and what feeds them), e.g. topk_ids,topk_weights"),
+    cl::value_desc("name,..."), cl::cat(category()));
+
 static cl::opt<bool> freeze("freeze-knobs",
                             cl::desc("compile the knobs' values in (no run-time knob struct)"),
                             cl::cat(category()));
@@ -21,6 +26,10 @@ static cl::opt<bool> freeze("freeze-knobs",
 const std::string &entryName() { return entry; }
 
 bool freezeKnobs() { return freeze; }
+
+std::vector<std::string> outputNames() {
+  return std::vector<std::string>(outputs.begin(), outputs.end());
+}
 
 std::vector<std::string> knobOverrides() {
   return std::vector<std::string>(knobs.begin(), knobs.end());

@@ -110,7 +110,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
              the shape, as moe-compile's flags (override the model's values)
     knobs    default run-time knob values of the Router (a call may override them)
     entry    the router or rule of a file with several
-    outputs  the results a call returns (default: all)
+    outputs  the results to compile (moe-compile --outputs: what feeds only the others
+             is not compiled; default: all)
     allow_unused
              accept model sizes the policy has no use for (default: when model= is
              given, as a config describes more than one policy needs)
@@ -132,6 +133,9 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         flags.append("--allow-unused-sizes")
     if entry:
         flags += ["--entry", entry]
+    if outputs is not None:  # compiled out: the code that feeds only the others is gone
+        outputs = list(outputs)
+        flags += ["--outputs", ",".join(outputs)]
     if freeze_knobs:
         for name, value in (knobs or {}).items():
             flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]

@@ -175,8 +175,8 @@ def main():
     raises("float64 is not narrowed", lambda: router(logits=t.double()), sy.InputError,
            "float64 data is not narrowed implicitly")
     raises("an unknown result in outputs=", lambda: sy.compile(
-        "topk_softmax", experts=64, top_k=8, outputs=("topk_idz",)), sy.InputError,
-        "unknown result 'topk_idz'")
+        "topk_softmax", experts=64, top_k=8, outputs=("topk_idz",)), sy.CompileError,
+        "none of the outputs asked for (topk_idz) is a result of @topk_softmax")
     raises("a knob the policy does not have",
            lambda: sy.compile("topk_softmax", experts=64, top_k=8).__call__(
                logits=t, knobs={"budget": 1}), sy.KnobError, "unknown knob 'budget'")

@@ -23,6 +23,7 @@
 #include "switchyard/Target/Ptx/PtxCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Runtime/Manifest.h"
 
@@ -161,7 +162,8 @@ int main(int argc, char **argv) {
       }
   // Knob values first: a default that the bound shape would reject (ExpertFlow's cache of
   // 32 experts on an 8-expert model) is then checked with the value asked for.
-  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()))
+  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
+      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
     return 1;
 
   std::vector<host::RouterInfo> routers = host::describeRouters(*module);

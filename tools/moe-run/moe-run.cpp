@@ -15,6 +15,7 @@
 #include "switchyard/Target/Host/HostCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Runtime/Binding.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -89,7 +90,8 @@ int main(int argc, char **argv) {
   if (!tools::shapeRequest(shape, error))
     return fail(error);
   // Knob values before the shape (as moe-compile): the shape checks the values asked for.
-  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()))
+  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
+      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
     return 1;
   if (list) {
     llvm::outs() << host::routersToJson(host::describeRouters(*module)) << "\n";

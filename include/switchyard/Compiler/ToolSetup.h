@@ -29,6 +29,9 @@ bool freezeKnobs();
 /// --set knob=value ...: knob overrides.
 std::vector<std::string> knobOverrides();
 
+/// --outputs: the results to compile (empty: all).
+std::vector<std::string> outputNames();
+
 /// What the shape flags (--experts, --top-k, --groups, --topk-groups, --devices,
 /// --slots, --shared-experts, --scaling, --norm-topk-prob) and --model config.json
 /// bind a generic policy to; false with `error` set when the config file is malformed

@@ -1,7 +1,7 @@
 //===- Passes.h - moe dialect transforms ------------------------*- C++ -*-===//
 //
-// Transforms that stay inside the moe dialect: knob overrides and freezing, and the
-// grouping of a policy's ops into fused stages.
+// Transforms that stay inside the moe dialect: knob overrides and freezing, the results
+// a caller asks for, and the grouping of a policy's ops into fused stages.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_H
@@ -23,6 +23,11 @@ namespace switchyard::moe {
 /// reports through the module's diagnostics and returns failure. Shared by the
 /// moe-set-knobs pass and the tools' `--set` flags.
 mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> values);
+
+/// Keeps only the results named in `names` in every policy of the module (or only in
+/// `entry`) and erases what fed only the others (moe-select-outputs; `--outputs`).
+mlir::LogicalResult selectOutputs(mlir::ModuleOp module, llvm::ArrayRef<std::string> names,
+                                  llvm::StringRef entry = {});
 
 } // namespace switchyard::moe
 

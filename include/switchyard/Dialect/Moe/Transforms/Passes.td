@@ -82,4 +82,23 @@ def MoeFormStages : Pass<"moe-form-stages", "mlir::ModuleOp"> {
   }];
 }
 
+def MoeSelectOutputs : Pass<"moe-select-outputs", "mlir::ModuleOp"> {
+  let summary = "keeps only the named results of each policy and the ops that feed them";
+  let description = [{
+    Pay only for what you use: every router and rule of the module keeps the results
+    named in `names` (in their original order) and drops the others from its yield,
+    its function type and its `result_names`; the ops that then have no use and no
+    side effect are erased (knobs stay, so a policy's knob struct does not change with
+    the results asked for). A name no policy has, or a policy left without a result, is
+    an error listing the results it has.
+
+    Example: `moe-opt --moe-select-outputs="names=topk_ids,topk_weights"
+    policies/topk_softmax.mlir` leaves the route alone, without the counts, the active
+    list and the block alignment.
+  }];
+  let options = [
+    ListOption<"names", "names", "std::string", "the results to keep">
+  ];
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
