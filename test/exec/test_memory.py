@@ -169,8 +169,8 @@ def main():
             problems, totals = [], {}
             for i in range(len(batches)):
                 m = metrics_of(out_dir, i)
-                for k in ("promotions", "demotions", "loads", "stalls", "failed_copies",
-                          "evictions"):
+                for k in ("promotions", "admitted_promotions", "demotions", "loads", "stalls",
+                          "failed_copies", "evictions"):
                     totals[k] = totals.get(k, 0) + m[k]
                 if m["used"] > budget or m["peak"] > budget:
                     problems.append(f"step {i}: used {m['used']} peak {m['peak']} > {budget}")
@@ -189,8 +189,10 @@ def main():
                                         f"versions {m['versions']}")
             if "--inject-copy-failures" in extra and totals.get("failed_copies", 0) == 0:
                 problems.append("no copy failed although failures were injected")
-            if mode == "dynaexq" and totals.get("promotions", 0) == 0:
-                problems.append("nothing was promoted")
+            # Admitted at a step boundary (deterministic); how many land before the run
+            # ends depends on the copy thread's timing.
+            if mode == "dynaexq" and totals.get("admitted_promotions", 0) == 0:
+                problems.append("no promotion was admitted")
             check(f"{label}: outputs = its versions, within the budget ({totals})", not problems,
                   "; ".join(problems))
 
@@ -202,7 +204,7 @@ def main():
     routers = [tensors[f"model.layers.{l}.block_sparse_moe.gate.weight"] for l in range(layers)]
     direction = sum(r[e] for r in routers for e in (0, 1))
     skew = 6 * np.sqrt(config["hidden_size"]) * direction / np.linalg.norm(direction)
-    npz, batches = steps_npz(work, "skewed", config, rng, 8, 8, skew)
+    npz, batches = steps_npz(work, "skewed", config, rng, 12, 8, skew)
     hi = expert_bytes(config, 4)
     budget = layers * E * (hi // 4 + 256) + layers * 2 * hi + hi // 2  # lo + 2 hi per layer
     out_dir = os.path.join(work, "dynaexq-skewed")
@@ -212,8 +214,11 @@ def main():
     if rc != 0:
         check("dynaexq on a skewed trace", False, out)
     else:
+        # Promotions publish when their copies have landed: some step boundary after the
+        # plan (the copy thread's timing decides which).
         last = metrics_of(out_dir, len(batches) - 1)
-        hot = all(last["versions"][str(l)][0] == 2 and last["versions"][str(l)][1] == 2
+        seen = [metrics_of(out_dir, i)["versions"] for i in range(len(batches))]
+        hot = all(any(v[str(l)][0] == 2 and v[str(l)][1] == 2 for v in seen)
                   for l in range(layers))
         first = metrics_of(out_dir, 0)
         check(f"dynaexq promotes the hot experts 0 and 1 of every layer (step 0 "

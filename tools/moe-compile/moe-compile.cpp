@@ -27,6 +27,7 @@
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Runtime/Manifest.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -150,16 +151,25 @@ int main(int argc, char **argv) {
   std::string shapeError;
   if (!tools::shapeRequest(shape, shapeError))
     return tools::fail("moe-compile", shapeError);
-  // A router asked for by --entry is compiled alone: the file's other entries (a rule
-  // whose knob defaults do not suit this model) do not stand in its way. (A rule keeps
-  // its file's routers: it may take its top-k from them.)
-  if (const std::string &wanted = tools::entryName(); !wanted.empty())
+  // A router asked for by --entry does not fail because of the file's other entries (a
+  // rule whose knob defaults do not suit this model): when the whole file does not bind
+  // (tried quietly on a copy), the router is compiled alone. (A rule keeps its file's
+  // routers: it may take its top-k from them.)
+  if (const std::string &wanted = tools::entryName(); !wanted.empty()) {
+    bool bindsWhole;
+    {
+      mlir::OwningOpRef<mlir::ModuleOp> trial(module->clone());
+      mlir::ScopedDiagnosticHandler quiet(context.get(),
+                                          [](mlir::Diagnostic &) { return mlir::success(); });
+      bindsWhole = host::bindShapeWithKnobs(*trial, shape, tools::knobOverrides());
+    }
     for (moe::PolicyOpInterface p : moe::getPolicyOps(*module))
-      if (p.getSymName() == wanted && p.isRouter()) {
+      if (!bindsWhole && p.getSymName() == wanted && p.isRouter()) {
         std::string ignored;
         host::selectRouter(*module, wanted, ignored);
         break;
       }
+  }
   // Knob values first: a default that the bound shape would reject (ExpertFlow's cache of
   // 32 experts on an 8-expert model) is then checked with the value asked for.
   if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||

@@ -66,6 +66,7 @@ std::string metricsToJson(const std::vector<LayerMetrics> &layers, const MemoryM
                      {"loads", memory->loads},
                      {"evictions", memory->evictions},
                      {"failed_copies", memory->failedCopies},
+                     {"admitted_promotions", memory->admittedPromotions},
                      {"deferred_promotions", memory->deferredPromotions},
                      {"stalls", memory->stalls},
                      {"stall_seconds", memory->stallSeconds},

@@ -224,6 +224,7 @@ exec::MemoryMetrics ExpertMemory::endStep() {
   m.loads = c.loads - atStart.loads;
   m.evictions = c.evictions - atStart.evictions;
   m.failedCopies = c.failedCopies - atStart.failedCopies;
+  m.admittedPromotions = c.admittedPromotions - atStart.admittedPromotions;
   m.deferredPromotions = c.deferredPromotions - atStart.deferredPromotions;
   m.stalls = c.stalls - atStart.stalls;
   m.stallSeconds = c.stallSeconds - atStart.stallSeconds;

@@ -315,6 +315,7 @@ void ExpertStore::advance() {
       break;
     }
     x.state = Residency::Promoting;
+    ++stats.admittedPromotions;
     pendingPromotions.pop_front();
   }
 }

@@ -52,7 +52,7 @@ struct MemoryMetrics {
   std::string mode, low; // low: the low-precision format
   int64_t budget = 0, used = 0, peak = 0;
   int64_t promotions = 0, demotions = 0, loads = 0, evictions = 0, failedCopies = 0;
-  int64_t deferredPromotions = 0, stalls = 0, prefetches = 0, overfetches = 0, bytesCopied = 0;
+  int64_t admittedPromotions = 0, deferredPromotions = 0, stalls = 0, prefetches = 0, overfetches = 0, bytesCopied = 0;
   double stallSeconds = 0, copySeconds = 0;
   int32_t stepSize = 0; // ExpertFlow's S
   std::vector<int64_t> layers;               // checkpoint layer indices
@@ -67,7 +67,8 @@ struct MemoryMetrics {
 /// "local_slots", "prediction_hit_rate", "planned_imbalance", "shard_imbalance"}}}]}
 /// as JSON text.
 /// With expert memory, "memory": {"mode", "low", "budget", "used", "peak", "promotions",
-/// "demotions", "loads", "evictions", "failed_copies", "deferred_promotions", "stalls",
+/// "demotions", "loads", "evictions", "failed_copies", "admitted_promotions",
+/// "deferred_promotions", "stalls",
 /// "stall_seconds", "prefetches", "overfetches", "bytes_copied", "copy_seconds",
 /// "step_size", "versions": {"<layer>": [2 high / 1 low / 0 none per expert]}}.
 std::string metricsToJson(const std::vector<LayerMetrics> &layers,

@@ -58,6 +58,7 @@ struct LinkOptions {
 struct StoreCounters {
   int64_t promotions = 0, demotions = 0, loads = 0, evictions = 0;
   int64_t failedCopies = 0, deferredPromotions = 0; // deferred: the budget said no
+  int64_t admittedPromotions = 0; // copies started (they land later)
   int64_t bytesCopied = 0;
   double copySeconds = 0;  // the link's busy time
   double stallSeconds = 0; // time a layer waited for a demand load
