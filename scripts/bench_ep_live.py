@@ -51,10 +51,8 @@ nothing about GPUs or network fabrics; they are reported for completeness only.
                              [--json docs/ep-live.json] [--plot docs/ep-live.png]
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -70,6 +68,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
+from bench_common import BenchError, machine, parse_hot  # noqa: E402
 
 METHODS = ("none", "eplb", "libra", "xshare_ep")
 SAME_OUTPUT = ("none", "eplb", "libra")   # must reproduce the single-rank outputs
@@ -81,11 +80,6 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 RUN_TIMEOUT_S = 300
 
 
-class BenchError(RuntimeError):
-    """A missing tool or a failed run: reported as one clear line, exit status 1."""
-
-
-# ------------------------------------------------------------------------------- setup
 def check_tools(exe):
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         raise BenchError(f"{exe} not found or not executable: build the project first "
@@ -93,15 +87,6 @@ def check_tools(exe):
     if shutil.which("mpirun") is None:
         raise BenchError("mpirun is not on PATH: install Open MPI (scripts/setup.sh "
                          "installs openmpi-bin)")
-
-
-def parse_hot(text, experts):
-    """'0,1,2,3:20,21,22,23' -> [[0, 1, 2, 3], [20, 21, 22, 23]]."""
-    phases = [[int(e) for e in part.split(",")] for part in text.split(":")]
-    for hot in phases:
-        if not hot or min(hot) < 0 or max(hot) >= experts:
-            raise BenchError(f"--hot {text!r}: expert ids must be in [0, {experts})")
-    return phases
 
 
 def drifting_trace(model_dir, steps, tokens, phases, skew, rng):
@@ -214,16 +199,12 @@ def summarize(method, ranks, run, reference):
 
 
 # ------------------------------------------------------------------------------ output
-def machine():
+def mpi_version():
     try:
-        mpi = subprocess.run(["mpirun", "--version"], capture_output=True,
-                             text=True).stdout.splitlines()[0]
+        return subprocess.run(["mpirun", "--version"], capture_output=True,
+                              text=True).stdout.splitlines()[0]
     except (OSError, IndexError):
-        mpi = None
-    return {"nproc": os.cpu_count(), "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "mpi": mpi,
-            "python": platform.python_version(),
-            "date": datetime.datetime.now().isoformat(timespec="seconds")}
+        return None
 
 
 def print_table(rows, args, model, host, elapsed):
@@ -405,7 +386,7 @@ def main():
         else:
             shutil.rmtree(work, ignore_errors=True)
     elapsed = time.time() - t0
-    host = machine()
+    host = machine(mpi=mpi_version())
     print_table(rows, args, model, host, elapsed)
     if args.json:
         write_json(args.json, rows, args, model, host, phase_of, elapsed)

@@ -88,10 +88,8 @@ mode that fails every attempt is left out of the table and the plot (named in bo
                             [--json docs/memory-modes.json] [--plot docs/memory-modes.png]
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -107,6 +105,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
+from bench_common import BenchError, machine, parse_hot  # noqa: E402
 
 MODES = ("resident", "static-lo", "dynaexq", "offload", "on-demand")
 EXACT = ("offload", "on-demand")   # bf16 experts only: outputs identical to resident
@@ -116,10 +115,6 @@ RUN_TIMEOUT_S = 600
 GPU_EXPERT_BYTES = 3 * 2048 * 768 * 2     # Qwen3-30B-A3B, bf16
 GPU_LINK = 25e9                           # PCIe 4.0 x16, effective
 GPU_LAYER_S = 0.5e-3                      # one MoE layer of a decode step
-
-
-class BenchError(RuntimeError):
-    """A missing tool, a failed run or a broken invariant: one clear line, exit 1."""
 
 
 class RunFailed(BenchError):
@@ -139,17 +134,6 @@ def step_plan(args):
     return [PREFILL if s in prefill_at else DECODE for s in range(total)]
 
 
-def parse_hot(text, experts):
-    """'0,1,2,3:32,33,34,35' -> [[0, 1, 2, 3], [32, 33, 34, 35]] (before / after drift)."""
-    sets = [[int(e) for e in part.split(",")] for part in text.split(":")]
-    if len(sets) != 2:
-        raise BenchError(f"--hot {text!r}: give two hot sets, before and after the drift")
-    for hot in sets:
-        if not hot or min(hot) < 0 or max(hot) >= experts:
-            raise BenchError(f"--hot {text!r}: expert ids must be in [0, {experts})")
-    return sets
-
-
 def hot_direction(routers, hot):
     """Unit direction along the hot experts' router rows (all layers), Zipf-weighted so
     that the first hot expert is the hottest: a heavy tail rather than a flat hot set."""
@@ -165,7 +149,7 @@ def build_trace(model_dir, plan, args, rng):
     width, E = config["hidden_size"], ref.num_experts(config)
     routers = [t for name, t in tensors.items()
                if name.endswith(".gate.weight") and t.shape[0] == E]
-    directions = [hot_direction(routers, hot) for hot in parse_hot(args.hot, E)]
+    directions = [hot_direction(routers, hot) for hot in parse_hot(args.hot, E, count=2)]
     drift_at = len(plan) // 2
     # Each running request's own direction: its consecutive decode tokens route alike.
     own = rng.standard_normal((args.decode_tokens, width))
@@ -502,13 +486,6 @@ def plot(rows, plan, drift_at, failed, path):
                  + "".join(f"\n{f['mode']} FAILED: {f['error']}" for f in failed))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def machine():
-    return {"nproc": os.cpu_count(), "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
 def write_json(path, rows, goals, info, elapsed):
