@@ -438,9 +438,14 @@ bool ExpertMemory::await(int64_t l, const std::vector<int64_t> &pending,
     std::vector<uint8_t> keep(size_t(experts->experts()), 0);
     for (int64_t e : pending)
       keep[size_t(e)] = 1;
-    for (int64_t e : pending)
-      if ((held(l) >= capacity && !makeRoom(l, keep)) || !experts->requestLoad(l, e, true))
+    for (int64_t e : pending) {
+      if (held(l) >= capacity && !makeRoom(l, keep))
         break;
+      // Loads other layers evicted in flight still hold their blocks until they land.
+      if (!experts->requestLoad(l, e, true) &&
+          (experts->settleDropped(), !experts->requestLoad(l, e, true)))
+        break;
+    }
     if (!waitLoading(l, pending, ready, error))
       return false;
     if (ready.empty()) {

@@ -332,6 +332,13 @@ void ExpertStore::settle(int64_t l, int64_t e) {
   land(l, e);
 }
 
+void ExpertStore::settleDropped() {
+  for (int64_t l = 0; l < layerCount(); ++l)
+    for (int64_t e = 0; e < expertCount; ++e)
+      if (entry(l, e).copy && entry(l, e).dropOnLanding)
+        settle(l, e);
+}
+
 bool ExpertStore::waitResident(int64_t l, int64_t e, std::string &error) {
   Entry &x = entry(l, e);
   if (x.handleOnHi || x.handleOnLo)

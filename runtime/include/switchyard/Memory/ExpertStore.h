@@ -103,6 +103,8 @@ public:
   /// Waits for (l, e)'s copy in flight, if any, and lands it as advance() would (a load
   /// evicted in flight gives its block back). Not a stall: for making room.
   void settle(int64_t layer, int64_t expert);
+  /// Lands every load evicted while in flight (any layer), giving their blocks back.
+  void settleDropped();
   /// The step boundary: publishes every finished copy (switching handles), evicts the
   /// versions no handle points to, admits queued promotions.
   void advance();
