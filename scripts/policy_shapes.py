@@ -44,6 +44,8 @@ NATIVE_SHAPES = {
              "devices": 8, "slots": 288},
     "libra": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json"), "devices": 8},
     "expertflow": {"experts": 64, "top_k": 6},
+    "capacity_topk": {"model": os.path.join(ROOT, "models", "mixtral-8x7b.json")},
+    "expert_choice": {"experts": 64, "top_k": 2},
 }
 
 # (policy file in policies/, router entry): every shipped router that compiles to a GPU
@@ -51,7 +53,8 @@ NATIVE_SHAPES = {
 GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("deepseek_v3", "deepseek_v3"),
                ("lynx", "lynx"), ("xshare", "xshare"), ("xshare_spec", "xshare_spec"),
                ("xshare_ep", "xshare_ep"), ("libra", "libra_predict"),
-               ("expertflow", "expertflow_route")]
+               ("expertflow", "expertflow_route"), ("capacity_topk", "capacity_topk"),
+               ("expert_choice", "expert_choice")]
 
 
 class ShapeError(ValueError):

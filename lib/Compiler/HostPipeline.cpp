@@ -2,6 +2,7 @@
 #include "switchyard/Compiler/Pipelines.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -18,6 +19,9 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
   MoeLowerToLoopsOptions lowering;
   lowering.laneParallel = laneParallel;
   pm.addPass(createMoeLowerToLoops(lowering));
+  // Scalar arithmetic a policy writes on knobs (ceildivsi, maximumf, ...) in the basic
+  // ops both code generators know.
+  pm.addPass(arith::createArithExpandOpsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

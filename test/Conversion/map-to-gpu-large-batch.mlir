@@ -3,13 +3,14 @@
 // with atomics, and the last CTA (an atomic ticket between device-scope fences) writes
 // the alignment with block-parallel passes.
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="block-size=64 cta-tokens=64 tokens-per-cta=32" | FileCheck %s
-// A policy the split cannot place keeps its one-CTA kernel for every size, with a
-// warning that says why.
-// RUN: moe-opt %S/Inputs/segment-reduce-router.mlir --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu 2>&1 >/dev/null | FileCheck %s --check-prefix=REFUSED
-// REFUSED: segment-reduce-router.mlir:3:1: warning: no large-batch kernels for @per_request: set selection writes a buffer of type memref<?x16xf32> (per-token or higher-rank), which each CTA cannot keep a copy of; the one-CTA kernel serves every batch size
-// RUN: moe-opt %S/Inputs/segment-reduce-router.mlir --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu 2>/dev/null | FileCheck %s --check-prefix=ONE
-// ONE: gpu.func @per_request(
-// ONE-SAME: moe.max_tokens = 0 : i64
+// A batch stage that writes per-token data over the whole batch (each token gets its
+// request's summed scores) runs in the last CTA's tail, with the routing after it.
+// RUN: moe-opt %S/Inputs/segment-reduce-router.mlir --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu 2>&1 | FileCheck %s --check-prefix=TAIL
+// TAIL-NOT: warning: no large-batch kernels
+// TAIL: gpu.func @per_request_large_k1(
+// TAIL: gpu.func @per_request_large_k2(
+// TAIL: memref.atomic_rmw addi
+// TAIL: scf.if
 // ONE-NOT: gpu.func
 
 // CHECK: gpu.func @counted_large_k1(%[[T:[^:]*]]: index, %{{.*}}: memref<?x16xf32>, %[[IDS:[^:]*]]: memref<?x2xi32>, %{{.*}}: memref<?x2xf32>, %[[COUNTS:[^:]*]]: memref<16xi32>, %[[SORTED:[^:]*]]: memref<?xi32>, %[[BLOCKS:[^:]*]]: memref<?xi32>,

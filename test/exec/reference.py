@@ -508,3 +508,102 @@ __all__ = [
     "expert_counts", "active_experts", "align_block_size", "expert_device",
     "topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep",
 ]
+
+
+# ---------------------------------------------------------------------------------------
+# Capacity-limited and expert-choice routing (issue 16)
+# ---------------------------------------------------------------------------------------
+
+def capacity_of(capacity_factor, T, k, E, limit):
+    """C = ceil(capacity_factor * T * k / E) in float64 (the factor as the float32 knob
+    holds it), clamped to [0, limit]."""
+    import math
+    c = math.ceil(float(F32(capacity_factor)) * float(T * k) / float(E))
+    return min(max(c, 0), limit)
+
+
+def capacity_topk(logits, k, capacity_factor=1.25, renormalize_after_drop=False,
+                  tokens_per_slot=None):
+    """GShard / Switch Transformer capacity-limited routing (Lepikhin et al. 2020 §2.2,
+    Fedus et al. 2021 §2.2) on the softmax top-k (weights renormalized over the k, as
+    Mixtral).  Each expert admits at most C = ceil(capacity_factor * T * k / E) slots in
+    priority order: every token's first choice in token order, then every second
+    choice, ...; a slot finding its expert full is dropped (id -1, weight 0)."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    base = topk_softmax(x, k, renormalize=True)
+    ids, w = base["topk_ids"].copy(), base["topk_weights"].copy()
+    C = capacity_of(capacity_factor, T, k, E, T * k)
+    if tokens_per_slot is not None:  # test/exec/Inputs/capacity_absolute.mlir
+        C = min(-(-T // tokens_per_slot), T * k)
+        renormalize_after_drop = True
+    admitted = np.zeros(E, dtype=np.int32)
+    dropped = 0
+    for j in range(k):
+        for t in range(T):
+            e = int(ids[t, j])
+            if not 0 <= e < E:
+                continue
+            if admitted[e] < C:
+                admitted[e] += 1
+            else:
+                ids[t, j], w[t, j] = -1, F32(0)
+                dropped += 1
+    if renormalize_after_drop:
+        for t in range(T):
+            s = F32(0)
+            for j in range(k):
+                s = F32(s + w[t, j])
+            if s > 0:
+                w[t] = (w[t] / s).astype(F32)
+    return {"topk_ids": ids, "topk_weights": w, "expert_counts": admitted,
+            "num_dropped": np.array([dropped], np.int32)}
+
+
+def expert_choice(logits, k, capacity_factor=1.0, max_experts=4, block_size=64,
+                  capacity=None):
+    """Expert-choice routing (Zhou et al. 2022 §3.1): S = softmax(logits) per token;
+    every expert takes the c = min(T, ceil(capacity_factor * T * k / E)) tokens with
+    the highest S[t, e] (ties to the lower token index, NaN last); the weight is S[t, e].
+
+    Per-token view: a token's experts by descending S[t, e] (ties to the lower expert
+    id), the first max_experts, then -1 / 0.  Grouped layout: expert e's tokens in
+    ascending order, padded to a multiple of block_size with the sentinel T, experts
+    one after another (every expert has exactly c tokens); sizes for E*T slots."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    p = softmax_rows(x)
+    c = capacity_of(capacity_factor, T, k, E, T) if capacity is None else min(max(capacity, 0), T)
+    chosen = np.zeros((T, E), dtype=bool)
+    for e in range(E):
+        col = p[:, e]
+        # Descending score, NaN last, ties to the lower token index (a stable sort).
+        key = np.where(np.isnan(col), -np.inf, col.astype(np.float64))
+        nan_last = np.isnan(col).astype(np.int8)
+        order = np.lexsort((np.arange(T), -key, nan_last))
+        chosen[order[:c], e] = True
+    ids = np.full((T, max_experts), -1, np.int32)
+    w = np.zeros((T, max_experts), F32)
+    for t in range(T):
+        mine = [e for e in range(E) if chosen[t, e]]
+        # By descending score (NaN last), ties to the lower id.
+        mine.sort(key=lambda e: (np.isnan(p[t, e]), -np.nan_to_num(p[t, e], nan=0.0), e))
+        for j, e in enumerate(mine[:max_experts]):
+            ids[t, j], w[t, j] = e, p[t, e]
+    size = E * T + E * (block_size - 1)
+    blocks = (size + block_size - 1) // block_size
+    tokens = np.full(size, T, np.int32)
+    token_w = np.zeros(size, F32)
+    block_ids = np.full(blocks, -1, np.int32)
+    per_expert = (c + block_size - 1) // block_size
+    for e in range(E):
+        start = e * per_expert * block_size
+        mine = np.nonzero(chosen[:, e])[0]
+        tokens[start:start + len(mine)] = mine
+        token_w[start:start + len(mine)] = p[mine, e]
+        block_ids[e * per_expert:(e + 1) * per_expert] = e
+    unrouted = int(np.count_nonzero(~chosen.any(axis=1)))
+    return {"topk_ids": ids, "topk_weights": w, "expert_token_ids": tokens,
+            "expert_token_weights": token_w, "expert_block_ids": block_ids,
+            "expert_tokens_post_padded": np.array([E * per_expert * block_size], np.int32),
+            "num_unrouted": np.array([unrouted], np.int32)}

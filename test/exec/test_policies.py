@@ -44,9 +44,13 @@ F32 = np.float32
 INF = np.inf
 BLOCK = 64       # every shipped policy aligns blocks of 64 (moe.align_blocks)
 WEIGHT_ATOL = 1e-5
-POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
+POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep",
+            "capacity_topk", "expert_choice"]
 RESULTS = ["topk_ids", "topk_weights", "selected", "expert_counts", "active_experts",
-           "num_active", "sorted_token_ids", "expert_ids", "num_tokens_post_padded"]
+           "num_active", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
+           "num_dropped", "expert_token_ids", "expert_token_weights", "expert_block_ids",
+           "expert_tokens_post_padded", "num_unrouted"]
+WEIGHT_RESULTS = ("topk_weights", "expert_token_weights")  # compared within WEIGHT_ATOL
 
 
 def _load_gen_trace():
@@ -79,6 +83,8 @@ class Tools:
         """The policy file and the shape flags that bind it to the case's shape (checked
         once per shape: `moe-run --list` must report the bound experts and top_k)."""
         path = os.path.join(POLICY_DIR, case.policy + ".mlir")
+        if case.path is not None:  # a test-only variant of a shipped policy
+            path = os.path.join(ROOT, case.path)
         flags = ["--experts", str(case.E), "--top-k", str(case.k)]
         if case.model is not None:
             flags = ["--model", case.model]
@@ -142,8 +148,10 @@ def round_tie(T, E):
 
 class Case:
     def __init__(self, policy, E, k, T, desc, inputs, knobs=None, devices=None, slots=None,
-                 ref_args=None, expect_ids=None, groups=None, topk_groups=None, model=None):
+                 ref_args=None, expect_ids=None, groups=None, topk_groups=None, model=None,
+                 path=None):
         self.policy, self.E, self.k, self.T = policy, E, k, T
+        self.path = path              # the policy file, when not policies/POLICY.mlir
         self.groups, self.topk_groups = groups, topk_groups
         self.model = model            # a config.json that binds the shape (--model)
         self.desc = desc
@@ -161,6 +169,8 @@ class Case:
             parts.append("groups=%d keep=%d" % (self.groups, self.topk_groups))
         if self.devices is not None:
             parts.append("devices=%d slots=%d" % (self.devices, self.slots))
+        if self.path is not None:
+            parts.append(os.path.basename(self.path))
         parts.append(self.desc)
         parts += ["%s=%s" % kv for kv in self.knobs.items()]
         return " ".join(p for p in parts if p)
@@ -184,6 +194,13 @@ class Case:
         elif p == "xshare_ep":
             r = R.xshare_ep(logits, self.inputs["bias"], self.inputs["placement"], k,
                             devices=self.devices, slots=self.slots, **kn)
+        elif p == "capacity_topk":
+            r = R.capacity_topk(logits, k, **kn)
+            (r["sorted_token_ids"], r["expert_ids"],
+             r["num_tokens_post_padded"]) = R.align_block_size(r["topk_ids"], self.E, BLOCK)
+            return r
+        elif p == "expert_choice":
+            return R.expert_choice(logits, k, block_size=BLOCK, **kn)
         else:
             raise ValueError(p)
         r["active_experts"], r["num_active"] = R.active_experts(r["expert_counts"])
@@ -542,6 +559,61 @@ def cases_shapes():
     return c
 
 
+def skewed(T, E, seed):
+    """Logits with a few hot experts (a popularity bias decaying over the ids, shuffled),
+    so that capacities overflow and experts compete for the same tokens."""
+    rng = np.random.default_rng(seed)
+    hot = (3.0 * np.exp(-np.arange(E) / 2.0))[rng.permutation(E)]
+    return (rng.standard_normal((T, E)) + hot).astype(F32)
+
+
+def cases_capacity_topk():
+    P = "capacity_topk"
+    c = []
+    for T in (1, 7, 64, 1024, 4096):
+        c.append(Case(P, 8, 2, T, "normal", {"logits": normal(T, 8, 2100 + T)}))
+        c.append(Case(P, 8, 2, T, "skewed", {"logits": skewed(T, 8, 2200 + T)}))
+    for T in (7, 64, 1024):
+        c.append(Case(P, 64, 8, T, "skewed", {"logits": skewed(T, 64, 2300 + T)}))
+        c.append(Case(P, 128, 8, T, "trace", {"logits": trace(T, 128, 2400 + T)[0]}))
+    for factor in (0.25, 0.5, 2.0, 100.0):
+        c.append(Case(P, 8, 2, 64, "skewed", {"logits": skewed(64, 8, 2500)},
+                      knobs={"capacity_factor": factor}))
+    c.append(Case(P, 8, 2, 7, "-inf", {"logits": with_neg_inf(normal(7, 8, 2501), 2502)}))
+    c.append(Case(P, 8, 2, 16, "ties(all-equal)", {"logits": np.zeros((16, 8), F32)}))
+    # The absolute form with C from the token count (moe.num_tokens + arith) and the
+    # weights renormalized over the kept slots.
+    for T in (1, 7, 64, 1024):
+        for per in (1, 3, 40):
+            c.append(Case(P, 8, 2, T, "skewed", {"logits": skewed(T, 8, 2600 + T)},
+                          knobs={"tokens_per_slot": per}, ref_args={"tokens_per_slot": per},
+                          path="test/exec/Inputs/capacity_absolute.mlir"))
+    return c
+
+
+def cases_expert_choice():
+    P = "expert_choice"
+    c = []
+    for T in (1, 7, 64, 1024, 4096):
+        c.append(Case(P, 8, 2, T, "normal", {"logits": normal(T, 8, 2700 + T)}))
+        c.append(Case(P, 8, 2, T, "skewed", {"logits": skewed(T, 8, 2800 + T)}))
+    for T in (7, 64, 1024):
+        c.append(Case(P, 64, 8, T, "skewed", {"logits": skewed(T, 64, 2900 + T)}))
+        c.append(Case(P, 128, 8, T, "trace", {"logits": trace(T, 128, 3000 + T)[0]}))
+    for factor in (0.1, 0.5, 2.0, 8.0):
+        c.append(Case(P, 8, 2, 64, "skewed", {"logits": skewed(64, 8, 3100)},
+                      knobs={"capacity_factor": factor}))
+    # Equal scores: every expert takes the first c tokens.
+    c.append(Case(P, 8, 2, 16, "ties(all-equal)", {"logits": np.zeros((16, 8), F32)}))
+    c.append(Case(P, 8, 2, 64, "ties(repeated rows)",
+                  {"logits": np.repeat(normal(8, 8, 3101), 8, axis=0)}))
+    c.append(Case(P, 8, 2, 7, "-inf", {"logits": with_neg_inf(normal(7, 8, 3102), 3103)}))
+    nan = normal(16, 8, 3104)
+    nan[3, 5] = np.nan
+    c.append(Case(P, 8, 2, 16, "nan", {"logits": nan}))
+    return c
+
+
 CASES = {
     "topk_softmax": cases_topk_softmax,
     "deepseek_v3": cases_deepseek_v3,
@@ -549,6 +621,8 @@ CASES = {
     "xshare": cases_xshare,
     "xshare_spec": cases_xshare_spec,
     "xshare_ep": cases_xshare_ep,
+    "capacity_topk": cases_capacity_topk,
+    "expert_choice": cases_expert_choice,
     "shapes": cases_shapes,
     "models": cases_models,
 }
@@ -612,7 +686,7 @@ def compare(case, out_dir, ref):
             problems.append("%s: got %s %s, expected %s %s"
                             % (name, got.dtype, got.shape, exp.dtype, exp.shape))
             continue
-        if name == "topk_weights":
+        if name in WEIGHT_RESULTS:
             g, e = got.astype(np.float64), exp.astype(np.float64)
             with np.errstate(invalid="ignore"):
                 bad = ~((np.abs(g - e) <= WEIGHT_ATOL) | (np.isnan(g) & np.isnan(e)))

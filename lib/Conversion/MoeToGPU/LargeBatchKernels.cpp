@@ -325,7 +325,16 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
       touch(a);
       continue;
     }
-    if (phase == Phase::Selection && !isTokenLoop(&op, tokens)) {
+    // Selection turns fold results into small per-expert state each CTA keeps a copy
+    // of. Code that writes per-token (dynamic) buffers, or reads the token stage's rows
+    // across the whole batch (a capacity admission, an expert's choice of tokens), is
+    // the tail's: the last CTA runs it once.
+    bool smallWrites = llvm::all_of(a.writes, [](Value buffer) {
+      auto type = cast<MemRefType>(buffer.getType());
+      return type.hasStaticShape() && type.getRank() <= 2;
+    });
+    if (phase == Phase::Selection && !isTokenLoop(&op, tokens) && smallWrites &&
+        !readsAny(a, kernel1Rows)) {
       ++selectionOps;
       privatized.insert(a.writes.begin(), a.writes.end());
       touch(a);

@@ -16,6 +16,7 @@ void switchyard::moe::registerLoopLoweringModels(DialectRegistry &registry) {
   registerBatchOpLowerings(registry);
   registerSetOpLowerings(registry);
   registerRouteOpLowerings(registry);
+  registerCapacityOpLowerings(registry);
   registerResidencyOpLowerings(registry);
   registerEplbOpLowerings(registry);
   registerLibraOpLowerings(registry);

@@ -1,6 +1,6 @@
 //===- OpLowerings.h - the loops of each moe op family ---------*- C++ -*-===//
 //
-// Each op family's file (TokenOps, BatchOps, SetOps, RouteOps; ResidencyOps,
+// Each op family's file (TokenOps, BatchOps, SetOps, RouteOps, CapacityOps; ResidencyOps,
 // EplbOps, LibraOps, PrefetchOps) writes its ops' loops as plain functions
 // `LogicalResult f(RouterLowering &, SomeOp[, Value token])` and attaches them to the
 // ops as LoopLoweringOpInterface models with `attachLoopLowerings<f, g, ...>`. A row
@@ -66,6 +66,7 @@ void registerTokenOpLowerings(mlir::DialectRegistry &registry);
 void registerBatchOpLowerings(mlir::DialectRegistry &registry);
 void registerSetOpLowerings(mlir::DialectRegistry &registry);
 void registerRouteOpLowerings(mlir::DialectRegistry &registry);
+void registerCapacityOpLowerings(mlir::DialectRegistry &registry);
 void registerResidencyOpLowerings(mlir::DialectRegistry &registry);
 void registerEplbOpLowerings(mlir::DialectRegistry &registry);
 void registerLibraOpLowerings(mlir::DialectRegistry &registry);

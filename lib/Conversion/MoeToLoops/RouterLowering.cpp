@@ -24,6 +24,7 @@
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
@@ -282,6 +283,20 @@ LogicalResult RouterLowering::lowerOp(Operation *op) {
     return success();
   if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
     stored[cst.getResult()].scalar = b.clone(*op)->getResult(0);
+    return success();
+  }
+  if (auto count = dyn_cast<NumTokensOp>(op)) {
+    stored[count.getResult()].scalar =
+        arith::IndexCastOp::create(b, op->getLoc(), b.getI64Type(), numTokens);
+    return success();
+  }
+  if (isa<arith::ArithDialect>(op->getDialect())) { // scalar arithmetic (verified)
+    IRMapping mapping;
+    for (Value operand : op->getOperands())
+      mapping.map(operand, scalar(operand));
+    Operation *copy = b.clone(*op, mapping);
+    for (auto [result, value] : llvm::zip(op->getResults(), copy->getResults()))
+      stored[result].scalar = value;
     return success();
   }
   if (auto stage = dyn_cast<StageOp>(op))

@@ -176,10 +176,18 @@ std::string Emitter::type(Type t) {
     return "bool";
   if (t.isF32())
     return "float";
+  if (t.isF64())
+    return "double";
   return "/*unsupported*/ void";
 }
 
 std::string Emitter::constant(Attribute attr, Type t) {
+  if (auto f = dyn_cast<FloatAttr>(attr); f && t.isF64()) {
+    // A hexadecimal literal is exact (f64 appears in capacity arithmetic, finite).
+    char buf[48];
+    snprintf(buf, sizeof buf, "%a", f.getValueAsDouble());
+    return buf;
+  }
   if (auto f = dyn_cast<FloatAttr>(attr)) {
     uint32_t bits = static_cast<uint32_t>(f.getValue().bitcastToAPInt().getZExtValue());
     char buf[40];
@@ -365,7 +373,15 @@ LogicalResult Emitter::emitOp(Operation &op) {
         return success();
       })
       .Case<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp,
-            arith::FPToSIOp>([&](auto) { return castTo(); })
+            arith::FPToSIOp, arith::ExtFOp, arith::TruncFOp>([&](auto) { return castTo(); })
+      .Case<arith::MaxSIOp, arith::MinSIOp>([&](auto) {
+        declare(op.getResult(0));
+        std::string a = name(op.getOperand(0)), c = name(op.getOperand(1));
+        os << " = (" << a << (isa<arith::MaxSIOp>(op) ? " > " : " < ") << c << ") ? " << a
+           << " : " << c << ";\n";
+        return success();
+      })
+      .Case<arith::ShRSIOp>([&](auto) { return bin(">>"); })
       .Case([&](arith::ExtUIOp e) {
         declare(e.getResult());
         std::string u = e.getIn().getType().isInteger(1)    ? "bool"

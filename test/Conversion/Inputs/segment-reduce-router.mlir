@@ -1,5 +1,5 @@
 // A router whose batch stage writes a per-token buffer sequentially (each token gets
-// its request's summed scores): the large-batch split refuses it with a reason.
+// its request's summed scores): the large-batch split puts it in the last CTA's tail.
 moe.router @per_request(%logits: tensor<?x16xf32>, %request_ids: tensor<?xi32>)
     -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
     attributes {experts = 16, top_k = 2} {

@@ -1767,7 +1767,7 @@ moe.residency @float_experts(%h: tensor<8xf32>) -> (out: tensor<8xf32>)
 moe.router @tensor_dim(%x: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'tensor.dim' op cannot be compiled in a router: a policy body holds moe ops, moe.knob and scalar arith.constant ops only}}
+  // expected-error @+1 {{'tensor.dim' op cannot be compiled in a router: a policy body holds moe ops, moe.knob, scalar arith.constant ops and (in a router) scalar arith ops only}}
   %d = tensor.dim %x, %c0 : tensor<?x8xf32>
   %ids, %w = moe.route %x k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
@@ -1924,4 +1924,133 @@ moe.router @half_bound(%logits: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>)
     attributes {experts = 8} {
   %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids : tensor<?x2xi32>
+}
+
+// -----
+
+// Capacity-limited and expert-choice routing.
+moe.router @capacity_both(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) -> (c: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.25 : f32
+  %c = moe.knob "capacity" = 4 : i64
+  // expected-error @+1 {{'moe.capacity' op takes capacity_factor(...) or capacity(...): exactly one}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w capacity_factor(%cf : f32) capacity(%c : i64)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<8xi32>
+}
+
+// -----
+
+moe.router @capacity_neither(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) -> (c: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.capacity' op takes capacity_factor(...) or capacity(...): exactly one}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<8xi32>
+}
+
+// -----
+
+moe.router @capacity_factor_zero(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) -> (c: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 0.0 : f32
+  // expected-error @+1 {{capacity_factor}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w capacity_factor(%cf : f32)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<8xi32>
+}
+
+// -----
+
+moe.router @capacity_negative(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) -> (c: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %c = moe.knob "capacity" = -1 : i64
+  // expected-error @+1 {{capacity}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w capacity(%c : i64)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<8xi32>
+}
+
+// -----
+
+moe.router @capacity_shapes(%ids: tensor<?x2xi32>, %w: tensor<?x3xf32>) -> (c: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %c = moe.knob "capacity" = 4 : i64
+  // expected-error @+1 {{'moe.capacity' op weights must have the shape of the ids}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w capacity(%c : i64)
+      : tensor<?x2xi32>, tensor<?x3xf32> -> tensor<?x2xi32>, tensor<?x3xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<8xi32>
+}
+
+// -----
+
+moe.router @capacity_experts(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) -> (c: tensor<4xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %c = moe.knob "capacity" = 4 : i64
+  // expected-error @+1 {{'moe.capacity' op counts}}
+  %k, %kw, %counts, %d = moe.capacity %ids, %w capacity(%c : i64)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<4xi32>, tensor<1xi32>
+  moe.yield %counts : tensor<4xi32>
+}
+
+// -----
+
+moe.router @expert_choice_max(%p: tensor<?x8xf32>) -> (ids: tensor<?x9xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.expert_choice' op max_experts must be in [1, 8], got 9}}
+  %a, %b, %c, %d, %e, %f, %g = moe.expert_choice %p capacity_factor(%cf : f32) k = 2
+      max_experts = 9 block_size = 16
+      : tensor<?x8xf32> -> tensor<?x9xi32>, tensor<?x9xf32>, tensor<?xi32>, tensor<?xf32>,
+        tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %a : tensor<?x9xi32>
+}
+
+// -----
+
+moe.router @expert_choice_columns(%p: tensor<?x8xf32>) -> (ids: tensor<?x2xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.expert_choice' op topk_ids must have max_experts = 3 columns, got 'tensor<?x2xi32>'}}
+  %a, %b, %c, %d, %e, %f, %g = moe.expert_choice %p capacity_factor(%cf : f32) k = 2
+      max_experts = 3 block_size = 16
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>,
+        tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %a : tensor<?x2xi32>
+}
+
+// -----
+
+moe.router @expert_choice_static_layout(%p: tensor<?x8xf32>) -> (ids: tensor<?x3xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.expert_choice' op sorted_weights depends on the token count: its size must be dynamic}}
+  %a, %b, %c, %d, %e, %f, %g = moe.expert_choice %p capacity_factor(%cf : f32) k = 2
+      max_experts = 3 block_size = 16
+      : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<64xf32>,
+        tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %a : tensor<?x3xi32>
+}
+
+// -----
+
+moe.router @expert_choice_block(%p: tensor<?x8xf32>) -> (ids: tensor<?x3xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %c = moe.knob "capacity" = 4 : i64
+  // expected-error @+1 {{'moe.expert_choice' op block_size must be in [1, 65536], got 0}}
+  %a, %b, %cc, %d, %e, %f, %g = moe.expert_choice %p capacity(%c : i64) k = 2
+      max_experts = 3 block_size = 0
+      : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>,
+        tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %a : tensor<?x3xi32>
+}
+
+// -----
+
+moe.router @arith_on_tensor(%x: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'arith.addf' op cannot be compiled in a router: arith ops in a router compute on scalars only}}
+  %y = arith.addf %x, %x : tensor<?x8xf32>
+  %ids, %w = moe.route %y k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }

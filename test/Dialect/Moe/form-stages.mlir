@@ -101,3 +101,30 @@ moe.router @gated(%x: tensor<?x8xf32>, %phase: i32)
   }
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// -----
+
+// Scalar arithmetic on knobs and the token count goes before the stages with the
+// knobs, so it does not split the route stage (capacity admission joins the routing).
+// CHECK-LABEL: moe.router @capacity_arith
+// CHECK:      moe.knob "per"
+// CHECK-NEXT: moe.num_tokens
+// CHECK-NEXT: arith.ceildivsi
+// CHECK-NEXT: moe.stage token
+// CHECK:      moe.stage route
+// CHECK-NEXT:   moe.route
+// CHECK-NEXT:   moe.capacity
+// CHECK-NEXT:   moe.yield
+moe.router @capacity_arith(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %p = moe.softmax %logits : tensor<?x8xf32>
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 renormalize
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %per = moe.knob "per" = 3 : i64
+  %t = moe.num_tokens : i64
+  %c = arith.ceildivsi %t, %per : i64
+  %kept, %kw, %counts, %dropped = moe.capacity %ids, %w capacity(%c : i64)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  moe.yield %kept, %kw : tensor<?x2xi32>, tensor<?x2xf32>
+}

@@ -282,3 +282,34 @@ moe.prefetch @expertflow(%mass: tensor<16xf32>, %requested: !moe.set<16>, %resid
       capacity(%cap : i64) : !moe.set<16>, tensor<16xi32>, tensor<1xi32>, tensor<1xi32>
   moe.yield %s, %trace, %r, %loads : tensor<1xi32>, tensor<?xi32>, !moe.set<16>, tensor<16xi32>
 }
+
+// Capacity-limited and expert-choice routing; the token count and scalar arithmetic.
+// CHECK-LABEL: moe.router @capacity_ops
+// CHECK: %[[T:.*]] = moe.num_tokens : i64
+// CHECK: %[[C:.*]] = arith.ceildivsi %[[T]], %{{.*}} : i64
+// CHECK: moe.capacity %{{.*}}, %{{.*}} capacity_factor(%{{.*}} : f32) : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+// CHECK: moe.capacity %{{.*}}, %{{.*}} capacity(%[[C]] : i64) renormalize_after_drop
+// CHECK: moe.expert_choice %{{.*}} capacity_factor(%{{.*}} : f32) k = 2 max_experts = 3 block_size = 16 : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+moe.router @capacity_ops(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>, counts: tensor<8xi32>,
+        dropped: tensor<1xi32>, ec_ids: tensor<?x3xi32>, ec_tokens: tensor<?xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.25 : f32
+  %per = moe.knob "per" = 3 : i64
+  %t = moe.num_tokens : i64
+  %c = arith.ceildivsi %t, %per : i64
+  %p = moe.softmax %logits : tensor<?x8xf32>
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 renormalize
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %kept, %kw, %counts, %dropped = moe.capacity %ids, %w capacity_factor(%cf : f32)
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  %kept2, %kw2, %counts2, %dropped2 = moe.capacity %kept, %kw capacity(%c : i64)
+      renormalize_after_drop
+      : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
+  %eids, %ew, %etok, %etw, %eblocks, %epad, %eun = moe.expert_choice %p
+      capacity_factor(%cf : f32) k = 2 max_experts = 3 block_size = 16
+      : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>,
+        tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+  moe.yield %kept2, %kw2, %counts2, %dropped2, %eids, %etok
+      : tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>, tensor<?x3xi32>, tensor<?xi32>
+}

@@ -238,21 +238,29 @@ static LogicalResult verifyStaticSize(Type type, Location loc) {
 }
 
 /// Whether the host and GPU lowerings can compile `op` inside a router or rule body:
-/// a moe op (but no nested router or rule) or a scalar `arith.constant`. Anything else
+/// a moe op (but no nested router or rule), a scalar `arith.constant`, or (in a router)
+/// scalar `arith` arithmetic on knobs, constants and `moe.num_tokens`. Anything else
 /// would pass the verifier and fail in the middle of the pipeline.
 static LogicalResult verifyLowerable(Operation *container, Operation *op) {
   if (op->getDialect() && isa<MoeDialect>(op->getDialect()))
     return success();
+  auto scalar = [](Type t) { return t.isIntOrIndexOrFloat(); };
   if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
-    if (cst.getType().isIntOrIndexOrFloat())
+    if (scalar(cst.getType()))
       return success();
     return op->emitOpError() << "of type " << cst.getType() << " cannot be compiled in a "
                              << describeContainer(container)
                              << ": only scalar constants (integers and floats) can";
   }
+  if (isa<RouterOp>(container) && op->getDialect() && isa<arith::ArithDialect>(op->getDialect())) {
+    if (llvm::all_of(op->getOperandTypes(), scalar) && llvm::all_of(op->getResultTypes(), scalar))
+      return success();
+    return op->emitOpError() << "cannot be compiled in a " << describeContainer(container)
+                             << ": arith ops in a router compute on scalars only";
+  }
   return op->emitOpError() << "cannot be compiled in a " << describeContainer(container)
-                           << ": a policy body holds moe ops, moe.knob and scalar "
-                              "arith.constant ops only";
+                           << ": a policy body holds moe ops, moe.knob, scalar "
+                              "arith.constant ops and (in a router) scalar arith ops only";
 }
 
 /// Types over the container's experts, static sizes in bounds, only ops the lowering

@@ -117,3 +117,104 @@ LogicalResult AlignBlocksOp::verify() {
                          << getNumTokensPostPadded().getType();
   return success();
 }
+
+std::array<int64_t, 3> AlignBlocksOp::getDynamicSizeRule(OpResult result) {
+  int64_t k = getIds().getType().getDimSize(1);
+  int64_t pad = getCounts().getType().getDimSize(0) * (getBlockSize() - 1);
+  return {k, pad, result == getExpertIds() ? getBlockSize() : int64_t(1)};
+}
+
+//===----------------------------------------------------------------------===//
+// capacity, expert_choice
+//===----------------------------------------------------------------------===//
+
+/// Exactly one of `capacity_factor(...)` / `capacity(...)`.
+static LogicalResult verifyCapacityForm(Operation *op, Value factor, Value capacity) {
+  if (!factor == !capacity)
+    return op->emitOpError() << "takes capacity_factor(...) or capacity(...): exactly one";
+  return success();
+}
+
+static void capacityRules(Value factor, Value capacity, SmallVectorImpl<ScalarRule> &rules) {
+  if (factor) {
+    ScalarRule rule = ScalarRule::floatRange(factor, "capacity_factor", 0.0,
+                                             /*minOpen=*/true, {}, false);
+    rule.finite = true;
+    rules.push_back(rule);
+  }
+  if (capacity)
+    rules.push_back(ScalarRule::intRange(capacity, "capacity", 0));
+}
+
+LogicalResult CapacityOp::verify() {
+  if (failed(verifyCapacityForm(*this, getCapacityFactor(), getCapacity())))
+    return failure();
+  if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
+    return failure();
+  if (getIds().getType().getShape() != getWeights().getType().getShape())
+    return emitOpError() << "weights must have the shape of the ids ("
+                         << getIds().getType() << "), got " << getWeights().getType();
+  if (failed(verifyExpertCount(*this, getCounts().getType().getDimSize(0), "counts")))
+    return failure();
+  if (getDropped().getType().getDimSize(0) != 1)
+    return emitOpError() << "dropped must hold one value, got " << getDropped().getType();
+  return verifyScalarRules(*this);
+}
+
+void CapacityOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  capacityRules(getCapacityFactor(), getCapacity(), rules);
+}
+
+LogicalResult ExpertChoiceOp::verify() {
+  if (failed(verifyCapacityForm(*this, getCapacityFactor(), getCapacity())))
+    return failure();
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getScores().getType(), "scores");
+  if (failed(e) || failed(verifyChoices(*this, getK(), *e)))
+    return failure();
+  int64_t m = getMaxExperts();
+  if (m < 1 || (!isParam(*e) && m > *e))
+    return emitOpError() << "max_experts must be in [1, " << describeSize(*e) << "], got "
+                         << m;
+  for (auto [type, name] :
+       {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
+        {getTopkWeights().getType(), "topk_weights"}}) {
+    if (cast<ShapedType>(type).getDimSize(1) != m)
+      return emitOpError() << name << " must have max_experts = " << m << " columns, got "
+                           << type;
+    if (failed(verifySameTokens(*this, getScores().getType(), "scores", type, name)))
+      return failure();
+  }
+  if (getBlockSize() < 1 || getBlockSize() > kMaxBlockSize)
+    return emitOpError() << "block_size must be in [1, " << kMaxBlockSize << "], got "
+                         << getBlockSize();
+  if (!isParam(*e) && *e > kMaxStaticElements / getBlockSize())
+    return emitOpError() << "block_size " << getBlockSize() << " pads " << *e
+                         << " experts to more than " << kMaxStaticElements << " entries";
+  for (auto [type, name] :
+       {std::pair<Type, StringRef>{getSortedTokenIds().getType(), "sorted_token_ids"},
+        {getSortedWeights().getType(), "sorted_weights"},
+        {getExpertIds().getType(), "expert_ids"}})
+    if (!cast<ShapedType>(type).isDynamicDim(0))
+      return emitOpError() << name << " depends on the token count: its size must be "
+                              "dynamic, got "
+                           << type;
+  for (auto [type, name] :
+       {std::pair<Type, StringRef>{getNumTokensPostPadded().getType(), "num_tokens_post_padded"},
+        {getNumUnrouted().getType(), "num_unrouted"}})
+    if (cast<ShapedType>(type).getDimSize(0) != 1)
+      return emitOpError() << name << " must hold one value, got " << type;
+  return verifyScalarRules(*this);
+}
+
+void ExpertChoiceOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  capacityRules(getCapacityFactor(), getCapacity(), rules);
+}
+
+std::array<int64_t, 3> ExpertChoiceOp::getDynamicSizeRule(OpResult result) {
+  // Every expert may take every token: E*T slots plus each expert's padding.
+  int64_t e = getScores().getType().getDimSize(1);
+  if (result != getSortedTokenIds() && result != getSortedWeights() &&
+      result != getExpertIds())
+    return {1, 0, 1};
+  return {e, e * (getBlockSize() - 1), result == getExpertIds() ? getBlockSize() : int64_t(1)};
+}

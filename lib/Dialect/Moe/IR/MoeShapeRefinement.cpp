@@ -115,6 +115,25 @@ LogicalResult AlignBlocksOp::refineResultTypes(const ShapeBinding &,
   return success();
 }
 
+LogicalResult CapacityOp::refineResultTypes(const ShapeBinding &binding,
+                                            SmallVectorImpl<Type> &types) {
+  types.push_back(getIds().getType());
+  types.push_back(getWeights().getType());
+  types.push_back(perExpert(binding.experts, IntegerType::get(getContext(), 32)));
+  types.push_back(getDropped().getType());
+  return success();
+}
+
+LogicalResult ExpertChoiceOp::refineResultTypes(const ShapeBinding &,
+                                                SmallVectorImpl<Type> &types) {
+  // The per-token view is [T, max_experts]; the grouped layout is sized by T.
+  Builder b(getContext());
+  types.push_back(tokensBy(getScores(), getMaxExperts(), b.getI32Type()));
+  types.push_back(tokensBy(getScores(), getMaxExperts(), b.getF32Type()));
+  llvm::append_range(types, llvm::drop_begin(getResultTypes(), 2));
+  return success();
+}
+
 LogicalResult WhenOp::refineResultTypes(const ShapeBinding &,
                                         SmallVectorImpl<Type> &types) {
   // The regions are bound first; the gate yields what its first region yields.
@@ -128,6 +147,11 @@ LogicalResult WhenOp::refineResultTypes(const ShapeBinding &,
 
 void RouteOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
   // `k = ?` is the model's top-k; a fixed k may differ from it (a wider routing).
+  params.push_back({"top_k", getK(), getKAttrName().getValue(), /*mayDiffer=*/true});
+}
+
+void ExpertChoiceOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
+  // The capacity is sized for the model's top-k; a fixed k may differ from it.
   params.push_back({"top_k", getK(), getKAttrName().getValue(), /*mayDiffer=*/true});
 }
 

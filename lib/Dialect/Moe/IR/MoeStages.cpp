@@ -28,11 +28,9 @@ Value lookThroughStages(Value value) {
 
 std::array<int64_t, 3> getDynamicSizeRule(Value value) {
   value = lookThroughStages(value);
-  if (auto align = value.getDefiningOp<AlignBlocksOp>()) {
-    int64_t k = align.getIds().getType().getDimSize(1);
-    int64_t pad = align.getCounts().getType().getDimSize(0) * (align.getBlockSize() - 1);
-    return {k, pad, value == align.getExpertIds() ? align.getBlockSize() : int64_t(1)};
-  }
+  if (auto result = dyn_cast<OpResult>(value))
+    if (auto sized = dyn_cast<TokenSizedResultsOpInterface>(result.getOwner()))
+      return sized.getDynamicSizeRule(result);
   return {1, 0, 1};
 }
 

@@ -97,12 +97,21 @@ static void formStagesInRun(Block &block, ArrayRef<Operation *> run, Operation *
   }
 }
 
+/// Knobs, constants, moe.num_tokens and scalar arithmetic on them: computed once,
+/// before the stages.
+static bool isScalarLeaf(Operation &op) {
+  auto scalar = [](Type t) { return t.isIntOrIndexOrFloat(); };
+  return op.getNumRegions() == 0 && !getStageKind(&op) &&
+         !op.hasTrait<OpTrait::IsTerminator>() && llvm::all_of(op.getOperandTypes(), scalar) &&
+         llvm::all_of(op.getResultTypes(), scalar);
+}
+
 static void formStagesInBlock(Block &block) {
-  // Operand-free ops (knobs, constants) go first, in order, so they never split a run.
+  // Scalar leaves go first, in order, so they never split a run (their operands are
+  // block arguments or earlier leaves).
   SmallVector<Operation *> leaves;
   for (Operation &op : block)
-    if (op.getNumOperands() == 0 && op.getNumRegions() == 0 && !getStageKind(&op) &&
-        !op.hasTrait<OpTrait::IsTerminator>())
+    if (isScalarLeaf(op))
       leaves.push_back(&op);
   for (Operation *op : llvm::reverse(leaves))
     op->moveBefore(&block, block.begin());
@@ -113,8 +122,7 @@ static void formStagesInBlock(Block &block) {
       run.push_back(&op);
       continue;
     }
-    if (op.getNumOperands() == 0 && op.getNumRegions() == 0 &&
-        !op.hasTrait<OpTrait::IsTerminator>())
+    if (isScalarLeaf(op))
       continue;
     if (!run.empty())
       formStagesInRun(block, run, &op);

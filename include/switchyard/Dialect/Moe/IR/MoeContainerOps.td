@@ -238,6 +238,24 @@ def Moe_ParamOp : Moe_StructureOp<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Moe_NumTokensOp : Moe_StructureOp<"num_tokens", [Pure]> {
+  let summary = "the batch's token count T as a value";
+  let description = [{
+    T, the number of tokens of the batch being routed, as an i64 value for scalar
+    arithmetic on knobs inside a router (`arith` ops on integer and float scalars are
+    compiled with the policy on both targets), e.g. a capacity computed by hand:
+
+    ```mlir
+    %t = moe.num_tokens : i64
+    %per = moe.knob "tokens_per_expert_slot" = 4 : i64
+    %c = arith.ceildivsi %t, %per : i64
+    %kept, %kw, %counts, %dropped = moe.capacity %ids, %w capacity(%c : i64) : ...
+    ```
+  }];
+  let results = (outs I64:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 def Moe_WhenOp : Moe_StructureOp<"when", [
     RecursiveMemoryEffects, NoRegionArguments,
     SingleBlockImplicitTerminator<"YieldOp">

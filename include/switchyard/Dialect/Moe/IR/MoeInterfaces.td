@@ -87,6 +87,20 @@ def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
   ];
 }
 
+def Moe_TokenSizedResultsOpInterface : OpInterface<"TokenSizedResultsOpInterface"> {
+  let cppNamespace = "::switchyard::moe";
+  let description = [{
+    An op whose 1-D results are not one entry per token: their dynamic size is
+    `ceil((a*T + b) / d)` in the token count T (vLLM's padded block layouts). The
+    compiled ABI records the rule and the runtime sizes the buffers with it. Results
+    of other ops are sized per token ({1, 0, 1}).
+  }];
+  let methods = [
+    InterfaceMethod<"{a, b, d} of result `result`'s dynamic dimension 0.",
+      "std::array<int64_t, 3>", "getDynamicSizeRule", (ins "::mlir::OpResult":$result)>
+  ];
+}
+
 def Moe_ExpertIdsReaderOpInterface : OpInterface<"ExpertIdsReaderOpInterface"> {
   let cppNamespace = "::switchyard::moe";
   let description = [{

@@ -117,7 +117,8 @@ def Moe_CompactActiveOp : Moe_RouteStageOp<"compact_active"> {
   let hasVerifier = 1;
 }
 
-def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks", [Moe_ExpertIdsReaderOpInterface]> {
+def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks", [Moe_ExpertIdsReaderOpInterface,
+    DeclareOpInterfaceMethods<Moe_TokenSizedResultsOpInterface>]> {
   let summary = "vLLM-style block-aligned token order for a grouped GEMM";
   let description = [{
     The contract of vLLM's `moe_align_block_size`, for T tokens with k slots each
@@ -149,6 +150,121 @@ def Moe_AlignBlocksOp : Moe_RouteStageOp<"align_blocks", [Moe_ExpertIdsReaderOpI
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
+}
+
+def Moe_CapacityOp : Moe_RouteStageOp<"capacity", [Moe_ExpertIdsReaderOpInterface,
+    AttrSizedOperandSegments, AllTypesMatch<["ids", "kept_ids"]>,
+    AllTypesMatch<["weights", "kept_weights"]>]> {
+  let summary = "capacity-limited routing (GShard / Switch Transformer): drops overflow slots";
+  let description = [{
+    Admits the routed slots `(t, j)` of `ids` / `weights` ([T, k], e.g. the softmax
+    top-k of `moe.route`) into experts that accept at most C slots each, in GShard's
+    priority order: every token's first choice in token order (`j = 0`, `t = 0..T-1`),
+    then every second choice, and so on. A slot that finds its expert full is DROPPED:
+    its id becomes `-1` and its weight 0. Slots with id `-1` (or outside `[0, E)`) are
+    not routed and stay `-1` / 0 without counting as drops.
+
+    The capacity is `C = ceil(capacity_factor * T * k / E)` (computed in double
+    precision: `ceil(double(factor) * double(T * k) / double(E))`) with
+    `capacity_factor(%f : f32)`, usually a knob, or an absolute `capacity(%c : i64)`;
+    exactly one of the two. T is the batch's token count, k the columns of `ids` and E
+    the experts (the size of `counts`).
+
+    Kept slots keep their weights, unless `renormalize_after_drop`: then each token's
+    kept weights are divided by their sum (when it is > 0).
+
+    `counts[e]` is the number of slots expert e admitted (at most C); `dropped[0]` the
+    number of dropped slots.
+
+    Example (Switch-style top-2 with capacity factor 1.25):
+    ```mlir
+    %cf = moe.knob "capacity_factor" = 1.25 : f32
+    %kept, %kw, %counts, %dropped = moe.capacity %ids, %w capacity_factor(%cf : f32)
+        : tensor<?x2xi32>, tensor<?x2xf32>
+        -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<64xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_IdTensor:$ids, Moe_ScoreTensor:$weights,
+                       Optional<F32>:$capacity_factor, Optional<I64>:$capacity,
+                       UnitAttr:$renormalize_after_drop);
+  let results = (outs Moe_IdTensor:$kept_ids, Moe_ScoreTensor:$kept_weights,
+                      TensorRankOf<[I32], [1]>:$counts, TensorRankOf<[I32], [1]>:$dropped);
+  let assemblyFormat = [{
+    $ids `,` $weights
+    (`capacity_factor` `(` $capacity_factor^ `:` type($capacity_factor) `)`)?
+    (`capacity` `(` $capacity^ `:` type($capacity) `)`)?
+    (`renormalize_after_drop` $renormalize_after_drop^)? attr-dict
+    `:` type($ids) `,` type($weights) `->` type($kept_ids) `,` type($kept_weights) `,`
+    type($counts) `,` type($dropped)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
+}
+
+def Moe_ExpertChoiceOp : Moe_RouteStageOp<"expert_choice", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<Moe_TokenSizedResultsOpInterface>]> {
+  let summary = "expert-choice routing (Zhou et al. 2022): each expert picks its tokens";
+  let description = [{
+    Every expert e takes the `c` tokens with the highest `scores[t, e]` (usually the
+    softmax over experts), ties going to the lower token index; a token may be taken
+    by 0..E experts. NaN ranks below every number. `c = min(T, C)` with
+    `C = ceil(capacity_factor * T * k / E)` (double precision, as `moe.capacity`) from
+    `capacity_factor(%f : f32)`, or an absolute `capacity(%c : i64)`; `k` is the
+    model's top-k (`k = ?` binds to it), the average number of experts per token the
+    capacity is sized for. A token's weight for an expert is its score.
+
+    Outputs:
+    * the per-token view `topk_ids` / `topk_weights` ([T, M], M = `max_experts`): a
+      token's experts by descending score (ties to the lower id), the first M of them,
+      then `-1` / 0;
+    * the grouped layout a grouped-GEMM launcher consumes, block-aligned as
+      `moe.align_blocks` (vLLM's `moe_align_block_size`) but over TOKEN ids:
+      `sorted_token_ids` holds expert 0's tokens in ascending order, padded to a
+      multiple of `block_size` with the sentinel T, then expert 1's, ...; the tail is
+      T. `sorted_weights` holds the matching weights (0 for padding). Both have
+      `E*T + E*(block_size-1)` entries (every expert can take every token);
+      `expert_ids` has `ceil((E*T + E*(block_size-1)) / block_size)` entries, the
+      expert of each block, `-1` past the end; `num_tokens_post_padded[0]` is the
+      padded length used;
+    * `num_unrouted[0]`: the number of tokens no expert took.
+
+    Example:
+    ```mlir
+    %ids, %w, %sorted, %sw, %blocks, %padded, %unrouted = moe.expert_choice %probs
+        capacity_factor(%cf : f32) k = 2 max_experts = 4 block_size = 64
+        : tensor<?x64xf32> -> tensor<?x4xi32>, tensor<?x4xf32>, tensor<?xi32>,
+          tensor<?xf32>, tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins Moe_ScoreTensor:$scores, Optional<F32>:$capacity_factor,
+                       Optional<I64>:$capacity, Moe_I64Attr:$k, Moe_I64Attr:$max_experts,
+                       Moe_I64Attr:$block_size);
+  let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights,
+                      TensorRankOf<[I32], [1]>:$sorted_token_ids,
+                      TensorRankOf<[F32], [1]>:$sorted_weights,
+                      TensorRankOf<[I32], [1]>:$expert_ids,
+                      TensorRankOf<[I32], [1]>:$num_tokens_post_padded,
+                      TensorRankOf<[I32], [1]>:$num_unrouted);
+  let assemblyFormat = [{
+    $scores (`capacity_factor` `(` $capacity_factor^ `:` type($capacity_factor) `)`)?
+    (`capacity` `(` $capacity^ `:` type($capacity) `)`)?
+    `k` `=` custom<SizeOrParam>($k) `max_experts` `=` $max_experts
+    `block_size` `=` $block_size attr-dict
+    `:` type($scores) `->` type($topk_ids) `,` type($topk_weights) `,`
+    type($sorted_token_ids) `,` type($sorted_weights) `,` type($expert_ids) `,`
+    type($num_tokens_post_padded) `,` type($num_unrouted)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
   }];

@@ -18,8 +18,8 @@ inline bool needsCompleteInputs(StageKind kind) { return kind == StageKind::batc
 mlir::Value lookThroughStages(mlir::Value value);
 
 /// The size of the dynamic dimension 0 of a router value as ceil((a*T + b) / d) in the
-/// token count T: {1, 0, 1} for per-token data, and vLLM's padded sizes for the
-/// outputs of moe.align_blocks.
+/// token count T: {1, 0, 1} for per-token data, else what the defining op says
+/// (TokenSizedResultsOpInterface: vLLM's padded sizes of moe.align_blocks, ...).
 std::array<int64_t, 3> getDynamicSizeRule(mlir::Value value);
 
 } // namespace switchyard::moe

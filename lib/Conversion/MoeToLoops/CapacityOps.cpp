@@ -1,0 +1,275 @@
+//===- CapacityOps.cpp - loops of capacity-limited and expert-choice routing ---===//
+//
+// moe.capacity admits routed slots into experts of capacity C in GShard's priority
+// order (all first choices in token order, then all second choices, ...): on the host
+// one sequential pass in that order; in the GPU form a stable scatter over the slots
+// in priority order (BlockParallel.cpp), whose placement within an expert IS the
+// admission rank, so a slot is kept iff its rank is below C.
+//
+// moe.expert_choice lets every expert take its c best tokens. Each expert finds the
+// score of its c-th best token by a bitwise radix select over order-preserving
+// integer keys (32 counting passes over the tokens), then how many tokens tie at
+// that key and the last tied token it takes (ties go to the lower token index):
+// token t is taken by e iff key(t,e) > K[e], or key(t,e) == K[e] and t <= last[e].
+// The per-token view and the grouped layout are read off that rule, so both forms
+// (one thread per expert / per token) give the sequential result exactly.
+//
+//===----------------------------------------------------------------------===//
+#include "OpLowerings.h"
+
+using namespace mlir;
+using P = arith::CmpIPredicate;
+using F = arith::CmpFPredicate;
+
+namespace switchyard::moe {
+using namespace emit;
+
+namespace {
+
+/// The capacity as an index in [0, limit]: ceil(double(factor) * double(T*k) /
+/// double(E)) with `factor`, else the absolute `capacity` clamped.
+Value capacityOf(RouterLowering &L, Value factor, Value capacity, int64_t k, int64_t experts,
+                 Value limit) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  Location loc = em.location();
+  Value limit64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), limit);
+  if (capacity) {
+    Value c = L.scalar(capacity);
+    c = em.select(em.cmpI(P::slt, c, em.i64(0)), em.i64(0), c);
+    c = em.select(em.cmpI(P::sgt, c, limit64), limit64, c);
+    return em.toIndex(c);
+  }
+  Type f64 = b.getF64Type();
+  auto constant = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v)).getResult();
+  };
+  Value slots = arith::IndexCastOp::create(b, loc, b.getI64Type(), em.mulI(L.tokens(), em.idx(k)));
+  Value x = em.divF(em.mulF(arith::ExtFOp::create(b, loc, f64, L.scalar(factor)),
+                            arith::SIToFPOp::create(b, loc, f64, slots)),
+                    constant(double(experts)));
+  // Clamp before converting (the run-time check keeps the factor finite and > 0).
+  Value limitF = arith::SIToFPOp::create(b, loc, f64, limit64);
+  x = em.select(em.cmpF(F::OGT, x, limitF), limitF, x);
+  x = em.select(em.cmpF(F::UGT, x, constant(0.0)), x, constant(0.0));
+  Value q = arith::FPToSIOp::create(b, loc, b.getI64Type(), x);
+  Value qf = arith::SIToFPOp::create(b, loc, f64, q);
+  q = em.select(em.cmpF(F::OLT, qf, x), em.addI(q, em.i64(1)), q);
+  return em.toIndex(q);
+}
+
+LogicalResult capacity(RouterLowering &L, CapacityOp op) {
+  LoopEmitter &em = L.em();
+  int64_t k = op.getIds().getType().getDimSize(1), n = sizeOf(op.getCounts());
+  Value ids = L.mem(op.getIds()), weights = L.mem(op.getWeights());
+  Value keptIds = L.allocFull(op.getKeptIds()), keptWeights = L.allocFull(op.getKeptWeights());
+  Value counts = L.allocFull(op.getCounts()), dropped = L.allocFull(op.getDropped());
+  Value tokens = L.tokens(), slots = em.mulI(tokens, em.idx(k));
+  Value cap = em.toI32(capacityOf(L, op.getCapacityFactor(), op.getCapacity(), k, n, slots));
+  auto routed = [&](Value e) {
+    return em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+  };
+  if (L.blockParallelHere()) {
+    L.parallelLoop(slots, [&](Value s) {
+      Value t = em.divUI(s, em.idx(k)), j = em.remUI(s, em.idx(k));
+      em.store(em.i32(-1), keptIds, {t, j});
+      em.store(em.f32(0), keptWeights, {t, j});
+    });
+    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), counts, e); });
+    // Priority position p is choice j = p / T of token t = p % T; its place among
+    // its expert's slots in that order is its admission rank.
+    stableScatter(
+        L, slots, n,
+        [&](Value p) { return em.load(ids, {em.remUI(p, tokens), em.divUI(p, tokens)}); },
+        [&](Value) { return em.i32(0); },
+        [&](Value p, Value rank) {
+          em.ifThen(em.cmpI(P::slt, rank, cap), [&] {
+            Value t = em.remUI(p, tokens), j = em.divUI(p, tokens);
+            Value e = em.load(ids, {t, j});
+            em.store(e, keptIds, {t, j});
+            em.store(em.load(weights, {t, j}), keptWeights, {t, j});
+            memref::AtomicRMWOp::create(em.builder(), em.location(), arith::AtomicRMWKind::addi,
+                                        em.i32(1), counts, ValueRange{em.toIndex(e)});
+          });
+        });
+    Value total = blockSum(L, slots, [&](Value s) {
+      Value t = em.divUI(s, em.idx(k)), j = em.remUI(s, em.idx(k));
+      Value lost = em.andI(routed(em.load(ids, {t, j})),
+                           em.cmpI(P::slt, em.load(keptIds, {t, j}), em.i32(0)));
+      return em.select(lost, em.i32(1), em.i32(0));
+    });
+    em.store(total, dropped, em.idx(0));
+  } else {
+    em.fill(counts, em.idx(n), em.i32(0));
+    Value total = em.loopCarried(em.idx(0), em.idx(k), {em.i32(0)}, [&](Value j, ValueRange outer) {
+      return em.loopCarried(em.idx(0), tokens, {outer[0]}, [&](Value t, ValueRange it) {
+        Value e = em.load(ids, {t, j});
+        Value ok = routed(e);
+        Value at = em.toIndex(em.select(ok, e, em.i32(0)));
+        Value taken = em.load(counts, at);
+        Value keep = em.andI(ok, em.cmpI(P::slt, taken, cap));
+        em.ifThen(keep, [&] { em.store(em.addI(taken, em.i32(1)), counts, at); });
+        em.store(em.select(keep, e, em.i32(-1)), keptIds, {t, j});
+        em.store(em.select(keep, em.load(weights, {t, j}), em.f32(0)), keptWeights, {t, j});
+        Value lost = em.andI(ok, em.notI(keep));
+        return SmallVector<Value>{em.addI(it[0], em.select(lost, em.i32(1), em.i32(0)))};
+      });
+    })[0];
+    em.store(total, dropped, em.idx(0));
+  }
+  if (op.getRenormalizeAfterDrop())
+    L.parallelLoop(tokens, [&](Value t) {
+      Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+        return SmallVector<Value>{em.addF(it[0], em.load(keptWeights, {t, j}))};
+      })[0];
+      em.ifThen(em.cmpF(F::OGT, sum, em.f32(0)), [&] {
+        em.loop(k, [&](Value j) {
+          em.store(em.divF(em.load(keptWeights, {t, j}), sum), keptWeights, {t, j});
+        });
+      });
+    });
+  return success();
+}
+
+/// An order-preserving key of a score as an unsigned i32: a larger score has a
+/// larger key, -0 is +0, and NaN ranks below everything (key 0).
+Value scoreKey(LoopEmitter &em, Value s) {
+  OpBuilder &b = em.builder();
+  Location loc = em.location();
+  s = em.select(em.cmpF(F::OEQ, s, em.f32(0)), em.f32(0), s);
+  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), s);
+  Value flipped = arith::XOrIOp::create(b, loc, bits, em.i32(-1));
+  Value raised = em.orI(bits, em.i32(INT32_MIN));
+  Value key = em.select(em.cmpI(P::slt, bits, em.i32(0)), flipped, raised);
+  return em.select(em.isNaN(s), em.i32(0), key);
+}
+
+LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores()), m = op.getMaxExperts(), block = op.getBlockSize();
+  Type i32 = em.builder().getI32Type();
+  Value scores = L.mem(op.getScores());
+  Value ids = L.allocFull(op.getTopkIds()), weights = L.allocFull(op.getTopkWeights());
+  Value sorted = L.allocFull(op.getSortedTokenIds()), sortedW = L.allocFull(op.getSortedWeights());
+  Value blocks = L.allocFull(op.getExpertIds());
+  Value padded = L.allocFull(op.getNumTokensPostPadded());
+  Value unrouted = L.allocFull(op.getNumUnrouted());
+  Value tokens = L.tokens();
+  Value take = em.toI32(capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n,
+                                   tokens));
+  Value threshold = L.temporary(MemRefType::get({n}, i32), {});
+  Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
+  auto key = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
+  auto countTokens = [&](function_ref<Value(Value)> pred) {
+    return em.loopCarried(em.idx(0), tokens, {em.i32(0)}, [&](Value t, ValueRange it) {
+      return SmallVector<Value>{em.addI(it[0], em.select(pred(t), em.i32(1), em.i32(0)))};
+    })[0];
+  };
+
+  // 1. Per expert: K = the largest key with at least `take` keys >= K (the take-th
+  //    best key), then the token of the last tie it takes.
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value best = em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
+      Value bit = em.toI32(em.subI(em.idx(31), b));
+      Value attempt = em.orI(it[0], arith::ShLIOp::create(em.builder(), em.location(),
+                                                           em.i32(1), bit));
+      Value atLeast = countTokens([&](Value t) { return em.cmpI(P::uge, key(t, e), attempt); });
+      return SmallVector<Value>{em.select(em.cmpI(P::sge, atLeast, take), attempt, it[0])};
+    })[0];
+    Value above = countTokens([&](Value t) { return em.cmpI(P::ugt, key(t, e), best); });
+    Value need = em.subI(take, above);
+    Value last = em.loopCarried(em.idx(0), tokens, {em.i32(0), em.i32(-1)},
+                                [&](Value t, ValueRange it) {
+                                  Value tie = em.cmpI(P::eq, key(t, e), best);
+                                  Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+                                  Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
+                                  return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
+                                })[1];
+    em.store(best, threshold, e);
+    em.store(last, lastTie, e);
+  });
+  auto chosen = [&](Value t, Value e, Value k) {
+    Value limit = em.load(threshold, e);
+    Value tie = em.andI(em.cmpI(P::eq, k, limit),
+                        em.cmpI(P::sle, em.toI32(t), em.load(lastTie, e)));
+    return em.orI(em.cmpI(P::ugt, k, limit), tie);
+  };
+
+  // 2. Per token: its experts by descending key (ties to the lower id), the first m.
+  //    Each pick is the best expert ranked after the previous pick.
+  L.parallelLoop(tokens, [&](Value t) {
+    em.loopCarried(em.idx(0), em.idx(m), {em.i32(0), em.i32(-1), em.i32(0)},
+                   [&](Value j, ValueRange prev) {
+      Value started = em.cmpI(P::ne, prev[2], em.i32(0));
+      auto pick = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0), em.i32(-1)},
+                                 [&](Value e, ValueRange it) {
+        Value k = key(t, e), id = em.toI32(e);
+        Value after = em.orI(em.notI(started),
+                             em.orI(em.cmpI(P::ult, k, prev[0]),
+                                    em.andI(em.cmpI(P::eq, k, prev[0]),
+                                            em.cmpI(P::sgt, id, prev[1]))));
+        Value better = em.andI(em.andI(chosen(t, e, k), after),
+                               em.orI(em.cmpI(P::slt, it[1], em.i32(0)),
+                                      em.cmpI(P::ugt, k, it[0])));
+        return SmallVector<Value>{em.select(better, k, it[0]), em.select(better, id, it[1])};
+      });
+      Value found = em.cmpI(P::sge, pick[1], em.i32(0));
+      em.store(pick[1], ids, {t, j});
+      Value at = em.toIndex(em.select(found, pick[1], em.i32(0)));
+      em.store(em.select(found, em.load(scores, {t, at}), em.f32(0)), weights, {t, j});
+      // Once nothing is left, nothing ranks after (key 0, id n).
+      return SmallVector<Value>{em.select(found, pick[0], em.i32(0)),
+                                em.select(found, pick[1], em.i32(n)), em.i32(1)};
+    });
+  });
+
+  // 3. The grouped layout: every expert takes exactly `take` tokens, so expert e's
+  //    segment starts at e * ceil(take / block) * block.
+  Value sortedSize = L.dimSize(op.getSortedTokenIds(), 0);
+  Value blockCount = L.dimSize(op.getExpertIds(), 0);
+  Value sentinel = em.toI32(tokens);
+  L.parallelLoop(sortedSize, [&](Value i) {
+    em.store(sentinel, sorted, i);
+    em.store(em.f32(0), sortedW, i);
+  });
+  L.parallelLoop(blockCount, [&](Value i) { em.store(em.i32(-1), blocks, i); });
+  Value perExpert = em.divUI(em.addI(take, em.i32(block - 1)), em.i32(block));
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value first = em.mulI(em.toI32(e), perExpert);
+    em.loop(em.idx(0), em.toIndex(perExpert), [&](Value i) {
+      em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i));
+    });
+    Value start = em.mulI(first, em.i32(block));
+    em.loopCarried(em.idx(0), tokens, {start}, [&](Value t, ValueRange it) {
+      Value s = em.load(scores, {t, e});
+      Value in = chosen(t, e, scoreKey(em, s));
+      em.ifThen(in, [&] {
+        em.store(em.toI32(t), sorted, em.toIndex(it[0]));
+        em.store(s, sortedW, em.toIndex(it[0]));
+      });
+      return SmallVector<Value>{em.select(in, em.addI(it[0], em.i32(1)), it[0])};
+    });
+  });
+  em.store(em.mulI(em.mulI(perExpert, em.i32(block)), em.i32(n)), padded, em.idx(0));
+
+  // 4. Tokens no expert took: their first column is empty.
+  auto none = [&](Value t) {
+    return em.select(em.cmpI(P::slt, em.load(ids, {t, em.idx(0)}), em.i32(0)), em.i32(1),
+                     em.i32(0));
+  };
+  Value lost = L.blockParallelHere()
+                   ? blockSum(L, tokens, none)
+                   : countTokens([&](Value t) { return em.cmpI(P::ne, none(t), em.i32(0)); });
+  em.store(lost, unrouted, em.idx(0));
+  return success();
+}
+
+} // namespace
+
+void registerCapacityOpLowerings(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
+    attachLoopLowerings<capacity, expertChoice>(context);
+  });
+}
+
+} // namespace switchyard::moe
