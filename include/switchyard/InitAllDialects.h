@@ -24,6 +24,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -41,7 +44,8 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::tensor::TensorDialect, mlir::scf::SCFDialect,
                   mlir::math::MathDialect, mlir::memref::MemRefDialect,
                   mlir::cf::ControlFlowDialect, mlir::index::IndexDialect,
-                  mlir::LLVM::LLVMDialect, mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect>();
+                  mlir::LLVM::LLVMDialect, mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect,
+                  mlir::omp::OpenMPDialect>();
   // How each moe op is written as loops (moe-lower-to-loops).
   moe::registerLoopLoweringModels(registry);
   // The LLVM lowering of each dialect (used by the host pipeline's conversions).
@@ -51,12 +55,14 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::registerConvertMathToLLVMInterface(registry);
   mlir::registerConvertMemRefToLLVMInterface(registry);
   mlir::index::registerConvertIndexToLLVMInterface(registry);
+  mlir::registerConvertOpenMPToLLVMInterface(registry);
   // LLVM IR and PTX export.
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   mlir::registerNVVMDialectTranslation(registry);
   mlir::registerGPUDialectTranslation(registry);
+  mlir::registerOpenMPDialectTranslation(registry);
 }
 
 } // namespace switchyard

@@ -3,6 +3,8 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -26,9 +28,28 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
   pm.addPass(createCSEPass());
 }
 
+llvm::StringRef switchyard::moe::openMPLibrary() {
+#ifdef SWITCHYARD_OPENMP_LIBRARY
+  return SWITCHYARD_OPENMP_LIBRARY;
+#else
+  return "";
+#endif
+}
+
 void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
-                                        bool freezeKnobs) {
+                                        bool freezeKnobs, int64_t threadMinWork) {
   buildLoopPipeline(pm, laneParallel, freezeKnobs);
+  if (!laneParallel) {
+    // One pass over each token's row: a token stage's loop fused with the routing
+    // that reads its rows (the row stays in cache).
+    pm.addNestedPass<func::FuncOp>(createParallelLoopFusionPass());
+    bool threads = !openMPLibrary().empty() && threadMinWork > 0;
+    pm.addPass(createHostThreadsPass(threads ? threadMinWork : 0));
+    if (threads) {
+      pm.addPass(createConvertSCFToOpenMPPass());
+      pm.addPass(createInlineAllocaScopesPass());
+    }
+  }
   // Loops -> LLVM dialect (the standard MLIR host path).
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());
@@ -36,6 +57,7 @@ void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
   pm.addPass(createLowerAffinePass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());

@@ -17,10 +17,30 @@ namespace switchyard::moe {
 /// moe-lower-to-loops). Knobs not frozen become run-time parameters.
 void buildLoopPipeline(mlir::OpPassManager &pm, bool laneParallel, bool freezeKnobs);
 
+/// Batches of at least this many token x expert scores (T * E) run a router's host
+/// loops on OpenMP threads: at E = 128 from 128 tokens, at E = 8 from 2048.
+constexpr int64_t kDefaultThreadMinWork = 16384;
+
 /// The host pipeline after knob selection: the loop pipeline, the LLVM dialect, the C
 /// entry points (which take the knobs left tunable in `const struct NAME_knobs *`).
+/// Outside the lane-parallel (GPU emulation) form, a router's per-token loops are
+/// fused and, for batches of at least `threadMinWork` scores (T * E), run on OpenMP
+/// threads (0: always single-threaded; also when the compiler was built without
+/// OpenMP).
 void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false,
-                       bool freezeKnobs = false);
+                       bool freezeKnobs = false,
+                       int64_t threadMinWork = kDefaultThreadMinWork);
+
+/// moe-host-threads (HostThreads.cpp): a router's outermost parallel loops behind a
+/// `num_tokens * E >= minWork` test (threaded above it), every other parallel loop
+/// sequential. minWork = 0: all sequential.
+std::unique_ptr<mlir::Pass> createHostThreadsPass(int64_t minWork);
+/// Inlines the memref.alloca_scope ops convert-scf-to-openmp leaves (none allocates).
+std::unique_ptr<mlir::Pass> createInlineAllocaScopesPass();
+
+/// Whether this build links generated host code with an OpenMP runtime (the path of
+/// libomp, empty when not).
+llvm::StringRef openMPLibrary();
 
 /// Registers the pipeline above as `moe-host-pipeline`.
 void registerHostPipeline();

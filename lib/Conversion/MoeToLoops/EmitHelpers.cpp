@@ -35,7 +35,8 @@ Value clearedFlags(RouterLowering &L, int64_t n) {
 /// them, and calls `onPick(j, id, score)` for each slot j (id -1 when nothing eligible is
 /// left). One pass over the row keeps the best k in a sorted buffer (insertion: a new
 /// entry moves ahead only past strictly worse ones, so ties keep the lower id first),
-/// the usual top-k kernel shape; `capacity` bounds k.
+/// the usual top-k kernel shape; `capacity` bounds k. On the host `taken` may be null
+/// (nothing excluded, nothing marked).
 void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
              function_ref<Value(Value)> eligible, function_ref<Value(Value)> score,
              function_ref<void(Value, Value, Value)> onPick) {
@@ -63,7 +64,8 @@ void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
   Value count = em.loopCarried(zero, n, {zero}, [&](Value e, ValueRange it) {
     Value c = it[0];
     Value full = em.cmpI(P::uge, c, k);
-    Value ok = em.andI(any, em.andI(em.notI(em.isSet(taken, e)), eligible(e)));
+    Value free = taken ? em.notI(em.isSet(taken, e)) : always(em);
+    Value ok = em.andI(any, em.andI(free, eligible(e)));
     Value v = score(e);
     Value insert = em.andI(ok, em.orI(em.notI(full), em.outranks(v, em.load(vals, last))));
     em.ifThen(insert, [&] {
@@ -90,7 +92,8 @@ void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
     Value found = em.cmpI(P::ult, j, count);
     Value id = em.select(found, em.toI32(em.load(ids, j)), em.i32(-1));
     Value val = em.select(found, em.load(vals, j), em.f32(0));
-    em.ifThen(found, [&] { em.store(em.i8(1), taken, em.load(ids, j)); });
+    if (taken)
+      em.ifThen(found, [&] { em.store(em.i8(1), taken, em.load(ids, j)); });
     onPick(j, id, val);
   });
 }

@@ -25,7 +25,10 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     w = L.rowIn(op.getWeights(), t);
   Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
   RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
-  Value taken = clearedFlags(L, n);
+  // The GPU form excludes what earlier rounds took with flags; the host's one pass
+  // needs none.
+  bool rounds = L.laneParallelHere() || L.blockParallelHere();
+  Value taken = rounds ? clearedFlags(L, n) : Value();
   auto eligible = [&](Value e) {
     Value v = L.at(s, e);
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));

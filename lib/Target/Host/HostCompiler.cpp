@@ -1,6 +1,7 @@
 //===- Compiler.cpp - host code from a lowered policy ---------------------===//
 #include "switchyard/Target/Host/HostCompiler.h"
 #include "switchyard/Runtime/Binding.h"
+#include "switchyard/Compiler/Pipelines.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -9,6 +10,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -36,6 +38,11 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> jitCompile(ModuleOp lowered) {
   auto transformer = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, nullptr);
   ExecutionEngineOptions options;
   options.transformer = transformer;
+  // Threaded host loops call the OpenMP runtime.
+  SmallVector<StringRef, 1> libraries;
+  if (!moe::openMPLibrary().empty())
+    libraries.push_back(moe::openMPLibrary());
+  options.sharedLibPaths = libraries;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   auto engine = ExecutionEngine::create(lowered, options);
   if (engine)
@@ -128,6 +135,12 @@ bool linkSharedLibrary(StringRef object, StringRef library, std::string &error) 
     return false;
   }
   SmallVector<StringRef> args{*cc, "-shared", "-o", library, object, "-lm"};
+  // Threaded host loops call the OpenMP runtime: link it, and find it where it was.
+  std::string rpath;
+  if (StringRef omp = moe::openMPLibrary(); !omp.empty()) {
+    rpath = "-Wl,-rpath," + llvm::sys::path::parent_path(omp).str();
+    args.append({omp, rpath});
+  }
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0) {
