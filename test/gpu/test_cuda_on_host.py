@@ -9,7 +9,10 @@ token with butterfly reductions and lane-0 broadcasts, strided loops, thread-0 p
 workspace layout) and the emitter without a GPU. Batches beyond the one-CTA size class
 run the large-batch pair (kernel 1 then kernel 2, each over ceil(T / tokens_per_cta)
 CTAs, the CTAs one after another): per-CTA token ranges, batch partials, per-CTA set
-selection, the ticket and the last CTA's tail. The policies are compiled with small
+selection, the ticket and the last CTA's tail. Policies of token loops only (libra's
+predictor, the route-only builds of topk_softmax and deepseek_v3) have one kernel for
+every size, its grid chosen at launch: here min(ceil(T / warps), 3 emulated SMs), so
+that the blocks take several tokens per warp. The policies are compiled with small
 size classes (one CTA up to 64 tokens, 48 tokens per CTA beyond) so that the CPU
 emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs; XShare-spec's requests of
 5 tokens straddle CTA boundaries, and the workspace starts as garbage.
@@ -34,6 +37,9 @@ from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  #
                        example_inputs)
 from policy_shapes import (GPU_ROUTERS as POLICIES, import_switchyard, native_shape,  # noqa: E402
                            shape_flags)
+
+
+EMULATED_SMS = 3  # the grid size class's SM count in the emulation
 
 
 def descriptor(arr):
@@ -63,11 +69,16 @@ def main():
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
     tally = CaseTally()
-    for file, name in POLICIES:
-        out = os.path.join(workdir, name)
+    # Every GPU router, and the route-only builds of the two standard routers (token
+    # loops only: the grid size class, one launch at every size).
+    cases = [(file, name, None) for file, name in POLICIES]
+    cases += [(file, file, ("topk_ids", "topk_weights")) for file in ("topk_softmax", "deepseek_v3")]
+    for file, name, selected in cases:
+        out = os.path.join(workdir, name + ("-route" if selected else ""))
         policy = os.path.join(ROOT, "policies", f"{file}.mlir")
         subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
                         "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out]
+                       + (["--outputs", ",".join(selected)] if selected else [])
                        + shape_flags(**native_shape(file)), check=True, capture_output=True)
         lib_path = os.path.join(out, f"lib{name}_cu.so")
         subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
@@ -76,7 +87,7 @@ def main():
         lib = ctypes.CDLL(lib_path)
         meta = json.load(open(os.path.join(out, f"{name}.json")))
         kernels = {k["name"]: k for k in meta["kernels"]}
-        router = switchyard.compile(policy, entry=name, **native_shape(file))
+        router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
         info = entry_info(switchyard, policy, name, **native_shape(file))
         for tokens in (1, 7, 64, 130, 300):
             inputs = example_inputs(info, tokens, rng)
@@ -109,10 +120,17 @@ def main():
             workspace.fill(0x7f)
             call += descriptor(workspace)
             per_cta = launches[0].get("tokens_per_cta")
-            lib.switchyard_host_grid(ctypes.c_uint(-(-tokens // per_cta) if per_cta else 1))
+            if size_class["name"] == "grid":
+                # The launcher's min(ceil(T / warps), SMs x blocks per SM) on a GPU
+                # of EMULATED_SMS one-block SMs: several tokens per warp from T = 7.
+                grid = min(-(-tokens // launches[0]["warps_per_block"]), EMULATED_SMS)
+            else:
+                grid = -(-tokens // per_cta) if per_cta else 1
+            lib.switchyard_host_grid(ctypes.c_uint(grid))
             for k in launches:
                 getattr(lib, k["name"])(*call)
-            tally.record(f"{name} T={tokens} ({size_class['name']}, "
+            tally.record(f"{name}{' (ids, weights)' if selected else ''} T={tokens} "
+                         f"({size_class['name']}, "
                          f"{len(launches)} launch{'es' if len(launches) > 1 else ''})",
                          differing_outputs(expected, outputs))
     return tally.finish()

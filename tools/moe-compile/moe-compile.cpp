@@ -34,6 +34,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -61,11 +62,14 @@ static cl::opt<bool> laneParallel(
 static cl::opt<int64_t> ctaTokens(
     "cta-tokens",
     cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
-             "two-kernel large-batch path (1..1024, default 1024)"),
-    cl::init(1024));
+             "two-kernel large-batch path (1..1024; default: per router, from the launch "
+             "cost model --report shows)"),
+    cl::init(0), cl::cat(tools::category()));
 static cl::opt<int64_t> tokensPerCta(
-    "tokens-per-cta", cl::desc("tokens per CTA in the large-batch kernels (default 256)"),
-    cl::init(256), cl::cat(tools::category()));
+    "tokens-per-cta",
+    cl::desc("tokens per CTA in the large-batch kernels (1..65536; default: per router, "
+             "from the launch cost model)"),
+    cl::init(0), cl::cat(tools::category()));
 static cl::opt<bool> launcherLibrary(
     "launcher-library",
     cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
@@ -132,9 +136,9 @@ int main(int argc, char **argv) {
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
   if (!arches.contains(gpuArch))
     return fail("unsupported --gpu-arch=" + gpuArch + " (sm_80, sm_86, sm_89, sm_90, sm_100)");
-  if (ctaTokens < 1 || ctaTokens > 1024)
+  if (ctaTokens.getNumOccurrences() && (ctaTokens < 1 || ctaTokens > 1024))
     return fail("--cta-tokens=" + std::to_string(ctaTokens) + " is outside [1, 1024]");
-  if (tokensPerCta < 1 || tokensPerCta > 65536)
+  if (tokensPerCta.getNumOccurrences() && (tokensPerCta < 1 || tokensPerCta > 65536))
     return fail("--tokens-per-cta=" + std::to_string(tokensPerCta) + " is outside [1, 65536]");
   moe::MoeMapToGPUOptions mapping;
   mapping.ctaTokens = ctaTokens;
@@ -284,6 +288,25 @@ int main(int argc, char **argv) {
                        << ", block " << (*k.getArray("block"))[0].getAsInteger().value_or(0)
                        << ", workspace " << ws.getInteger("per_token").value_or(0)
                        << " B/token + " << ws.getInteger("fixed").value_or(0) << " B\n";
+        }
+        if (const llvm::json::Object *model = meta.getObject("launch_model")) {
+          // Modeled, not measured (LaunchCostModel.h: an H100 SXM's clock and SMs).
+          llvm::outs() << llvm::formatv(
+              "  launch model (modeled H100, not measured; token work and launches, not the "
+              "whole-batch phases both classes share): {0:F0} warp instructions per token, {1} "
+              "values combined per CTA",
+              model->getNumber("token_instructions").value_or(0),
+              model->getInteger("combine_values").value_or(0));
+          if (std::optional<int64_t> cta = model->getInteger("cta_tokens"))
+            llvm::outs() << "; cta-tokens " << *cta << ", tokens-per-cta "
+                         << model->getInteger("tokens_per_cta").value_or(0);
+          llvm::outs() << "\n    modeled:";
+          for (const llvm::json::Value &point : *model->getArray("modeled")) {
+            const llvm::json::Object &p = *point.getAsObject();
+            llvm::outs() << llvm::formatv(" T={0}: {1:F1} us", p.getInteger("tokens").value_or(0),
+                                          p.getNumber("us").value_or(0));
+          }
+          llvm::outs() << "\n";
         }
         for (llvm::StringRef line : llvm::split(llvm::StringRef(usage).rtrim("; "), "; "))
           llvm::outs() << "  ptxas " << line << "\n";

@@ -61,7 +61,15 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
     holding kernels with the function's parameters plus an i8 workspace.
 
-    `gpu.func @<name>` (size class `decode`, up to `cta-tokens` tokens) is the whole
+    A policy of token loops only (every token's outputs from its own row: softmax
+    top-k reduced to ids and weights, DeepSeek-V3's grouped top-k, a predictor) gets
+    ONE kernel, `gpu.func @<name>` of size class `grid`, for every batch size: the
+    launcher picks G = min(ceil(T / warps per block), SMs x resident blocks per SM)
+    blocks and block c takes tokens [c*P, (c+1)*P), P = ceil(T / G), one warp per
+    token as below: the whole GPU from T = warps x SMs on, a few tokens per warp
+    beyond, one launch.
+
+    Otherwise `gpu.func @<name>` (size class `decode`, up to `cta-tokens` tokens) is the whole
     policy in ONE launch of ONE block. A token loop in the lane-parallel form
     (`moe-lower-to-loops{lane-parallel}`) becomes one warp per token: its loops over the
     experts are lane-strided, its reductions end in butterfly `gpu.shuffle xor`s, its
@@ -87,6 +95,14 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     (`max_tokens` <= `cta-tokens`) are folded away. A policy whose code does not split
     this way gets a warning saying why, and its one-CTA kernel serves every size.
 
+    Unless `cta-tokens` / `tokens-per-cta` are given, each router's come from a
+    static launch cost model (lib/Conversion/MoeToGPU/LaunchCostModel.h: warp
+    instructions per token counted in its token loops, launch latency, SM count,
+    the values kernel 2 combines per CTA): the one-CTA kernel serves a batch while it
+    is modeled no slower than the pair. The kernels carry the model
+    (`moe.launch_model`: its inputs, the thresholds and modeled times), which
+    `moe-compile --report` prints.
+
     The host function is left in place.
 
     Example: `moe-opt --moe-lower-to-loops=lane-parallel
@@ -95,10 +111,12 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "threads per block (fixed at compile time)">,
-    Option<"ctaTokens", "cta-tokens", "int64_t", /*default=*/"1024",
-           "the most tokens the one-CTA kernel serves (the decode size class)">,
-    Option<"tokensPerCta", "tokens-per-cta", "int64_t", /*default=*/"256",
-           "tokens per CTA in the large-batch kernels">,
+    Option<"ctaTokens", "cta-tokens", "int64_t", /*default=*/"0",
+           "the most tokens the one-CTA kernel serves (the decode size class); 0: "
+           "chosen per router by the launch cost model">,
+    Option<"tokensPerCta", "tokens-per-cta", "int64_t", /*default=*/"0",
+           "tokens per CTA in the large-batch kernels; 0: chosen per router by the "
+           "launch cost model">,
     Option<"largeBatch", "large-batch", "bool", /*default=*/"true",
            "also build the two-kernel form for batches beyond cta-tokens">
   ];

@@ -394,11 +394,21 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
                        Plan &plan, int64_t tokensPerCta, LargeBatchLayout &layout) {
   Prologue p;
   auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v).getResult(); };
-  Value per = idx(tokensPerCta);
   p.cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  // G from T (not gridDim): the workspace layout is a function of T alone.
-  p.grid = arith::DivUIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, tokens, idx(tokensPerCta - 1)), per);
+  Value per;
+  if (tokensPerCta == 0) {
+    // Token loops only (no partials, nothing shared between CTAs): the launcher picks
+    // the grid (enough CTAs to fill the GPU), each CTA takes ceil(T / G) tokens.
+    p.grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    per = arith::DivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, tokens, arith::SubIOp::create(b, loc, p.grid, idx(1))),
+        p.grid);
+  } else {
+    per = idx(tokensPerCta);
+    // G from T (not gridDim): the workspace layout is a function of T alone.
+    p.grid = arith::DivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, tokens, idx(tokensPerCta - 1)), per);
+  }
   p.first = arith::MinUIOp::create(b, loc, arith::MulIOp::create(b, loc, p.cta, per), tokens);
   p.last = arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, p.first, per), tokens);
   auto view = [&](MemRefType type, Value offset, ValueRange sizes) {
@@ -677,6 +687,11 @@ LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target, gpu::GPUFuncOp 
   Plan plan;
   if (failed(makePlan(body, tokens, plan, reason)))
     return failure();
+  if (tokensPerCta == 0 && (plan.kernel2HasWork || !plan.folds.empty() ||
+                            !plan.privatized.empty() || !plan.hoisted.empty())) {
+    reason = "the policy is not token loops only";
+    return failure();
+  }
   Operation *routerStart = &body.front(); // the prologue goes in front of it
   OpBuilder b = OpBuilder::atBlockBegin(&body);
   Prologue p = buildPrologue(b, loc, tokens, workspace, plan, tokensPerCta, layout);

@@ -31,7 +31,10 @@ struct LargeBatchLayout {
 /// the workspace its last) into kernel `which` (1 or 2) of the large-batch pair for
 /// batches of more than `minTokens - 1` tokens, `tokensPerCta` tokens per CTA. When
 /// `layout.needsKernel2` comes back false (a policy of token loops only), kernel 1 is
-/// the whole policy and kernel 2 is not needed.
+/// the whole policy and kernel 2 is not needed. `tokensPerCta` = 0 asks for the GRID
+/// form of a token-loops-only policy: one kernel whose CTAs split the batch evenly
+/// over the launch's grid (ceil(T / gridDim) tokens each), for any batch size
+/// (`minTokens` 1); it fails for a policy that is not token loops only.
 /// Fails with `reason` (and leaves the kernel unusable) when the policy does not split.
 mlir::LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target,
                                           mlir::gpu::GPUFuncOp kernel, int which,

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 #include "LargeBatchKernels.h"
+#include "LaunchCostModel.h"
 
 #include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
 
@@ -147,7 +148,8 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   /// The large-batch pair `<name>_large_k1`, `<name>_large_k2` (only k1 when the
   /// policy is token loops only); false (with a warning saying why) when the policy
   /// does not split.
-  bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
+  bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, int64_t ctaTokens,
+                            int64_t tokensPerCta, bool &failed) {
     OpBuilder b(f.getContext());
     SmallVector<gpu::GPUFuncOp> pair;
     std::string reason;
@@ -177,6 +179,29 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     return true;
   }
 
+  /// The grid form of a policy of token loops only (the only kernel: enough CTAs to
+  /// fill the GPU at every batch size, in one launch); false when the policy has more
+  /// than token loops.
+  bool addGridKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
+    OpBuilder b(f.getContext());
+    gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
+    switchyard::moe::LargeBatchLayout layout;
+    std::string reason;
+    if (mlir::failed(switchyard::moe::buildLargeBatchKernel(target, kernel, 1, 0, 1, layout,
+                                                            reason)) ||
+        layout.needsKernel2) {
+      kernel.erase();
+      return false;
+    }
+    if (mlir::failed(mapKernel(target, kernel, f, &layout))) {
+      failed = true;
+      return false;
+    }
+    kernel->setAttr("moe.size_class", b.getStringAttr("grid"));
+    kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(1));
+    return true;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -192,8 +217,9 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                          << kWarpSize << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    if (ctaTokens < 1 || tokensPerCta < 1) {
-      module.emitError() << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive";
+    if (ctaTokens < 0 || tokensPerCta < 0) {
+      module.emitError() << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive "
+                            "(or 0: chosen by the launch cost model)";
       return signalPassFailure();
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
@@ -201,16 +227,33 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     b.setInsertionPointToEnd(module.getBody());
     for (func::FuncOp f : routers) {
       auto gpuModule = gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
+      // Thresholds the user left open come from the launch cost model.
+      switchyard::moe::LaunchCostModel model = switchyard::moe::modelLaunches(f, blockSize);
+      model.ctaTokens = ctaTokens > 0 ? int64_t(ctaTokens) : model.ctaTokens;
+      model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
+      bool failedToMap = false;
+      if (largeBatch && addGridKernel(gpuModule, f, failedToMap)) {
+        gpuModule.walk([&](gpu::GPUFuncOp k) {
+          k->setAttr("moe.launch_model",
+                     model.toAttr(ctx, switchyard::moe::LaunchCostModel::Classes::Grid));
+        });
+        continue;
+      }
+      if (failedToMap)
+        return signalPassFailure();
       gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
       if (failed(mapKernel(target, kernel, f, nullptr)))
         return signalPassFailure();
       kernel->setAttr("moe.size_class", b.getStringAttr("decode"));
-      bool failedToMap = false;
-      bool split = largeBatch && addLargeBatchKernels(gpuModule, f, failedToMap);
+      bool split = largeBatch && addLargeBatchKernels(gpuModule, f, model.ctaTokens,
+                                                      model.tokensPerCta, failedToMap);
       if (failedToMap)
         return signalPassFailure();
+      kernel->setAttr("moe.launch_model",
+                      model.toAttr(ctx, split ? switchyard::moe::LaunchCostModel::Classes::Pair
+                                              : switchyard::moe::LaunchCostModel::Classes::OneCta));
       // Without the pair the one-CTA kernel takes every batch (no upper bound).
-      kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? ctaTokens : 0));
+      kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? model.ctaTokens : 0));
     }
   }
 };

@@ -51,6 +51,7 @@ struct SyDim { unsigned x; };
 static thread_local SyDim threadIdx = {0};
 static thread_local SyDim blockDim = {1};
 static thread_local SyDim blockIdx = {0};
+static thread_local SyDim gridDim = {1};
 static unsigned syGridX = 1;
 extern "C" void switchyard_host_grid(unsigned blocks) { syGridX = blocks; }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
@@ -99,7 +100,7 @@ template <typename F> static void syRunBlock(unsigned block, F body) {
     syWarps.push_back(std::make_unique<SyWarp>());
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < n; ++i)
-    threads.emplace_back([&, i] { threadIdx.x = i; blockDim.x = n; blockIdx.x = block; body(); });
+    threads.emplace_back([&, i] { threadIdx.x = i; blockDim.x = n; blockIdx.x = block; gridDim.x = syGridX; body(); });
   for (auto &t : threads) t.join();
 }
 template <typename F> static void syRunGrid(F body) {
@@ -562,6 +563,11 @@ LogicalResult Emitter::emitOp(Operation &op) {
       .Case([&](gpu::BlockIdOp t) {
         declare(t.getResult());
         os << " = (int64_t)blockIdx.x;\n";
+        return success();
+      })
+      .Case([&](gpu::GridDimOp t) {
+        declare(t.getResult());
+        os << " = (int64_t)gridDim.x;\n";
         return success();
       })
       .Case([&](NVVM::MembarOp fence) {

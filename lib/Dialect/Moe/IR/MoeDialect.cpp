@@ -58,6 +58,8 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return check(i && i.getType().isInteger(64) && !i.getValue().isNegative(),
                  "a non-negative i64 integer");
   }
+  if (name == "moe.launch_model")
+    return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
   if (name == "moe.workspace") {
     auto a = dyn_cast<DenseI64ArrayAttr>(value);
     return check(a && a.size() == 2 && a[0] >= 0 && a[1] >= 0,
