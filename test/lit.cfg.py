@@ -37,4 +37,7 @@ config.substitutions.append(("%native-shape", "%s %s" % (
 if config.nvcc and os.path.exists(config.nvcc):
     config.available_features.add("cuda")
 config.substitutions.append(("%nvcc", config.nvcc or "nvcc"))
+# Generated host code links libomp when the build found it (threaded token loops).
+if config.openmp_library and not config.openmp_library.endswith("-NOTFOUND"):
+    config.available_features.add("openmp")
 config.substitutions.append(("%cuda_include", config.cuda_include))

@@ -333,9 +333,10 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
   return params;
 }
 
-LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel, bool freezeKnobs) {
+LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel, bool freezeKnobs,
+                          int64_t threadMinWork) {
   PassManager pm(module.getContext());
-  moe::buildHostPipeline(pm, laneParallel, freezeKnobs);
+  moe::buildHostPipeline(pm, laneParallel, freezeKnobs, threadMinWork);
   return pm.run(module);
 }
 

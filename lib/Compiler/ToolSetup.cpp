@@ -1,7 +1,11 @@
 //===- ToolSetup.cpp - what the command-line tools share ------------------===//
 #include "switchyard/Compiler/ToolSetup.h"
+#include "switchyard/Compiler/Pipelines.h"
 
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 namespace cl = llvm::cl;
 
@@ -23,7 +27,16 @@ static cl::opt<bool> freeze("freeze-knobs",
                             cl::desc("compile the knobs' values in (no run-time knob struct)"),
                             cl::cat(category()));
 
+static cl::opt<int64_t> threadMinWork(
+    "host-threads-min-work",
+    cl::desc("host code: run a router's token loops on OpenMP threads (OMP_NUM_THREADS) "
+             "for batches of at least this many scores T * E (default 16384; 0: always "
+             "single-threaded)"),
+    cl::init(moe::kDefaultThreadMinWork), cl::cat(category()));
+
 const std::string &entryName() { return entry; }
+
+int64_t hostThreadMinWork() { return threadMinWork; }
 
 bool freezeKnobs() { return freeze; }
 
@@ -38,6 +51,11 @@ std::vector<std::string> knobOverrides() {
 void parseCommandLine(int argc, char **argv, llvm::StringRef overview) {
   cl::HideUnrelatedOptions(category());
   cl::ParseCommandLineOptions(argc, argv, overview);
+  if (threadMinWork < 0) {
+    llvm::errs() << llvm::sys::path::filename(argv[0]) << ": error: --host-threads-min-work="
+                 << threadMinWork << " must be >= 0 (0: single-threaded)\n";
+    std::exit(1);
+  }
 }
 
 int fail(llvm::StringRef tool, const llvm::Twine &message) {

@@ -99,7 +99,7 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             target: str = "host", knobs: Optional[Dict[str, Any]] = None,
             entry: Optional[str] = None, outputs: Optional[Iterable[str]] = None,
             allow_unused: Optional[bool] = None, freeze_knobs: bool = False,
-            **shape: Any) -> Router:
+            host_threads_min_work: Optional[int] = None, **shape: Any) -> Router:
     """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
     returns a Router.
 
@@ -118,6 +118,9 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     freeze_knobs
              compile `knobs` into the code as constants (moe-compile --set k=v
              --freeze-knobs): the entry then has no run-time knobs
+    host_threads_min_work
+             host target: the batch size T * E from which the router's token loops
+             run on OpenMP threads (OMP_NUM_THREADS; default 16384, 0: never)
 
     Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
     shape and target compile once.
@@ -136,6 +139,12 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     if outputs is not None:  # compiled out: the code that feeds only the others is gone
         outputs = list(outputs)
         flags += ["--outputs", ",".join(outputs)]
+    if host_threads_min_work is not None:
+        if isinstance(host_threads_min_work, bool) or not isinstance(host_threads_min_work, int) \
+                or host_threads_min_work < 0:
+            raise SwitchyardError("host_threads_min_work must be an integer >= 0, got "
+                                  f"{host_threads_min_work!r}")
+        flags.append(f"--host-threads-min-work={host_threads_min_work}")
     if freeze_knobs:
         for name, value in (knobs or {}).items():
             flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]

@@ -317,7 +317,8 @@ int main(int argc, char **argv) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
-    if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs())))
+    if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
+                                   tools::hostThreadMinWork())))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
     std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);

@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Dialect/Moe/Transforms/Specialize.h"
 #include "switchyard/Runtime/Signature.h"
 
@@ -103,9 +104,11 @@ bool bindShapeWithKnobs(mlir::ModuleOp module, const moe::ShapeRequest &request,
 
 /// Runs the host pipeline: stages, loops, LLVM dialect, C entries; `laneParallel`
 /// compiles the GPU form of the per-token code (moe-lower-to-loops); knobs become
-/// run-time parameters unless `freezeKnobs` compiles their values in.
+/// run-time parameters unless `freezeKnobs` compiles their values in; a router's
+/// token loops run on OpenMP threads from T * E >= `threadMinWork` (0: never).
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false,
-                                bool freezeKnobs = false);
+                                bool freezeKnobs = false,
+                                int64_t threadMinWork = moe::kDefaultThreadMinWork);
 
 /// Keeps only the router `name`; false (and a message) when there is none.
 bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);
