@@ -4,7 +4,6 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -40,9 +39,6 @@ void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
                                         bool freezeKnobs, int64_t threadMinWork) {
   buildLoopPipeline(pm, laneParallel, freezeKnobs);
   if (!laneParallel) {
-    // One pass over each token's row: a token stage's loop fused with the routing
-    // that reads its rows (the row stays in cache).
-    pm.addNestedPass<func::FuncOp>(createParallelLoopFusionPass());
     bool threads = !openMPLibrary().empty() && threadMinWork > 0;
     pm.addPass(createHostThreadsPass(threads ? threadMinWork : 0));
     if (threads) {

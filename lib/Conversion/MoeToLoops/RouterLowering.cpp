@@ -200,25 +200,48 @@ LogicalResult RouterLowering::lowerRowLoop(ArrayRef<Operation *> ops) {
   return status;
 }
 
-LogicalResult RouterLowering::lowerStage(StageOp stage) {
-  Block &body = stage.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
+/// A stage whose row ops run in a token loop (token and route stages).
+static bool hasRowLoop(StageOp stage) {
+  return stage.getKind() == StageKind::token || stage.getKind() == StageKind::route;
+}
+
+/// Whether every op of the stage is a row op (nothing to run after its token loop).
+static bool onlyRowOps(StageOp stage) {
+  return llvm::all_of(stage.getBody().front().without_terminator(),
+                      [](Operation &op) { return isRowOp(&op); });
+}
+
+void RouterLowering::aliasStageResults(StageOp stage) {
+  auto yield = cast<YieldOp>(stage.getBody().front().getTerminator());
   for (auto [result, inner] : llvm::zip(stage.getResults(), yield.getOperands())) {
     aliases[result] = inner;
     if (auto it = destinations.find(result); it != destinations.end())
       destinations.try_emplace(inner, it->second);
   }
+}
+
+LogicalResult RouterLowering::lowerStages(ArrayRef<StageOp> stages) {
+  // Row ops read only their token's rows, so consecutive stages' row ops share one
+  // token loop; the last stage's whole ops follow it.
   SmallVector<Operation *> rowOps, wholeOps;
-  for (Operation &op : body.without_terminator())
-    (isRowOp(&op) ? rowOps : wholeOps).push_back(&op);
-  if (stage.getKind() == StageKind::token || stage.getKind() == StageKind::route) {
-    if (!rowOps.empty() && failed(lowerRowLoop(rowOps)))
-      return failure();
-    for (Operation *op : wholeOps)
-      if (failed(lowerOp(op)))
-        return failure();
-    return success();
+  for (StageOp stage : stages) {
+    aliasStageResults(stage);
+    for (Operation &op : stage.getBody().front().without_terminator())
+      (isRowOp(&op) ? rowOps : wholeOps).push_back(&op);
   }
+  if (!rowOps.empty() && failed(lowerRowLoop(rowOps)))
+    return failure();
+  for (Operation *op : wholeOps)
+    if (failed(lowerOp(op)))
+      return failure();
+  return success();
+}
+
+LogicalResult RouterLowering::lowerStage(StageOp stage) {
+  if (hasRowLoop(stage))
+    return lowerStages({stage});
+  aliasStageResults(stage);
+  Block &body = stage.getBody().front();
   for (Operation &op : body.without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
@@ -311,9 +334,30 @@ LogicalResult RouterLowering::lowerOp(Operation *op) {
 }
 
 LogicalResult RouterLowering::lowerBlock(Block &block) {
+  SmallVector<Operation *> ops;
   for (Operation &op : block.without_terminator())
-    if (failed(lowerOp(&op)))
+    ops.push_back(&op);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    // On the host, a run of token-loop stages (each but the last with row ops only:
+    // softmax then routing) becomes ONE token loop, so a token's row is still in
+    // cache when the next stage reads it. The GPU form keeps one loop per stage.
+    auto stage = dyn_cast<StageOp>(ops[i]);
+    if (!laneParallel && stage && hasRowLoop(stage)) {
+      SmallVector<StageOp> run{stage};
+      while (onlyRowOps(run.back()) && i + 1 < ops.size()) {
+        auto next = dyn_cast<StageOp>(ops[i + 1]);
+        if (!next || !hasRowLoop(next))
+          break;
+        run.push_back(next);
+        ++i;
+      }
+      if (failed(lowerStages(run)))
+        return failure();
+      continue;
+    }
+    if (failed(lowerOp(ops[i])))
       return failure();
+  }
   return success();
 }
 

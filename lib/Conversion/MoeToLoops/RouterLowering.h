@@ -112,6 +112,11 @@ private:
   mlir::LogicalResult lowerBlock(mlir::Block &block);
   mlir::LogicalResult lowerOp(mlir::Operation *op);
   mlir::LogicalResult lowerStage(StageOp stage);
+  /// Consecutive token-loop stages: their row ops in one token loop, then the last
+  /// stage's whole ops.
+  mlir::LogicalResult lowerStages(llvm::ArrayRef<StageOp> stages);
+  /// A stage's results stand for the values its body yields.
+  void aliasStageResults(StageOp stage);
   mlir::LogicalResult lowerWhen(WhenOp when);
   /// One token-parallel loop over the row ops in `ops`; values not in `local` escape.
   mlir::LogicalResult lowerRowLoop(llvm::ArrayRef<mlir::Operation *> ops);
