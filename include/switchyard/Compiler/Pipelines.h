@@ -25,8 +25,8 @@ constexpr int64_t kDefaultThreadMinWork = 16384;
 /// entry points (which take the knobs left tunable in `const struct NAME_knobs *`).
 /// Outside the lane-parallel (GPU emulation) form, a router's token loops (one per
 /// run of token stages, see moe-lower-to-loops) run on OpenMP threads for batches of
-/// at least `threadMinWork` scores (T * E) (0: always single-threaded; also when the compiler was built without
-/// OpenMP).
+/// at least `threadMinWork` scores (T * E) (0: always single-threaded; also when the
+/// compiler was built without OpenMP).
 void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false,
                        bool freezeKnobs = false,
                        int64_t threadMinWork = kDefaultThreadMinWork);

@@ -19,7 +19,9 @@ def MoeLowerToLoops : Pass<"moe-lower-to-loops", "mlir::ModuleOp"> {
     `scf.parallel` over the tokens running all of its ops on one token's row, batch
     and set ops are loop nests, a phase gate is an `scf.if`. Knobs become constants
     (run `moe-set-knobs` first to choose their values). Run `moe-form-stages` first to
-    fuse; without stages every per-token op gets its own token loop.
+    fuse; without stages every per-token op gets its own token loop. In the host form
+    a run of token and route stages whose earlier stages hold row ops only (softmax,
+    then routing) shares ONE token loop: a row op reads only its token's rows.
 
     The function's `moe.abi` attribute lists its parameters for the C entry point.
 
