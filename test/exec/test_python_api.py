@@ -237,6 +237,19 @@ def main():
     except Exception as e:  # noqa: BLE001
         check("frozen knobs compile the values in", False, f"({type(e).__name__}: {e})")
 
+    # Threaded host loops: the same results on threads and without (T * E = 32768).
+    big = np.random.default_rng(5).standard_normal((512, 64)).astype(np.float32)
+    threaded = sy.compile(os.path.join(POLICIES, "topk_softmax.mlir"), experts=64, top_k=8)
+    single = sy.compile(os.path.join(POLICIES, "topk_softmax.mlir"), experts=64, top_k=8,
+                        host_threads_min_work=0)
+    a, b = threaded(logits=big), single(logits=big)
+    check("threaded and single-threaded host code agree bit for bit",
+          all(np.array_equal(a[n], b[n]) for n in ("topk_ids", "topk_weights", "expert_counts")))
+    raises("a negative threading threshold",
+           lambda: sy.compile(os.path.join(POLICIES, "topk_softmax.mlir"), experts=8, top_k=2,
+                              host_threads_min_work=-1),
+           "host_threads_min_work must be an integer >= 0, got -1", sy.SwitchyardError)
+
     entries = cache_entries()
     check("failed compilations leave nothing behind in the cache",
           all(entries.values()) and not any(n.startswith("tmp-") for n in entries),
