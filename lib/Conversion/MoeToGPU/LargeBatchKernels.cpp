@@ -258,6 +258,13 @@ bool isHoistable(Operation &op, const Accesses &a, const llvm::DenseSet<Value> &
   return invariant;
 }
 
+/// Whether every CTA can keep a private copy of `buffer` (small, static per-expert
+/// state, not per-token data).
+bool fitsEveryCta(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return type.hasStaticShape() && type.getRank() <= 2;
+}
+
 /// How the router's top-level code divides between the two kernels.
 struct Plan {
   llvm::SmallPtrSet<Operation *, 8> kernel1; // token loops and folds of the token stage
@@ -329,11 +336,8 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
     // of. Code that writes per-token (dynamic) buffers, or reads the token stage's rows
     // across the whole batch (a capacity admission, an expert's choice of tokens), is
     // the tail's: the last CTA runs it once.
-    bool smallWrites = llvm::all_of(a.writes, [](Value buffer) {
-      auto type = cast<MemRefType>(buffer.getType());
-      return type.hasStaticShape() && type.getRank() <= 2;
-    });
-    if (phase == Phase::Selection && !isTokenLoop(&op, tokens) && smallWrites &&
+    if (phase == Phase::Selection && !isTokenLoop(&op, tokens) &&
+        llvm::all_of(a.writes, fitsEveryCta) &&
         !readsAny(a, kernel1Rows)) {
       ++selectionOps;
       privatized.insert(a.writes.begin(), a.writes.end());
@@ -357,7 +361,7 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
   }
   for (Value buffer : privatized) {
     auto type = cast<MemRefType>(buffer.getType());
-    if (!type.hasStaticShape() || type.getRank() > 2) {
+    if (!fitsEveryCta(buffer)) {
       reason = "set selection writes a buffer of type " + [&] { std::string t; llvm::raw_string_ostream os(t); os << type; return t; }() +
                " (per-token or higher-rank), which each CTA cannot keep a copy of";
       return failure();

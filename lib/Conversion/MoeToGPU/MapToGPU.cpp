@@ -180,9 +180,9 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   }
 
   /// The grid form of a policy of token loops only (the only kernel: enough CTAs to
-  /// fill the GPU at every batch size, in one launch); false when the policy has more
+  /// fill the GPU at every batch size, in one launch); null when the policy has more
   /// than token loops.
-  bool addGridKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
+  gpu::GPUFuncOp addGridKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
     OpBuilder b(f.getContext());
     gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
     switchyard::moe::LargeBatchLayout layout;
@@ -191,15 +191,15 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                                                             reason)) ||
         layout.needsKernel2) {
       kernel.erase();
-      return false;
+      return {};
     }
     if (mlir::failed(mapKernel(target, kernel, f, &layout))) {
       failed = true;
-      return false;
+      return {};
     }
     kernel->setAttr("moe.size_class", b.getStringAttr("grid"));
     kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(1));
-    return true;
+    return kernel;
   }
 
   void runOnOperation() override {
@@ -232,11 +232,10 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       model.ctaTokens = ctaTokens > 0 ? int64_t(ctaTokens) : model.ctaTokens;
       model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
       bool failedToMap = false;
-      if (largeBatch && addGridKernel(gpuModule, f, failedToMap)) {
-        gpuModule.walk([&](gpu::GPUFuncOp k) {
-          k->setAttr("moe.launch_model",
-                     model.toAttr(ctx, switchyard::moe::LaunchCostModel::Classes::Grid));
-        });
+      if (gpu::GPUFuncOp grid = largeBatch ? addGridKernel(gpuModule, f, failedToMap)
+                                           : gpu::GPUFuncOp()) {
+        grid->setAttr("moe.launch_model",
+                      model.toAttr(ctx, switchyard::moe::LaunchCostModel::Classes::Grid));
         continue;
       }
       if (failedToMap)
