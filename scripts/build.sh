@@ -22,9 +22,16 @@ elif ! grep -qE "^Python3_EXECUTABLE:[A-Z]+=$python\$" "$build/CMakeCache.txt"; 
 fi
 ninja -C "$build" -j "$jobs" "$@"
 
-# A full build also installs the Python package into .venv (`pip install .` reusing this
-# tree: only the wheel is packed; the tests import that installed copy).
+# A full build also installs the Python package into .venv (a wheel packed from this
+# tree: only packing is done; the tests import that installed copy) and into vLLM's
+# environment .venv-vllm when it exists (the vLLM plugin's tests run there).
 if [ $# -eq 0 ] && [ "$python" = "$root/.venv/bin/python" ]; then
-  "$python" -m pip install --quiet --no-build-isolation --no-deps \
-    --config-settings=build-dir="$build" "$root"
+  rm -rf "$build/wheels"
+  "$python" -m pip wheel --quiet --no-build-isolation --no-deps \
+    --config-settings=build-dir="$build" -w "$build/wheels" "$root"
+  "$python" -m pip install --quiet --no-deps --force-reinstall "$build"/wheels/switchyard-*.whl
+  if [ -x "$root/.venv-vllm/bin/python" ]; then
+    "$root/.venv-vllm/bin/python" -m pip install --quiet --no-deps --force-reinstall \
+      "$build"/wheels/switchyard-*.whl
+  fi
 fi

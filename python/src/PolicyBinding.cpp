@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
+#include "switchyard/Runtime/BoundCall.h"
 #include "switchyard/Runtime/CudaPolicy.h"
 #include "switchyard/Runtime/HostPolicy.h"
 #include "switchyard/Runtime/PolicyCache.h"
@@ -126,7 +127,14 @@ public:
     return bytes;
   }
 
+  /// The knob struct for `overrides` as bytes (engines pack once, pass per call).
+  nb::bytes knobStruct(const std::vector<std::string> &overrides) const {
+    std::vector<uint8_t> bytes = packKnobs(overrides);
+    return nb::bytes(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  }
+
   std::string directory;
+  const runtime::HostPolicy *hostPolicy() const { return host.get(); }
 
 private:
   void bindAll(runtime::CallBuffers &call, nb::dict inputs, nb::dict outputs, bool device) {
@@ -176,6 +184,73 @@ private:
   std::unique_ptr<runtime::CudaPolicy> gpu;
 };
 
+/// A host call bound once (runtime::BoundCall) for engines that route every step:
+/// run() takes the token count, raw pointers and element types, the knob struct.
+/// With `fill_empty`, results 0 and 1 are topk_ids / topk_weights and vLLM's routing
+/// contract is applied after the call (runtime::fillEmptySlots).
+class BoundRoute {
+public:
+  BoundRoute(nb::object owner, const Policy &policy, const std::vector<std::string> &inputs,
+             const std::vector<std::string> &results, bool fillEmpty)
+      : owner(std::move(owner)), fill(fillEmpty) {
+    if (!policy.hostPolicy())
+      fail("bind_call: the policy was loaded for CUDA (the bound call runs on the host)");
+    std::string error;
+    call = runtime::BoundCall::create(*policy.hostPolicy(), inputs, results, error);
+    if (!call)
+      fail(error);
+    if (fill) {
+      const runtime::Signature &sig = call->signature();
+      if (results.size() < 2 || results[0] != "topk_ids" || results[1] != "topk_weights")
+        fail("bind_call(fill_empty=True) needs results topk_ids, topk_weights first");
+      const runtime::Param &ids = sig.params[call->resultParam(0)];
+      if (ids.shape.size() != 2 || ids.shape[1] < 0)
+        fail("bind_call: topk_ids of @" + sig.entry + " has no static k");
+      k = ids.shape[1];
+    }
+    numResults = results.size();
+  }
+
+  /// Returns the number of empty slots filled (0 without fill_empty).
+  int64_t run(int64_t tokens, const std::vector<uintptr_t> &inputs,
+              const std::vector<int> &dtypes, const std::vector<uintptr_t> &results,
+              int64_t experts, nb::object knobs) {
+    if (inputs.size() != dtypes.size() || results.size() != numResults)
+      fail("bound call: wrong number of pointers");
+    if (fill && experts <= 0)
+      fail("bound call: fill_empty needs the expert count (experts=)");
+    const uint8_t *knobBytes = nullptr;
+    if (!knobs.is_none())
+      knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
+    std::vector<npy::DType> types(dtypes.size());
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      types[i] = static_cast<npy::DType>(dtypes[i]);
+    std::string error;
+    bool ok;
+    int64_t filled = 0;
+    {
+      nb::gil_scoped_release release;
+      ok = call->run(tokens, reinterpret_cast<const void *const *>(inputs.data()),
+                     types.data(), reinterpret_cast<void *const *>(results.data()),
+                     knobBytes, error);
+      if (ok && fill)
+        filled = runtime::fillEmptySlots(reinterpret_cast<int32_t *>(results[0]),
+                                         reinterpret_cast<float *>(results[1]), tokens, k,
+                                         experts);
+    }
+    if (!ok)
+      fail(error);
+    return filled;
+  }
+
+private:
+  nb::object owner; // keeps the Policy (and its library) alive
+  std::unique_ptr<runtime::BoundCall> call;
+  bool fill;
+  int64_t k = 0;
+  size_t numResults = 0;
+};
+
 } // namespace
 
 void bindPolicies(nb::module_ &m) {
@@ -196,7 +271,19 @@ void bindPolicies(nb::module_ &m) {
       .def("workspace_bytes", &Policy::workspaceBytes, nb::arg("tokens"))
       .def("check_knobs", [](const Policy &p, const std::vector<std::string> &knobs) {
         p.packKnobs(knobs);
-      });
+      })
+      .def("knob_struct", &Policy::knobStruct, nb::arg("knobs"))
+      .def(
+          "bind_call",
+          [](nb::object self, const std::vector<std::string> &inputs,
+             const std::vector<std::string> &results, bool fillEmpty) {
+            return new BoundRoute(self, nb::cast<const Policy &>(self), inputs, results,
+                                  fillEmpty);
+          },
+          nb::arg("inputs"), nb::arg("results"), nb::arg("fill_empty") = false);
+  nb::class_<BoundRoute>(m, "BoundRoute")
+      .def("run", &BoundRoute::run, nb::arg("tokens"), nb::arg("inputs"), nb::arg("dtypes"),
+           nb::arg("results"), nb::arg("experts") = 0, nb::arg("knobs") = nb::none());
 }
 
 } // namespace switchyard::python

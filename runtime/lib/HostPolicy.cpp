@@ -40,6 +40,10 @@ bool HostPolicy::run(CallBuffers &call, const std::vector<uint8_t> &knobs,
                      std::string &error) const {
   PackedArguments packed(entry.signature, call.tokens(), call.buffers(), call.scalars(),
                          knobs.empty() ? nullptr : knobs.data());
+  return this->call(packed, error);
+}
+
+bool HostPolicy::call(PackedArguments &packed, std::string &error) const {
   function(packed.arguments().data());
   if (packed.status() != 0) {
     error = "@" + entry.signature.entry + " returned status " +

@@ -38,6 +38,9 @@ public:
   /// from packKnobs, or empty for the defaults. A non-zero status is an error naming
   /// what it means (a knob rule, the token count).
   bool run(CallBuffers &call, const std::vector<uint8_t> &knobs, std::string &error) const;
+  /// Calls the entry on packed arguments (BoundCall's path); a non-zero status is an
+  /// error as for run().
+  bool call(PackedArguments &packed, std::string &error) const;
 
 private:
   HostPolicy() = default;

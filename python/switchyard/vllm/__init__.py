@@ -1,0 +1,98 @@
+"""vLLM: Switchyard as the routing backend of a vLLM engine.
+
+The plugin (nothing to write): installing the package registers a vLLM general plugin
+(entry point group `vllm.general_plugins`, switchyard.vllm.plugin:register). With
+
+    SWITCHYARD_POLICY=xshare            # a shipped policy's name or a .mlir file
+    SWITCHYARD_KNOBS='{"budget": 8}'    # optional: the policy's knobs, a JSON object
+
+in the environment of `vllm.LLM(...)` or of the OpenAI server, every MoE layer of the
+served model routes with the policy, compiled when the model loads for the layer's
+shape (experts, top-k, groups, scaling, renormalisation); unset, vLLM is untouched.
+See switchyard.vllm.plugin and docs/vllm.md.
+
+Wiring it yourself: `custom_routing_function` has the signature of vLLM's (and
+SGLang's) `custom_routing_function(hidden_states, gating_output, topk, renormalize)`
+and returns `(topk_weights float32 [T, k], topk_ids int32 [T, k])`:
+
+    from switchyard.vllm import custom_routing_function
+    FusedMoE(..., custom_routing_function=custom_routing_function(
+        "xshare", experts=64, top_k=8, knobs={"budget": 32}))
+
+Give the shape (experts= and top_k=, or model=config) to compile ahead of the first
+call: that is what makes it safe under torch.compile (the call is then one opaque op,
+torch.ops.switchyard.route_step). Without it the policy is compiled at the first call
+of each shape, which only works in eager mode.
+
+Every result honours vLLM's contract: ids int32 in [0, E), weights float32; a slot a
+policy leaves empty gets weight 0 and an expert the token (or else the batch) already
+uses. Batch-aware policies read request ids / positions / the phase from the step's
+batch metadata (the plugin sets it from vLLM's model runner; wiring it yourself:
+switchyard.set_batch_metadata(...)).
+"""
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from .._compile import compile as _compile
+
+ROUTING_OUTPUTS = ("topk_ids", "topk_weights")
+
+
+def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] = None,
+         knobs: Optional[Dict[str, Any]] = None, layer_inputs=(), target: str = "host",
+         label: str = "", **shape: Any):
+    """A StepRouter (switchyard._step) for one MoE layer shape: the policy compiled for
+    the host (and, with target="cuda", for the GPU too) with only the routing results."""
+    from .._step import StepRouter
+    if renormalize is not None:
+        shape["norm_topk_prob"] = bool(renormalize)
+    host = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
+                    outputs=ROUTING_OUTPUTS, allow_unused=True, **shape)
+    cuda = None
+    if target == "cuda":
+        cuda = _compile(policy, experts=experts, top_k=top_k, knobs=knobs, target="cuda",
+                        outputs=ROUTING_OUTPUTS, allow_unused=True, **shape)
+    return StepRouter(host, experts=experts, layer_inputs=layer_inputs, cuda_router=cuda,
+                      label=label)
+
+
+def custom_routing_function(policy: str = "topk_softmax", *,
+                            knobs: Optional[Dict[str, Any]] = None,
+                            experts: Optional[int] = None, top_k: Optional[int] = None,
+                            renormalize: Optional[bool] = None,
+                            **shape: Any) -> Callable:
+    """A function with vLLM's routing signature running `policy` (a file, text or a
+    shipped policy's name). `experts` / `top_k` (and `renormalize`) compile it now;
+    `shape` adds binding values (groups=, topk_groups=, scaling=, model=...); knobs
+    are the policy's run-time defaults."""
+    import torch
+    from .. import _step
+
+    steps: Dict[tuple, Any] = {}
+    if experts is not None and top_k is not None:
+        step = bind(policy, experts=experts, top_k=top_k, renormalize=renormalize,
+                    knobs=knobs, **shape)
+        steps[(experts, top_k, renormalize)] = step
+
+    def route(hidden_states, gating_output, topk: int, renormalize: bool
+              ) -> Tuple[Any, Any]:
+        num_experts = int(gating_output.shape[-1])
+        step = steps.get((num_experts, topk, renormalize)) or \
+            steps.get((num_experts, topk, None))
+        if step is None:
+            if torch.compiler.is_compiling():
+                raise _step.SwitchyardError(
+                    f"switchyard.vllm.custom_routing_function('{policy}'): first called "
+                    f"inside torch.compile for {num_experts} experts, top-{topk}: give the "
+                    "shape when you create it (experts=, top_k=) so the policy is "
+                    "compiled before tracing")
+            step = bind(policy, experts=num_experts, top_k=int(topk),
+                        renormalize=bool(renormalize), knobs=knobs, **shape)
+            steps[(num_experts, topk, renormalize)] = step
+        return torch.ops.switchyard.route_step(gating_output.reshape(-1, num_experts), [],
+                                               step.handle)
+
+    route.policy = policy
+    return route
+
+
+__all__ = ["custom_routing_function", "bind", "ROUTING_OUTPUTS"]

@@ -1,0 +1,155 @@
+"""The step's batch metadata from vLLM's model runner, for batch-aware policies.
+
+vLLM passes its router only the logits. The runner knows more: which request each
+scheduled token belongs to (query_start_loc over the persistent batch), its position,
+whether the request is still in its prompt (prefill) or generating (decode), and
+which tokens are speculative drafts being verified. The plugin wraps the runner's
+forward (GPUModelRunner._model_forward; vLLM's CPU runner inherits it) and sets, for
+the whole step (this rank's global batch, padding rows included):
+
+  request_ids  int32 [T]  the request's index in the step (padding rows: num_reqs)
+  positions    int32 [T]  the token's position in its sequence
+  draft_mask   int32 [T]  1 for a draft token being verified, else 0
+  phase        int        0 every request in prefill, 1 all decode, 2 mixed
+  knobs        dict       per-request knobs (SamplingParams.extra_args, see below)
+
+Per-request knobs: a request sets a policy knob with extra_args
+{"switchyard.<knob>": value} (the OpenAI server fills extra_args from a request's
+`vllm_xargs`). The knobs of a step are those its requests agree on; requests that
+set different values are routed in groups of equal settings (switchyard._step).
+"""
+import functools
+import logging
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .._metadata import batch_metadata
+
+KNOB_PREFIX = "switchyard."
+logger = logging.getLogger("switchyard.vllm")
+
+
+class EngineKnobs:
+    """Engine-wide knobs from $SWITCHYARD_KNOBS_FILE (a JSON object), re-read when the
+    file changes: knobs change without a restart. A bad file is logged and the last
+    good knobs stay."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.stamp = None
+        self.knobs: Dict[str, Any] = {}
+
+    def current(self) -> Dict[str, Any]:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return self.knobs
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp != self.stamp:
+            self.stamp = stamp
+            try:
+                from .plugin import parse_knobs
+                from .. import _step
+                with open(self.path) as f:
+                    knobs = parse_knobs(f.read())
+                for step in list(_step._steps):   # the policy's own rules, every shape
+                    step.knob_struct(knobs)
+                self.knobs = knobs
+                logger.info("switchyard: engine knobs from %s: %s", self.path, self.knobs)
+            except Exception as error:   # keep serving with the last good knobs
+                logger.error("switchyard: %s: %s (keeping %s)", self.path, error, self.knobs)
+        return self.knobs
+
+
+_engine_knobs = None
+
+
+def request_knobs(extra_args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The knobs a request's extra_args set ({"switchyard.budget": 4} -> {"budget": 4})."""
+    if not extra_args:
+        return {}
+    return {key[len(KNOB_PREFIX):]: value for key, value in extra_args.items()
+            if isinstance(key, str) and key.startswith(KNOB_PREFIX)}
+
+
+def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
+    """The metadata of the step the runner is about to run (see the module doc)."""
+    batch = runner.input_batch
+    num_reqs = batch.num_reqs
+    starts = runner.query_start_loc.np[: num_reqs + 1]
+    counts = np.diff(starts).astype(np.int64)
+    request_ids = np.full(num_tokens, num_reqs, dtype=np.int32)
+    request_ids[: int(starts[-1])] = np.repeat(np.arange(num_reqs, dtype=np.int32), counts)
+    prefill = batch.num_computed_tokens_cpu[:num_reqs] < batch.num_prompt_tokens[:num_reqs]
+    phase = 0 if prefill.all() else 1 if not prefill.any() else 2
+    draft_mask = np.zeros(num_tokens, dtype=np.int32)
+    scheduled = getattr(runner, "_switchyard_scheduler_output", None)
+    spec = getattr(scheduled, "scheduled_spec_decode_tokens", None) or {}
+    engine = _engine_knobs.current() if _engine_knobs is not None else {}
+    knob_sets: List[Dict[str, Any]] = []
+    for index, req_id in enumerate(batch.req_ids[:num_reqs]):
+        drafts = len(spec.get(req_id, ()))
+        if drafts:
+            end = int(starts[index + 1])
+            draft_mask[end - drafts:end] = 1
+        state = runner.requests.get(req_id)
+        params = getattr(state, "sampling_params", None)
+        knob_sets.append({**engine, **request_knobs(getattr(params, "extra_args", None))})
+    metadata: Dict[str, Any] = {"request_ids": request_ids, "draft_mask": draft_mask,
+                                "phase": phase}
+    if positions is not None:
+        if positions.dim() == 2:   # M-RoPE: [3, T], the first row is the text position
+            positions = positions[0]
+        metadata["positions"] = positions.to("cpu").numpy().astype(np.int32, copy=False)
+    if engine and not num_reqs:
+        metadata["knobs"] = engine
+    if any(knob_sets):
+        distinct = {tuple(sorted(k.items())) for k in knob_sets}
+        if len(distinct) == 1:
+            metadata["knobs"] = knob_sets[0]
+        else:
+            groups = {}
+            for index, knobs in enumerate(knob_sets):
+                groups.setdefault(tuple(sorted(knobs.items())), []).append(index)
+            metadata["knob_groups"] = [
+                (np.concatenate([np.arange(starts[i], starts[i + 1]) for i in members])
+                 .astype(np.int64), dict(key))
+                for key, members in groups.items()]
+    return metadata
+
+
+def install() -> None:
+    """Wraps the model runner so every forward step runs under its batch metadata."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    global _engine_knobs
+    path = os.environ.get("SWITCHYARD_KNOBS_FILE", "").strip()
+    if path and _engine_knobs is None:
+        _engine_knobs = EngineKnobs(path)
+    if getattr(GPUModelRunner._model_forward, "switchyard_wrapped", False):
+        return
+    forward = GPUModelRunner._model_forward
+    execute = GPUModelRunner.execute_model
+
+    @functools.wraps(forward)
+    def _model_forward(self, input_ids=None, positions=None, *args, **kwargs):
+        tokens = None
+        for tensor in (input_ids, positions, kwargs.get("inputs_embeds")):
+            if tensor is not None:
+                tokens = tensor.shape[0]
+                break
+        if tokens is None or not hasattr(self, "input_batch"):
+            return forward(self, input_ids, positions, *args, **kwargs)
+        with batch_metadata(**step_metadata(self, tokens, positions)):
+            return forward(self, input_ids, positions, *args, **kwargs)
+
+    @functools.wraps(execute)
+    def execute_model(self, scheduler_output, *args, **kwargs):
+        self._switchyard_scheduler_output = scheduler_output
+        return execute(self, scheduler_output, *args, **kwargs)
+
+    _model_forward.switchyard_wrapped = True
+    GPUModelRunner._model_forward = _model_forward
+    GPUModelRunner.execute_model = execute_model

@@ -1,0 +1,72 @@
+"""Per-request knobs, checked where vLLM checks a request's parameters.
+
+A request sets a policy knob through SamplingParams.extra_args {"switchyard.<knob>":
+value} — the OpenAI server fills extra_args from the request body's `vllm_xargs`. The
+plugin adds a check to vLLM's per-request parameter validation (the hook custom
+logits processors use: a VLLMValidationError there is HTTP 400 on the server and an
+exception from LLM.generate offline); the engine keeps serving. The check compiles
+the policy for the served model's config once (the compile cache makes it a lookup)
+and applies the knobs' own rules, so a value the policy would refuse never reaches
+a step.
+"""
+import functools
+from typing import Any, Dict
+
+from .._errors import SwitchyardError
+from .batch import KNOB_PREFIX, request_knobs
+
+
+def check_request(router, extra_args) -> None:
+    """Raises SwitchyardError naming the knob when `extra_args` set a knob `router`
+    does not have or a value its rules refuse."""
+    knobs = request_knobs(extra_args)
+    if not knobs:
+        return
+    for name, value in knobs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise SwitchyardError(f"extra_args '{KNOB_PREFIX}{name}': expected a number, "
+                                  f"got {value!r}")
+    try:
+        router.configured(knobs=knobs)
+    except SwitchyardError as error:
+        raise SwitchyardError(f"extra_args: {error}") from None
+
+
+def _router_for(settings, hf_config):
+    from .._compile import compile as _compile
+    config = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(hf_config)
+    return _compile(settings.policy, model=config, knobs=settings.knobs or None,
+                    outputs=("topk_ids", "topk_weights"), allow_unused=True)
+
+
+def install(settings) -> None:
+    """Wraps the front end's per-request validator (InputProcessor) with the check."""
+    from vllm.v1.engine import input_processor
+
+    cls = input_processor.InputProcessor
+    build = cls._build_logits_processors_params_validator
+    if getattr(build, "switchyard_wrapped", False):
+        return
+
+    @functools.wraps(build)
+    def _build_logits_processors_params_validator(self):
+        validate = build(self)
+        state: Dict[str, Any] = {}
+
+        def validate_with_knobs(params):
+            validate(params)
+            extra = getattr(params, "extra_args", None)
+            if not request_knobs(extra):
+                return
+            if "router" not in state:
+                state["router"] = _router_for(settings, self.model_config.hf_config)
+            try:
+                check_request(state["router"], extra)
+            except SwitchyardError as error:
+                from vllm.exceptions import VLLMValidationError
+                raise VLLMValidationError(str(error), parameter="extra_args") from None
+
+        return validate_with_knobs
+
+    _build_logits_processors_params_validator.switchyard_wrapped = True
+    cls._build_logits_processors_params_validator = _build_logits_processors_params_validator

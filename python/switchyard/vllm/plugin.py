@@ -1,0 +1,73 @@
+"""The vLLM general plugin (entry point `vllm.general_plugins`: switchyard =
+switchyard.vllm.plugin:register). vLLM calls register() in every process it starts
+(front end, engine core, workers) before it builds a model.
+
+With SWITCHYARD_POLICY set, register():
+  1. reads the settings (policy, SWITCHYARD_KNOBS) — bad JSON stops the engine here;
+  2. replaces vLLM's router factory (create_fused_moe_router, called by every FusedMoE
+     layer as it is built) with one that returns a SwitchyardRouter: the policy
+     compiled for that layer's shape when the model loads, never inside a traced
+     forward, so eager and torch.compile runs see the same single op;
+  3. adds the check of per-request knobs to vLLM's request validation (knobs.py);
+  4. wraps the model runner's forward (GPUModelRunner._model_forward, which vLLM's
+     CPU runner inherits) so each step's batch metadata — per-token request ids and
+     positions, the phase, draft tokens — is set for the policies that read it.
+Unset, it does nothing and vLLM is untouched.
+"""
+import json
+import os
+from typing import Any, Dict, Optional
+
+POLICY_ENV = "SWITCHYARD_POLICY"
+KNOBS_ENV = "SWITCHYARD_KNOBS"
+#: A JSON file of engine-wide knobs, re-read when it changes (no restart).
+KNOBS_FILE_ENV = "SWITCHYARD_KNOBS_FILE"
+
+_installed = False
+
+
+class Settings:
+    """The plugin's settings, from the environment."""
+
+    def __init__(self, policy: str, knobs: Dict[str, Any]):
+        self.policy = policy
+        self.knobs = knobs
+
+    @classmethod
+    def from_environment(cls) -> Optional["Settings"]:
+        policy = os.environ.get(POLICY_ENV, "").strip()
+        if not policy:
+            return None
+        return cls(policy, parse_knobs(os.environ.get(KNOBS_ENV, "")))
+
+
+def parse_knobs(text: str) -> Dict[str, Any]:
+    """SWITCHYARD_KNOBS: a JSON object of knob name -> number (or bool)."""
+    from .._errors import KnobError
+    if not text.strip():
+        return {}
+    try:
+        knobs = json.loads(text)
+    except ValueError as error:
+        raise KnobError(f"{KNOBS_ENV}: not JSON ({error}); expected an object such as "
+                        '\'{"budget": 8}\'') from None
+    if not isinstance(knobs, dict):
+        raise KnobError(f"{KNOBS_ENV}: expected a JSON object of knob values, got "
+                        f"{type(knobs).__name__}")
+    for name, value in knobs.items():
+        if not isinstance(value, (int, float)):   # bool is an int: 0 / 1
+            raise KnobError(f"{KNOBS_ENV}: knob '{name}' = {value!r} is not a number")
+    return knobs
+
+
+def register() -> None:
+    """vLLM's entry point. Idempotent (vLLM may call it more than once)."""
+    global _installed
+    settings = Settings.from_environment()
+    if settings is None or _installed:
+        return
+    from . import batch, knobs, router
+    router.install(settings)
+    batch.install()
+    knobs.install(settings)
+    _installed = True

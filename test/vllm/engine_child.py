@@ -1,0 +1,75 @@
+"""One vLLM engine run for test_vllm.py (a child process: vLLM reads the plugin's
+settings once per process). argv[1]: a JSON scenario
+
+  {"model": DIR, "eager": true, "prompts": [...], "max_tokens": 8,
+   "extra_args": [{...} or null per prompt], "record": "out.npz" or null,
+   "bad_extra_args": {...} or null}
+
+prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg}.
+The engine runs in this process (no engine-core or worker processes), so the routing
+calls can be recorded: every StepRouter call's logits, metadata and results.
+"""
+import json
+import os
+import sys
+
+
+def main():
+    scenario = json.loads(sys.argv[1])
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    records = []
+    if scenario.get("record"):
+        import numpy as np
+        from switchyard import _step
+        from switchyard._metadata import current_metadata
+        original = _step.StepRouter.__call__
+
+        def recording(self, logits, layer_tensors):
+            weights, ids = original(self, logits, layer_tensors)
+            metadata = dict(current_metadata() or {})
+            records.append({
+                "logits": logits.float().numpy().copy(), "ids": ids.numpy().copy(),
+                "weights": weights.numpy().copy(),
+                "bias": layer_tensors[0].float().numpy().copy() if layer_tensors else None,
+                "phase": metadata.get("phase", -1),
+                "request_ids": np.asarray(metadata.get("request_ids", [])),
+                "draft_mask": np.asarray(metadata.get("draft_mask", [])),
+                "knobs": json.dumps(metadata.get("knobs") or {}),
+                "groups": len(metadata.get("knob_groups") or [])})
+            return weights, ids
+
+        _step.StepRouter.__call__ = recording
+
+    from vllm import LLM, SamplingParams
+    kwargs = dict(model=scenario["model"], dtype=scenario.get("dtype", "float32"),
+                  max_model_len=256, seed=0, distributed_executor_backend="uni",
+                  max_num_seqs=scenario.get("max_num_seqs", 16))
+    if scenario.get("eager", True):
+        kwargs["enforce_eager"] = True
+    llm = LLM(**kwargs)
+    prompts = scenario["prompts"]
+    extra = scenario.get("extra_args") or [None] * len(prompts)
+    params = [SamplingParams(max_tokens=scenario.get("max_tokens", 8), temperature=0,
+                             ignore_eos=True, extra_args=e) for e in extra]
+    result = {}
+    if scenario.get("bad_extra_args"):
+        try:
+            llm.generate(prompts[:1], SamplingParams(max_tokens=2,
+                                                     extra_args=scenario["bad_extra_args"]),
+                         use_tqdm=False)
+            result["bad_request"] = None
+        except Exception as error:   # the request fails, the engine keeps serving
+            result["bad_request"] = f"{type(error).__name__}: {error}"
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    result["tokens"] = [list(o.outputs[0].token_ids) for o in outputs]
+    result["calls"] = len(records)
+    if scenario.get("record"):
+        import pickle
+        with open(scenario["record"], "wb") as f:
+            pickle.dump(records, f)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""Switchyard inside a real vLLM engine (vLLM's CPU build in .venv-vllm; the package
+installed there registers the plugin). Small random Qwen3-MoE and Mixtral models with
+locally built tokenizers (make_model.py); every engine run is a child process
+(engine_child.py) because vLLM reads the plugin's settings once per process.
+
+  - topk_softmax through the plugin gives the same greedy tokens as vLLM's native
+    router (float32), eager and torch.compile, on both architectures; its recorded
+    routing equals the numpy reference (exact ids, weights within 1e-5);
+  - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
+    batch 8 (capacity drops): no crash, ids in [0, E), filled slots have weight 0 and
+    an expert the token or the batch already uses, the rest equals the reference;
+    XShare activates fewer experts than top-k;
+  - LYNX reads the phase vLLM's batches have (prefill 0, decode 1) and equals its
+    reference per call; XShare-spec gets one request id per request;
+  - per-request knobs (extra_args) reach the policy; a bad one fails that request
+    while the engine keeps serving; the OpenAI server serves a completion and answers
+    a bad knob with HTTP 400;
+  - bad settings (unknown policy, unknown knob, a policy the model cannot feed) stop
+    the engine at start-up with a message naming the policy.
+
+Usage: .venv-vllm/bin/python test/vllm/test_vllm.py [--keep DIR] [--only NAME]
+Exit 77 (skipped) when vLLM is not installed in this Python.
+"""
+import argparse
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "exec"))
+import reference as ref  # noqa: E402
+
+PROMPTS = ["the a of to and in", "water than call first who may down", "you that he was",
+           "for on are with as I his they be at one have this from or had by hot word",
+           "but what some we", "can out other were all there when up use your how said",
+           "an each she which do their time if will way", "about many then them"]
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
+
+
+def run_engine(scenario, env=None, expect_failure=False, timeout=600):
+    """Runs engine_child.py; returns (result dict or None, output text)."""
+    child_env = dict(os.environ)
+    for name in ("SWITCHYARD_POLICY", "SWITCHYARD_KNOBS", "SWITCHYARD_KNOBS_FILE"):
+        child_env.pop(name, None)
+    child_env.update(env or {})
+    start = time.time()
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "engine_child.py"),
+                           json.dumps(scenario)], capture_output=True, text=True,
+                          env=child_env, timeout=timeout)
+    output = proc.stdout + proc.stderr
+    result = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+    label = (env or {}).get("SWITCHYARD_POLICY", "native")
+    print(f"  [{label}, {'eager' if scenario.get('eager', True) else 'compiled'}: "
+          f"{time.time() - start:.0f} s, exit {proc.returncode}]", flush=True)
+    if proc.returncode != 0 and not expect_failure:
+        print(output[-6000:])
+    return (result if proc.returncode == 0 else None), output
+
+
+def load_records(path):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def check_contract(records, E, what):
+    ok = all(((r["ids"] >= 0) & (r["ids"] < E)).all() and r["ids"].dtype == np.int32
+             and r["weights"].dtype == np.float32 for r in records)
+    check(ok and len(records) > 0, f"{what}: {len(records)} routing calls, every id int32 in "
+          f"[0, {E}), weights float32")
+
+
+def check_against(records, reference, what, filled_ok=False):
+    """Every recorded call equals `reference(record)` (ids exact, weights 1e-5); with
+    filled_ok, a slot the reference leaves empty (-1) must hold weight 0 and an expert
+    the token already uses or, for a token with none, one the batch uses."""
+    bad = 0
+    filled = 0
+    for r in records:
+        want = reference(r)
+        ids, w = r["ids"], r["weights"]
+        want_ids, want_w = want["topk_ids"], want["topk_weights"]
+        empty = want_ids < 0
+        if empty.any() and not filled_ok:
+            bad += 1
+            continue
+        same = (ids[~empty] == want_ids[~empty]).all() and \
+            np.allclose(w[~empty], want_w[~empty], atol=1e-5, rtol=0)
+        batch_used = set(want_ids[~empty].tolist())
+        for t in range(ids.shape[0]):
+            own = set(want_ids[t][want_ids[t] >= 0].tolist())
+            for j in np.flatnonzero(empty[t]):
+                filled += 1
+                allowed = own if own else (batch_used or {0})
+                same = same and w[t, j] == 0 and int(ids[t, j]) in allowed
+        bad += 0 if same else 1
+    check(bad == 0, f"{what}: {len(records)} calls equal the reference"
+          + (f" ({filled} empty slots filled with weight 0)" if filled_ok else "")
+          + ("" if bad == 0 else f" -- {bad} differ"))
+    return filled
+
+
+def active_per_call(records):
+    return float(np.mean([len(np.unique(r["ids"])) for r in records]))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+# -- the checks --------------------------------------------------------------------------
+def test_topk(models, tmp, arch, eager):
+    mode = "eager" if eager else "compiled"
+    scenario = {"model": models[arch], "eager": eager, "prompts": PROMPTS, "max_tokens": 8}
+    native, _ = run_engine(scenario)
+    record = os.path.join(tmp, f"topk-{arch}-{mode}.pkl")
+    sy, _ = run_engine(dict(scenario, record=record if eager else None),
+                       env={"SWITCHYARD_POLICY": "topk_softmax"})
+    check(native is not None and sy is not None and native["tokens"] == sy["tokens"],
+          f"{arch} {mode}: topk_softmax through the plugin gives native's greedy tokens "
+          f"({len(PROMPTS)} sequences)")
+    if eager and sy is not None:
+        records = load_records(record)
+        k = records[0]["ids"].shape[1]
+        check_contract(records, records[0]["logits"].shape[1], f"{arch} topk_softmax")
+        check_against(records, lambda r: ref.topk_softmax(r["logits"], k),
+                      f"{arch} topk_softmax")
+
+
+def test_xshare(models, tmp, batch):
+    record = os.path.join(tmp, f"xshare-{batch}.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:batch], "max_tokens": 12,
+                "record": record}
+    knobs = {"budget": 0, "k0": 1}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare",
+                                      "SWITCHYARD_KNOBS": json.dumps(knobs)})
+    check(sy is not None, f"xshare budget 0, batch {batch}: the engine generates "
+          f"({sum(len(t) for t in sy['tokens']) if sy else 0} tokens)")
+    if sy is None:
+        return
+    records = load_records(record)
+    E, k = records[0]["logits"].shape[1], records[0]["ids"].shape[1]
+    check_contract(records, E, f"xshare batch {batch}")
+    filled = check_against(records, lambda r: ref.xshare(r["logits"], k, **knobs),
+                           f"xshare batch {batch}", filled_ok=True)
+    if batch == 1:
+        check(filled > 0, f"xshare batch {batch}: the policy left slots empty ({filled})")
+    else:
+        native_active = np.mean([len(np.unique(ref.topk_softmax(r["logits"], k)["topk_ids"]))
+                                 for r in records])
+        check(active_per_call(records) < native_active,
+              f"xshare batch {batch}: experts active per call {active_per_call(records):.1f} "
+              f"< top-k's {native_active:.1f}")
+
+
+def test_capacity(models, tmp):
+    """Capacity drops leave empty slots in every step of a batch of 8."""
+    record = os.path.join(tmp, "capacity.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 8,
+                "record": record}
+    knobs = {"capacity_factor": 0.5}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "capacity_topk",
+                                      "SWITCHYARD_KNOBS": json.dumps(knobs)})
+    check(sy is not None, "capacity_topk factor 0.5, batch 8: the engine generates")
+    if sy is None:
+        return
+    records = load_records(record)
+    k = records[0]["ids"].shape[1]
+    check_contract(records, records[0]["logits"].shape[1], "capacity_topk batch 8")
+    filled = check_against(records, lambda r: ref.capacity_topk(r["logits"], k, **knobs),
+                           "capacity_topk batch 8", filled_ok=True)
+    check(filled > 0, f"capacity_topk batch 8: capacity drops left slots empty ({filled})")
+
+
+def test_lynx_and_spec(models, tmp):
+    record = os.path.join(tmp, "lynx.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 6,
+                "record": record}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "lynx"})
+    check(sy is not None, "lynx: the engine generates")
+    if sy is not None:
+        records = load_records(record)
+        k = records[0]["ids"].shape[1]
+        phases = {(len(r["ids"]) == len(PROMPTS), int(r["phase"])) for r in records}
+        prefill = [r for r in records if len(r["ids"]) > len(PROMPTS)]
+        decode = [r for r in records if len(r["ids"]) == len(PROMPTS)]
+        check(prefill and all(int(r["phase"]) == 0 for r in prefill) and decode and
+              all(int(r["phase"]) == 1 for r in decode),
+              f"lynx: phase 0 in the prefill step, 1 in decode steps (seen {sorted(phases)})")
+        check_against(records, lambda r: ref.lynx(r["logits"], r["phase"], k), "lynx")
+    record = os.path.join(tmp, "spec.pkl")
+    sy, _ = run_engine(dict(scenario, record=record),
+                       env={"SWITCHYARD_POLICY": "xshare_spec"})
+    check(sy is not None, "xshare_spec: the engine generates")
+    if sy is not None:
+        records = load_records(record)
+        k = records[0]["ids"].shape[1]
+        decode = [r for r in records if len(r["ids"]) == len(PROMPTS)]
+        check(all((r["request_ids"] == np.arange(len(PROMPTS))).all() for r in decode),
+              "xshare_spec: a decode step's tokens carry one request id per request")
+        check_against(records, lambda r: ref.xshare_spec(r["logits"], r["request_ids"], k),
+                      "xshare_spec", filled_ok=True)
+
+
+def test_request_knobs(models, tmp):
+    record = os.path.join(tmp, "knobs.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:4], "max_tokens": 4,
+                "record": record,
+                "extra_args": [{"switchyard.budget": 2}, {"switchyard.budget": 2},
+                               {"switchyard.budget": 6}, None],
+                "bad_extra_args": {"switchyard.budget": -1}}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare"})
+    check(sy is not None and sy.get("bad_request") and "budget" in sy["bad_request"],
+          f"per-request knobs: a bad budget fails that request "
+          f"({(sy or {}).get('bad_request')})")
+    check(sy is not None and len(sy["tokens"]) == 4 and all(len(t) == 4 for t in sy["tokens"]),
+          "per-request knobs: the engine keeps serving after the bad request")
+    if sy is not None:
+        records = load_records(record)
+        check(any(r["groups"] == 3 for r in records),
+              "per-request knobs: requests with budgets 2, 6 and the default are routed in "
+              f"3 groups (seen {sorted({r['groups'] for r in records})})")
+
+
+def test_server(models, tmp):
+    port = free_port()
+    env = dict(os.environ, SWITCHYARD_POLICY="xshare", VLLM_CPU_KVCACHE_SPACE="1")
+    log = open(os.path.join(tmp, "server.log"), "w")
+    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                               "--model", models["qwen3_moe"], "--host", "127.0.0.1",
+                               "--port", str(port), "--dtype", "float32", "--enforce-eager",
+                               "--max-model-len", "256", "--served-model-name", "tiny"],
+                              stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 300
+        ready = False
+        while time.time() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    ready = r.status == 200
+                    break
+            except OSError:
+                time.sleep(1)
+        check(ready, f"server: vllm.entrypoints.openai.api_server with SWITCHYARD_POLICY=xshare "
+              "is healthy")
+        if not ready:
+            log.flush()
+            print(open(log.name).read()[-4000:])
+            return
+        body = {"model": "tiny", "prompt": PROMPTS[0], "max_tokens": 5, "temperature": 0}
+        status, reply = post(base + "/v1/completions", body)
+        check(status == 200 and reply["choices"][0]["text"] is not None,
+              f"server: a completion ({status})")
+        status, reply = post(base + "/v1/completions",
+                             dict(body, vllm_xargs={"switchyard.budget": 3}))
+        check(status == 200, f"server: a completion with vllm_xargs budget 3 ({status})")
+        status, reply = post(base + "/v1/completions",
+                             dict(body, vllm_xargs={"switchyard.budget": -1}))
+        message = json.dumps(reply)
+        check(status == 400 and "budget" in message,
+              f"server: a bad per-request knob is HTTP 400 ({status}: {message[:160]})")
+        status, reply = post(base + "/v1/completions", body)
+        check(status == 200, f"server: still serving after the bad request ({status})")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_bad_settings(models, tmp):
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:1], "max_tokens": 2}
+    cases = [({"SWITCHYARD_POLICY": "no_such_policy"}, "no_such_policy"),
+             ({"SWITCHYARD_POLICY": "xshare", "SWITCHYARD_KNOBS": '{"nope": 1}'},
+              "unknown knob 'nope'"),
+             ({"SWITCHYARD_POLICY": "xshare", "SWITCHYARD_KNOBS": "{budget: 1}"},
+              "SWITCHYARD_KNOBS: not JSON"),
+             ({"SWITCHYARD_POLICY": "deepseek_v3"}, "SWITCHYARD_POLICY=deepseek_v3")]
+    for env, expected in cases:
+        result, output = run_engine(scenario, env=env, expect_failure=True)
+        check(result is None and expected in output,
+              f"bad settings {env}: the engine does not start and says '{expected}'")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keep", help="keep models and records in this directory")
+    ap.add_argument("--only", help="run only the checks whose name contains this")
+    args = ap.parse_args()
+    try:
+        import vllm  # noqa: F401
+        import switchyard  # noqa: F401
+    except ImportError as error:
+        print(f"skipped: {error} (scripts/setup.sh installs vLLM into .venv-vllm)")
+        return 77
+    tmp = args.keep or tempfile.mkdtemp(prefix="sy-vllm-")
+    os.makedirs(tmp, exist_ok=True)
+    sys.path.insert(0, HERE)
+    from make_model import make_model
+    models = {}
+    for arch, sizes in (("qwen3_moe", dict(experts=16, top_k=4)),
+                        ("mixtral", dict(experts=8, top_k=2))):
+        path = os.path.join(tmp, arch)
+        if not os.path.exists(os.path.join(path, "config.json")):
+            make_model(arch, path, seed=1, **sizes)
+        models[arch] = path
+    tests = [("topk-qwen3-eager", lambda: test_topk(models, tmp, "qwen3_moe", True)),
+             ("topk-mixtral-eager", lambda: test_topk(models, tmp, "mixtral", True)),
+             ("topk-qwen3-compiled", lambda: test_topk(models, tmp, "qwen3_moe", False)),
+             ("xshare-1", lambda: test_xshare(models, tmp, 1)),
+             ("xshare-8", lambda: test_xshare(models, tmp, 8)),
+             ("capacity-8", lambda: test_capacity(models, tmp)),
+             ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),
+             ("request-knobs", lambda: test_request_knobs(models, tmp)),
+             ("server", lambda: test_server(models, tmp)),
+             ("bad-settings", lambda: test_bad_settings(models, tmp))]
+    for name, test in tests:
+        if args.only and args.only not in name:
+            continue
+        print(f"== {name}", flush=True)
+        test()
+    print(f"{len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
