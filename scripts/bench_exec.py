@@ -130,7 +130,7 @@ def main():
     env.setdefault("SWITCHYARD_CACHE_DIR", os.path.join(args.build, "policy-cache"))
     copy, bandwidth, rate = machine_rates(args.repeat)
     print(f"model: {model} ({config['architectures'][0]}: hidden {config['hidden_size']}, "
-          f"{config['num_experts']} experts of width {config['moe_intermediate_size']}, "
+          f"{ref.num_experts(config)} experts of width {config['moe_intermediate_size']}, "
           f"top-{config['num_experts_per_tok']}, float32)")
     print(f"machine: copy bandwidth {copy / 1e9:.1f} GB/s, read bandwidth {bandwidth / 1e9:.1f} "
           f"GB/s (sgemv over 256 MiB), float32 GEMM {rate / 1e9:.1f} GFLOP/s (numpy on "

@@ -132,11 +132,26 @@ def _get(config, key, default=_REQUIRED):
     return default
 
 
+# The expert count's spellings per family, as moe-exec reads them (MoeConfig.cpp): the
+# family's own key (the hub's checkpoints) and transformers' standard name for it (its
+# config's attribute_map; transformers 5 saves Qwen3-MoE's count as num_local_experts).
+EXPERT_COUNT_KEYS = {"mixtral": ("num_local_experts", "num_experts"),
+                     "qwen2_moe": ("num_experts", "num_local_experts"),
+                     "qwen3_moe": ("num_experts", "num_local_experts"),
+                     "olmoe": ("num_experts", "num_local_experts"),
+                     "deepseek_v3": ("n_routed_experts", "num_local_experts")}
+
+
 def num_experts(config):
-    fam = _family(config)
-    key = {"mixtral": "num_local_experts", "deepseek_v3": "n_routed_experts"}.get(
-        fam, "num_experts")
-    return int(_get(config, key))
+    key, alias = EXPERT_COUNT_KEYS[_family(config)]
+    values = {k: int(config[k]) for k in (key, alias) if config.get(k) is not None}
+    if not values:
+        raise ValueError(f"config of {config.get('model_type')} has no {key!r} "
+                         f"(or {alias!r})")
+    if len(set(values.values())) > 1:
+        raise ValueError(f"config of {config.get('model_type')}: {alias} = {values[alias]} "
+                         f"disagrees with {key} = {values[key]}")
+    return next(iter(values.values()))
 
 
 def moe_layers(config):

@@ -68,15 +68,22 @@ struct Reader {
     return false;
   }
   bool has(const char *key) const { return j.contains(key) && !j[key].is_null(); }
-  bool integer(const char *key, int64_t &out, bool required, int64_t min = 1) {
+  /// `agree`: another spelling of the same value, already read into `out` when
+  /// present; the two must be equal.
+  bool integer(const char *key, int64_t &out, bool required, int64_t min = 1,
+               const char *agree = nullptr) {
     if (!has(key))
       return required ? fail(key, "is missing") : true;
     if (!j[key].is_number_integer())
       return fail(key, "must be an integer, got " + j[key].dump());
-    out = j[key].get<int64_t>();
-    if (out < min || out > (int64_t(1) << 24))
-      return fail(key, "= " + std::to_string(out) + " is outside [" + std::to_string(min) +
+    int64_t value = j[key].get<int64_t>();
+    if (value < min || value > (int64_t(1) << 24))
+      return fail(key, "= " + std::to_string(value) + " is outside [" + std::to_string(min) +
                            ", 16777216]");
+    if (agree && has(agree) && value != out)
+      return fail(key, "= " + std::to_string(value) + " disagrees with " + agree + " = " +
+                           std::to_string(out) + " (two spellings of one value)");
+    out = value;
     return true;
   }
   bool number(const char *key, double &out) {
@@ -152,14 +159,26 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       !r.integer("num_hidden_layers", c.layers, true) ||
       !r.integer("num_experts_per_tok", c.topK, true) || !r.number("rms_norm_eps", c.rmsNormEps))
     return false;
+  // The expert count has two spellings: the family's own key (what the hub's
+  // checkpoints have) and transformers' standard name for it (its attribute_map): the
+  // Qwen3MoeConfig of transformers 5 saves num_experts as num_local_experts, OLMoE's
+  // and DeepSeek-V3's read num_local_experts, Mixtral's reads num_experts (Qwen2-MoE's
+  // has no alias yet; num_local_experts is accepted there too). Either spelling is
+  // accepted; where a config has both, they must agree.
   const char *expertsKey = c.family == Family::Mixtral      ? "num_local_experts"
                            : c.family == Family::DeepseekV3 ? "n_routed_experts"
                                                             : "num_experts";
+  const char *expertsAlias = c.family == Family::Mixtral ? "num_experts" : "num_local_experts";
+  if (!r.has(expertsKey) && !r.has(expertsAlias))
+    return r.fail(expertsKey, std::string("(or ") + expertsAlias + ") is missing");
+  if (!r.integer(expertsKey, c.experts, false) ||
+      !r.integer(expertsAlias, c.experts, false, 1, /*agree=*/expertsKey))
+    return false;
   // OLMoE, like Mixtral, sizes its experts with intermediate_size.
   const char *widthKey = c.family == Family::Mixtral || c.family == Family::Olmoe
                              ? "intermediate_size"
                              : "moe_intermediate_size";
-  if (!r.integer(expertsKey, c.experts, true) || !r.integer(widthKey, c.expertIntermediate, true))
+  if (!r.integer(widthKey, c.expertIntermediate, true))
     return false;
   if (c.topK > c.experts)
     return r.fail("num_experts_per_tok", "= " + std::to_string(c.topK) + " is more than the " +
