@@ -2,7 +2,28 @@
 #include "switchyard/Runtime/CudaPolicy.h"
 #include "switchyard/Runtime/Binding.h"
 
+#include <dlfcn.h>
+
 namespace switchyard::runtime {
+
+/// Where the launcher did not load: the CUDA runtime it links, when that is what is
+/// missing (dlerror names it; or, built with the toolkit, libcudart.so.MAJOR does not
+/// load either), with the dynamic loader's words; empty otherwise.
+static std::string missingCudaRuntime(const std::string &why) {
+  if (why.find("libcudart") != std::string::npos)
+    return "libcudart";
+#ifdef SWITCHYARD_CUDA_MAJOR
+  const std::string name = std::string("libcudart.so.") + SWITCHYARD_CUDA_MAJOR;
+  if (void *cudart = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(cudart);
+    return "";
+  }
+  const char *text = dlerror();
+  return name + ", which does not load: " + (text ? text : "unknown dlopen error");
+#else
+  return "";
+#endif
+}
 
 std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir, const std::string &name,
                                              std::string &error) {
@@ -15,8 +36,13 @@ std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir, const std::
     return nullptr;
   }
   policy->library = SharedLibrary::open(dir + "/" + policy->entry.gpuLibrary, error);
-  if (!policy->library)
+  if (!policy->library) {
+    if (const std::string missing = missingCudaRuntime(error); !missing.empty())
+      error += ". The GPU launcher needs the CUDA runtime (" + missing +
+               ") and a CUDA driver: install them (the CUDA toolkit or NVIDIA's CUDA runtime "
+               "package) or add the directory that holds them to LD_LIBRARY_PATH";
     return nullptr;
+  }
   policy->launcher = reinterpret_cast<void (*)(void **)>(
       policy->library->symbol(policy->entry.gpuSymbol, error));
   policy->workspace = reinterpret_cast<int64_t (*)(int64_t)>(

@@ -63,7 +63,8 @@ def main():
                         flags += ["--policy", os.path.join(ROOT, "policies", policy + ".mlir")]
                     host = run(model, x, os.path.join(work, "host"), *flags)
                     gpu = run(model, x, os.path.join(work, "gpu"), "--device", "cuda", *flags)
-                    if "no usable GPU" in gpu.stderr or "no CUDA support" in gpu.stderr:
+                    if any(reason in gpu.stderr for reason in (
+                            "no usable GPU", "no CUDA support", "cannot load the CUDA layer")):
                         print(f"skipped: {gpu.stderr.strip()}")
                         return 77
                     what = f"{arch} T={tokens} {policy or 'native'}"

@@ -46,6 +46,13 @@ def main():
                  "lib/cmake/Switchyard/SwitchyardConfig.cmake",
                  "share/switchyard/policies/xshare.mlir", "share/switchyard/models/deepseek-v3.json"):
         check(f"installed {path}", os.path.exists(os.path.join(prefix, path)))
+    # The CUDA plug-ins (built with the toolkit) sit beside the libraries that load them.
+    for plugin in ("libSwitchyardExecutorCuda.so", "libSwitchyardCommNccl.so"):
+        if os.path.exists(os.path.join(build, "runtime", plugin)):
+            installed = os.path.join(prefix, "lib", plugin)
+            rc, out = run(["readelf", "-d", installed]) if os.path.exists(installed) else (1, "")
+            check(f"installed lib/{plugin} (RUNPATH $ORIGIN)", rc == 0 and "$ORIGIN" in out,
+                  out[-500:])
     rc, out = run([os.path.join(prefix, "bin", "moe-opt"), os.path.join(prefix, "share",
                    "switchyard", "policies", "xshare.mlir"), "--experts", "8", "--top-k", "2"])
     check("the installed tools run (outside the build tree)", rc == 0, out[-1000:])

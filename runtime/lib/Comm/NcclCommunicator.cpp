@@ -8,8 +8,11 @@
 // The count exchange of the all-to-all goes through the device too (int64 counts, one
 // grouped send/recv).
 //
+// Built into libSwitchyardCommNccl.so (cudart, NCCL), which libSwitchyardComm loads on
+// first use; NcclPlugin.h is its one entry point.
+//
 //===----------------------------------------------------------------------===//
-#include "switchyard/Comm/Communicator.h"
+#include "NcclPlugin.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -243,11 +246,10 @@ private:
   bool ownsStream = false;
 };
 
-} // namespace
-
-std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap, int device,
-                                                     void *stream, const CommOptions &options,
-                                                     std::string &error) {
+// An internal name: libSwitchyardComm's createNcclCommunicator (the loader) would
+// otherwise interpose on it.
+std::unique_ptr<Communicator> createNccl(Communicator &bootstrap, int device, void *stream,
+                                         const CommOptions &options, std::string &error) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     error = "nccl: no CUDA device is available on rank " + std::to_string(bootstrap.rank());
@@ -265,4 +267,13 @@ std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap, in
   return comm;
 }
 
+} // namespace
+
 } // namespace switchyard::comm
+
+extern "C" __attribute__((visibility("default"))) const switchyard::comm::NcclPlugin *
+switchyard_nccl_plugin() {
+  static const switchyard::comm::NcclPlugin plugin{switchyard::comm::NcclPlugin::kVersion,
+                                                   switchyard::comm::createNccl};
+  return &plugin;
+}

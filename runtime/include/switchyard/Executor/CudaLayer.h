@@ -8,7 +8,10 @@
 // the expert ids come back to group the tokens by expert (cuBLAS takes host sizes).
 //
 // Built only when CMake finds the CUDA toolkit; otherwise openCudaDevice() says so.
-// Without a GPU it is an error naming cudaGetDeviceCount's answer.
+// The layer is a plug-in, libSwitchyardExecutorCuda.so beside libSwitchyardExecutor.so,
+// that these functions load on first use: where it or the CUDA runtime and cuBLAS it
+// links cannot be loaded, openCudaDevice() is an error naming what is missing and how to
+// get it. Without a GPU it is an error naming cudaGetDeviceCount's answer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_EXECUTOR_CUDALAYER_H

@@ -1,5 +1,10 @@
 //===- CudaLayer.cpp - one MoE block on a CUDA GPU -------------------------===//
-#include "switchyard/Executor/CudaLayer.h"
+//
+// Built into libSwitchyardExecutorCuda.so (cudart, cuBLAS), which libSwitchyardExecutor
+// loads on first use; CudaLayerPlugin.h is its one entry point.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaLayerPlugin.h"
 #include "switchyard/Runtime/CudaPolicy.h"
 
 #include "CudaKernels.h"
@@ -329,9 +334,9 @@ bool CudaLayer::forward(const float *hostX, int64_t tokens, const BatchInfo &bat
   return true;
 }
 
-} // namespace
-
-std::shared_ptr<void> openCudaDevice(int ordinal, std::string &error) {
+// Internal names: libSwitchyardExecutor's openCudaDevice / loadCudaLayer (the loader)
+// would otherwise interpose on them.
+std::shared_ptr<void> openDevice(int ordinal, std::string &error) {
   int count = 0; // left unwritten by cudart without a driver
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -360,11 +365,11 @@ std::shared_ptr<void> openCudaDevice(int ordinal, std::string &error) {
   return ctx;
 }
 
-std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &device,
-                                     const model::MoeConfig &config,
-                                     const model::SafetensorsCheckpoint &ckpt, int64_t l,
-                                     const std::string &artifacts,
-                                     const ExecutorOptions &options, std::string &error) {
+std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
+                                 const model::MoeConfig &config,
+                                 const model::SafetensorsCheckpoint &ckpt, int64_t l,
+                                 const std::string &artifacts, const ExecutorOptions &options,
+                                 std::string &error) {
   auto layer = std::make_unique<CudaLayer>();
   layer->ctx = std::static_pointer_cast<CudaContext>(device);
   layer->config = &config;
@@ -414,4 +419,14 @@ std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &device,
   return layer;
 }
 
+} // namespace
+
 } // namespace switchyard::exec
+
+extern "C" __attribute__((visibility("default"))) const switchyard::exec::CudaLayerPlugin *
+switchyard_cuda_layer_plugin() {
+  static const switchyard::exec::CudaLayerPlugin plugin{
+      switchyard::exec::CudaLayerPlugin::kVersion, switchyard::exec::openDevice,
+      switchyard::exec::loadLayer};
+  return &plugin;
+}

@@ -1,0 +1,60 @@
+//===- LoadBeside.h - a plug-in library dlopen'ed beside its loader -*- C++ -*-===//
+//
+// The CUDA parts of the runtime (the --device cuda layer, the NCCL communicator) live in
+// libraries of their own, loaded on first use the way IREE loads its HAL drivers: a
+// library that links them (cudart, cuBLAS, NCCL) would not load at all where they are
+// missing, and `import switchyard` with it. The plug-in sits beside the library that
+// loads it (build tree and install alike: INSTALL_RPATH $ORIGIN), found through
+// dladdr() of an address in the loader; RTLD_NOW so that a missing dependency is an
+// error here, with dlerror()'s text, and never closed (the layers and communicators it
+// makes run its code until the process ends). Internal to runtime/lib.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_RUNTIME_LIB_LOADBESIDE_H
+#define SWITCHYARD_RUNTIME_LIB_LOADBESIDE_H
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <string>
+
+namespace switchyard::plugin {
+
+/// dlopen()s `file` from the directory of the object that holds `anchor`, and returns
+/// the address of `symbol` in it; nullptr with `path` (what was tried) and `why` (the
+/// dynamic loader's words) otherwise. `missing` says the plug-in itself is not there.
+inline void *loadBeside(const void *anchor, const char *file, const char *symbol,
+                        std::string &path, std::string &why, bool &missing) {
+  missing = false;
+  path = file;
+  Dl_info info{};
+  if (dladdr(anchor, &info) && info.dli_fname) {
+    std::string self = info.dli_fname;
+    size_t slash = self.rfind('/');
+    if (slash != std::string::npos)
+      path = self.substr(0, slash + 1) + file;
+  }
+  struct stat st{};
+  if (path.find('/') != std::string::npos && stat(path.c_str(), &st) != 0) {
+    missing = true;
+    why = "no such file";
+    return nullptr;
+  }
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *text = dlerror();
+    why = text ? text : "unknown dlopen error";
+    return nullptr;
+  }
+  void *address = dlsym(handle, symbol);
+  if (!address) {
+    why = "it has no symbol '" + std::string(symbol) + "' (a library of another build?)";
+    dlclose(handle);
+    return nullptr;
+  }
+  return address;
+}
+
+} // namespace switchyard::plugin
+
+#endif
