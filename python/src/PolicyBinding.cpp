@@ -14,6 +14,8 @@
 #include "switchyard/Runtime/HostPolicy.h"
 #include "switchyard/Runtime/PolicyCache.h"
 
+#include <optional>
+
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -209,6 +211,7 @@ public:
       k = ids.shape[1];
     }
     numResults = results.size();
+    numInputs = inputs.size();
   }
 
   /// Returns the number of empty slots filled (0 without fill_empty).
@@ -243,12 +246,43 @@ public:
     return filled;
   }
 
+  /// run() for a call bound to one input (the logits): no lists to convert.
+  int64_t runLogits(int64_t tokens, uintptr_t logits, int dtype, uintptr_t ids,
+                    uintptr_t weights, int64_t experts, nb::object knobs) {
+    if (numInputs != 1 || numResults != 2)
+      fail("bound call: run_logits needs a call bound to logits alone and two results");
+    if (fill && experts <= 0)
+      fail("bound call: fill_empty needs the expert count (experts=)");
+    const uint8_t *knobBytes = nullptr;
+    if (!knobs.is_none())
+      knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
+    const void *inputs[1] = {reinterpret_cast<const void *>(logits)};
+    npy::DType types[1] = {static_cast<npy::DType>(dtype)};
+    void *results[2] = {reinterpret_cast<void *>(ids), reinterpret_cast<void *>(weights)};
+    std::string error;
+    int64_t filled = 0;
+    bool ok;
+    {
+      // Small batches keep the GIL: releasing it costs more than the call.
+      std::optional<nb::gil_scoped_release> release;
+      if (tokens >= 64)
+        release.emplace();
+      ok = call->run(tokens, inputs, types, results, knobBytes, error);
+      if (ok && fill)
+        filled = runtime::fillEmptySlots(static_cast<int32_t *>(results[0]),
+                                         static_cast<float *>(results[1]), tokens, k, experts);
+    }
+    if (!ok)
+      fail(error);
+    return filled;
+  }
+
 private:
   nb::object owner; // keeps the Policy (and its library) alive
   std::unique_ptr<runtime::BoundCall> call;
   bool fill;
   int64_t k = 0;
-  size_t numResults = 0;
+  size_t numResults = 0, numInputs = 0;
 };
 
 } // namespace
@@ -283,7 +317,10 @@ void bindPolicies(nb::module_ &m) {
           nb::arg("inputs"), nb::arg("results"), nb::arg("fill_empty") = false);
   nb::class_<BoundRoute>(m, "BoundRoute")
       .def("run", &BoundRoute::run, nb::arg("tokens"), nb::arg("inputs"), nb::arg("dtypes"),
-           nb::arg("results"), nb::arg("experts") = 0, nb::arg("knobs") = nb::none());
+           nb::arg("results"), nb::arg("experts") = 0, nb::arg("knobs") = nb::none())
+      .def("run_logits", &BoundRoute::runLogits, nb::arg("tokens"), nb::arg("logits"),
+           nb::arg("dtype"), nb::arg("ids"), nb::arg("weights"), nb::arg("experts"),
+           nb::arg("knobs") = nb::none());
 }
 
 } // namespace switchyard::python

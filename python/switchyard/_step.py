@@ -16,6 +16,7 @@ The engine's routing contract is applied in the same call (vLLM's kernels take i
 [0, E) only): a slot the policy left empty (-1) gets weight 0 and an expert the token
 already uses, else one already active in the batch (runtime::fillEmptySlots).
 """
+import atexit
 import threading
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -34,6 +35,8 @@ _DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int
 
 _steps: List["StepRouter"] = []
 _lock = threading.Lock()
+# Drop the bound calls at exit, before the extension's types go away.
+atexit.register(_steps.clear)
 
 
 class StepRouter:
@@ -72,6 +75,7 @@ class StepRouter:
         self._knobs = self._pack(router._default_knobs)
         self._knob_cache: Dict[tuple, Optional[bytes]] = {}
         self._cuda_router = cuda_router
+        self._logits_only = not self.layer_inputs and not self.metadata_inputs
         with _lock:
             self.handle = len(_steps)
             _steps.append(self)
@@ -95,9 +99,20 @@ class StepRouter:
 
     # -- the call ------------------------------------------------------------------------
     def __call__(self, logits: torch.Tensor, layer_tensors: Sequence[torch.Tensor]):
+        metadata = current_metadata()
+        if self._logits_only and logits.device.type == "cpu" and \
+                (metadata is None or not ("knobs" in metadata or "knob_groups" in metadata)):
+            # The common case, kept short: logits alone, the bound knobs.
+            dtype = _DTYPE_CODES.get(logits.dtype)
+            if dtype is not None and logits.is_contiguous():
+                tokens = logits.shape[0]
+                ids = torch.empty((tokens, self.top_k), dtype=torch.int32)
+                weights = torch.empty((tokens, self.top_k), dtype=torch.float32)
+                self._bound.run_logits(tokens, logits.data_ptr(), dtype, ids.data_ptr(),
+                                       weights.data_ptr(), self.experts, self._knobs)
+                return weights, ids
         if logits.device.type != "cpu":
             return self._call_device(logits, layer_tensors)
-        metadata = current_metadata()
         groups = metadata.get("knob_groups") if metadata is not None else None
         if groups:
             return self._call_groups(logits, layer_tensors, metadata, groups)

@@ -94,8 +94,10 @@ def make_router_class():
 
         def _compute_routing(self, hidden_states, router_logits, indices_type, *,
                              input_ids=None):
-            return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
-                                                   self.step.handle)
+            if torch.compiler.is_compiling():   # one opaque node in the graph
+                return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
+                                                       self.step.handle)
+            return self.step(router_logits, self._layer_tensors)   # eager: no dispatch
 
     return SwitchyardRouter
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""One routing call inside vLLM: vLLM's native CPU router vs Switchyard's, same logits.
+
+Both are vLLM routers called as a FusedMoE layer calls them
+(router.select_experts(hidden_states, router_logits)): vLLM's CPURouter (softmax
+top-k, renormalized: what Qwen3-MoE / Mixtral route with on the CPU) and the plugin's
+SwitchyardRouter running policies/topk_softmax.mlir (the same routing) through
+torch.ops.switchyard.route_step. Eager calls, as vLLM's CPU path makes them in both
+eager and compiled mode (no CUDA graphs on the CPU: every call pays). T in {1, 8, 64,
+512}, E in {8, 64, 128} (top-2 for 8 experts, top-8 otherwise), float32 and bfloat16
+logits; calls interleaved in rounds, the median per call of each.
+
+    .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--json out.json]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def median_call_us(fn, calls):
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--tokens", default="1,8,64,512")
+    ap.add_argument("--experts", default="8,64,128")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.fused_moe.router.cpu_router import CPURouter
+    from switchyard.vllm.plugin import Settings
+    from switchyard.vllm.router import make_router_class, step_router
+
+    torch.set_num_threads(1)
+    SwitchyardRouter = make_router_class()
+    rows = []
+    print(f"{'dtype':>8} {'E':>4} {'k':>2} {'T':>5} {'native us':>10} {'switchyard us':>14} "
+          f"{'sy/native':>9}")
+    with set_current_vllm_config(VllmConfig()):
+        for dtype in (torch.float32, torch.bfloat16):
+            for E in [int(e) for e in args.experts.split(",")]:
+                k = 2 if E <= 8 else 8
+                settings = Settings("topk_softmax", {})
+                step = step_router(settings, {"experts": E, "top_k": k, "renormalize": True},
+                                   False)
+                ours = SwitchyardRouter(step, top_k=k, global_num_experts=E)
+                native = CPURouter(top_k=k, global_num_experts=E, renormalize=True)
+                for T in [int(t) for t in args.tokens.split(",")]:
+                    logits = torch.randn(T, E).to(dtype)
+                    hidden = torch.randn(T, 64).to(dtype)
+                    w0, i0 = native.select_experts(hidden, logits)
+                    w1, i1 = ours.select_experts(hidden, logits)
+                    same = bool((i0.sort(1).values == i1.sort(1).values).all())
+                    # bfloat16 logits tie often: then the chosen logit values agree.
+                    values = lambda ids: logits.float().gather(1, ids.long()).sort(1).values
+                    ties = not same and bool((values(i0) == values(i1)).all())
+                    times = {"native": [], "switchyard": []}
+                    for _ in range(args.rounds):
+                        times["native"].append(median_call_us(
+                            lambda: native.select_experts(hidden, logits), args.calls))
+                        times["switchyard"].append(median_call_us(
+                            lambda: ours.select_experts(hidden, logits), args.calls))
+                    n = statistics.median(times["native"])
+                    s = statistics.median(times["switchyard"])
+                    name = str(dtype).replace("torch.", "")
+                    rows.append({"dtype": name, "experts": E, "top_k": k, "tokens": T,
+                                 "native_us": n, "switchyard_us": s, "same_experts": same,
+                                 "differ_only_in_ties": ties})
+                    note = "" if same else "  (tied logits chosen differently)" if ties \
+                        else "  (EXPERTS DIFFER)"
+                    print(f"{name:>8} {E:>4} {k:>2} {T:>5} {n:>10.1f} {s:>14.1f} "
+                          f"{s / n:>9.2f}{note}", flush=True)
+    worst = max(r["switchyard_us"] / r["native_us"] for r in rows)
+    print(f"worst ratio switchyard / native: {worst:.2f} "
+          f"({sum(r['switchyard_us'] <= r['native_us'] for r in rows)}/{len(rows)} at most as slow)")
+    if args.json:
+        import vllm
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.processor() or platform.machine(),
+                       "cpus": os.cpu_count(), "torch": torch.__version__,
+                       "vllm": vllm.__version__, "threads": 1, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
