@@ -269,6 +269,54 @@ def main():
     check("vLLM + batch metadata: XShare-spec = the direct call",
           torch.equal(sids, direct["topk_ids"]) and torch.equal(sw, direct["topk_weights"]))
 
+    # The shape given up front: compiled before tracing, one opaque op under
+    # torch.compile(fullgraph=True); the same routing as eager.
+    bound_fn = switchyard.vllm.custom_routing_function("topk_softmax", experts=64, top_k=8,
+                                                       renormalize=True)
+    try:
+        graph_fn = torch.compile(lambda h, g: bound_fn(h, g, 8, True), fullgraph=True)
+        gw, gids = graph_fn(hidden, t)
+        check("vLLM routing function under torch.compile(fullgraph=True) = eager",
+              same_routing(gids.numpy(), gw.numpy(), ref_ids, ref_w))
+    except Exception as e:  # noqa: BLE001
+        check("vLLM routing function under torch.compile(fullgraph=True) = eager", False,
+              f"({type(e).__name__}: {e})")
+    lazy_fn = switchyard.vllm.custom_routing_function("topk_softmax")
+    try:
+        torch.compile(lambda h, g: lazy_fn(h, g, 4, True), fullgraph=True)(hidden, t)
+        check("vLLM routing function with no shape inside torch.compile: a clear error",
+              False, "(no error)")
+    except Exception as e:  # noqa: BLE001
+        check("vLLM routing function with no shape inside torch.compile: a clear error",
+              "experts=, top_k=" in str(e), f"({type(e).__name__}: {str(e)[:200]})")
+    # bfloat16 logits are read as they are (widened in the native call): the routing
+    # of their float32 values.
+    t16 = t.to(torch.bfloat16)
+    b_w, b_ids = bound_fn(hidden, t16, 8, True)
+    r16_ids, r16_w = softmax_topk(t16.float().numpy(), 8)
+    check("vLLM: bfloat16 logits route as their float32 values",
+          same_routing(b_ids.numpy(), b_w.numpy(), r16_ids, r16_w))
+    # vLLM's contract: empty slots (-1) get weight 0 and an expert the token, else the
+    # batch, already uses; the native fill and the tensor-op fill (CUDA path) agree.
+    from switchyard._step import fill_empty_slots
+    raw = torch.tensor([[3, -1, -1], [-1, -1, -1], [5, 2, -1], [-1, 7, -1]], dtype=torch.int32)
+    raw_w = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.1], [0.6, 0.4, 0.9], [0.2, 0.8, 0.3]])
+    want_ids = torch.tensor([[3, 3, 3], [3, 3, 3], [5, 2, 5], [7, 7, 7]], dtype=torch.int32)
+    want_w = torch.tensor([[0.5, 0, 0], [0, 0, 0], [0.6, 0.4, 0], [0, 0.8, 0]])
+    f_ids, f_w = fill_empty_slots(raw, raw_w, 16)
+    check("fill_empty_slots (tensor ops): weight 0, the token's or the batch's expert",
+          torch.equal(f_ids, want_ids) and torch.equal(f_w, want_w))
+    cap = sy.compile("capacity_topk", experts=8, top_k=2, knobs={"capacity_factor": 0.25})
+    cap_step = switchyard.vllm.bind("capacity_topk", experts=8, top_k=2,
+                                    knobs={"capacity_factor": 0.25})
+    x8 = torch.randn(32, 8)
+    dropped = cap(logits=x8)
+    c_w, c_ids = cap_step(x8, [])
+    t_ids, t_w = fill_empty_slots(dropped["topk_ids"], dropped["topk_weights"], 8)
+    check("capacity drops through the bound call: ids in [0, E), = the tensor-op fill",
+          bool((dropped["topk_ids"] < 0).any()) and bool(((c_ids >= 0) & (c_ids < 8)).all())
+          and torch.equal(c_ids, t_ids) and torch.equal(c_w, t_w))
+
     # -- the executor -------------------------------------------------------------------
     work = tempfile.mkdtemp(prefix="sy-package-")
     ckpt = os.path.join(work, "ckpt")
