@@ -149,6 +149,17 @@ class Router:
                 for name in missing:
                     if name in metadata:
                         inputs[name] = metadata[name]
+        missing = [n for n in self.inputs if inputs.get(n) is None]
+        if missing:   # named as a Python caller passes it (moe-run's advice is --arg)
+            p = next(q for q in self.signature["params"] if q["role"] == "in"
+                     and (q["name"] == missing[0] or (missing[0] == "placement"
+                                                      and q["kind"].startswith("placement"))))
+            shape = "" if p["kind"] == "scalar" else " [" + ", ".join(
+                "?" if d < 0 else str(d) for d in p["shape"]) + "]"
+            hint = " or set it for the step with switchyard.batch_metadata(...)" \
+                if missing[0] in ("request_ids", "positions", "draft_mask", "phase") else ""
+            raise InputError(f"@{self.entry}: missing required argument '{missing[0]}' "
+                             f"({p['dtype']}{shape}): pass {missing[0]}=...{hint}")
         phase = inputs.get("phase")
         if isinstance(phase, str):
             if phase not in PHASES:
