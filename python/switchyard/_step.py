@@ -195,6 +195,11 @@ class StepRouter:
         scalar = 0
         for name in self.metadata_inputs:
             value = metadata.get(name)
+            if value is None and metadata.get("warmup_step"):
+                # An engine's warm-up / profiling run (no requests): one request, the
+                # phase it states, positions 0..T-1, no drafts.
+                value = np.arange(tokens, dtype=np.int32) if name == "positions" else \
+                    np.zeros(tokens, dtype=np.int32)
             if value is None:
                 raise InputError(f"{self.label}: the step's batch metadata has no '{name}'")
             if name in self._scalar_names:

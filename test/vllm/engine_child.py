@@ -3,7 +3,9 @@ settings once per process). argv[1]: a JSON scenario
 
   {"model": DIR, "eager": true, "prompts": [...], "max_tokens": 8,
    "extra_args": [{...} or null per prompt], "record": "out.npz" or null,
-   "bad_extra_args": {...} or null}
+   "bad_extra_args": {...} or null,
+   "knobs_file_contents": [text, ...] or null}   (written to $SWITCHYARD_KNOBS_FILE
+                                                 before each generate)
 
 prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg}.
 The engine runs in this process (no engine-core or worker processes), so the routing
@@ -61,8 +63,14 @@ def main():
             result["bad_request"] = None
         except Exception as error:   # the request fails, the engine keeps serving
             result["bad_request"] = f"{type(error).__name__}: {error}"
-    outputs = llm.generate(prompts, params, use_tqdm=False)
-    result["tokens"] = [list(o.outputs[0].token_ids) for o in outputs]
+    rounds = scenario.get("knobs_file_contents") or [None]
+    result["tokens"] = []
+    for content in rounds:   # engine-wide knobs changed between generate calls
+        if content is not None:
+            with open(os.environ["SWITCHYARD_KNOBS_FILE"], "w") as f:
+                f.write(content)
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        result["tokens"] += [list(o.outputs[0].token_ids) for o in outputs]
     result["calls"] = len(records)
     if scenario.get("record"):
         import pickle

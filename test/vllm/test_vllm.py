@@ -205,12 +205,14 @@ def test_lynx_and_spec(models, tmp):
     record = os.path.join(tmp, "lynx.pkl")
     scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 6,
                 "record": record}
-    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "lynx"})
+    # vLLM's default compile mode (its warm-up runs have no requests: warmup_step).
+    sy, _ = run_engine(dict(scenario, eager=False), env={"SWITCHYARD_POLICY": "lynx"})
     check(sy is not None, "lynx: the engine generates")
     if sy is not None:
         records = load_records(record)
         k = records[0]["ids"].shape[1]
         phases = {(len(r["ids"]) == len(PROMPTS), int(r["phase"])) for r in records}
+        records = [r for r in records if len(r["request_ids"])]   # not warm-up runs
         prefill = [r for r in records if len(r["ids"]) > len(PROMPTS)]
         decode = [r for r in records if len(r["ids"]) == len(PROMPTS)]
         check(prefill and all(int(r["phase"]) == 0 for r in prefill) and decode and
@@ -249,6 +251,26 @@ def test_request_knobs(models, tmp):
         check(any(r["groups"] == 3 for r in records),
               "per-request knobs: requests with budgets 2, 6 and the default are routed in "
               f"3 groups (seen {sorted({r['groups'] for r in records})})")
+
+
+def test_engine_knobs_file(models, tmp):
+    record = os.path.join(tmp, "knobs-file.pkl")
+    path = os.path.join(tmp, "knobs.json")
+    with open(path, "w") as f:
+        f.write('{"budget": 2}')
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:4], "max_tokens": 4,
+                "record": record,
+                "knobs_file_contents": ['{"budget": 2}', '{"budget": 5}', '{"budget": -3}']}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare",
+                                      "SWITCHYARD_KNOBS_FILE": path})
+    check(sy is not None and len(sy["tokens"]) == 12,
+          "engine knobs file: three generate rounds, the file changed between them")
+    if sy is not None:
+        seen = [json.loads(r["knobs"]).get("budget") for r in load_records(record)
+                if len(r["request_ids"])]
+        order = [b for i, b in enumerate(seen) if i == 0 or seen[i - 1] != b]
+        check(order == [2, 5], f"engine knobs file: budget 2, then 5 without a restart; the "
+              f"bad value -3 kept 5 (seen {order})")
 
 
 def test_server(models, tmp):
@@ -343,6 +365,7 @@ def main():
              ("capacity-8", lambda: test_capacity(models, tmp)),
              ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
+             ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
              ("server", lambda: test_server(models, tmp)),
              ("bad-settings", lambda: test_bad_settings(models, tmp))]
     for name, test in tests:

@@ -13,6 +13,10 @@ the whole step (this rank's global batch, padding rows included):
   phase        int        0 every request in prefill, 1 all decode, 2 mixed
   knobs        dict       per-request knobs (SamplingParams.extra_args, see below)
 
+vLLM's warm-up, profiling and compile runs (GPUModelRunner._dummy_run: no requests)
+run under `warmup_step` metadata: one request, positions 0..T-1, no drafts, phase 1
+for uniform-decode runs and 0 otherwise.
+
 Per-request knobs: a request sets a policy knob with extra_args
 {"switchyard.<knob>": value} (the OpenAI server fills extra_args from a request's
 `vllm_xargs`). The knobs of a step are those its requests agree on; requests that
@@ -150,6 +154,17 @@ def install() -> None:
         self._switchyard_scheduler_output = scheduler_output
         return execute(self, scheduler_output, *args, **kwargs)
 
+    dummy_run = GPUModelRunner._dummy_run
+
+    @functools.wraps(dummy_run)
+    def _dummy_run(self, num_tokens, *args, **kwargs):
+        # Warm-up, profiling and compile runs call the model directly with no requests:
+        # they state it (phase decode for uniform-decode runs, else prefill).
+        phase = 1 if kwargs.get("uniform_decode") else 0
+        with batch_metadata(warmup_step=True, phase=phase):
+            return dummy_run(self, num_tokens, *args, **kwargs)
+
     _model_forward.switchyard_wrapped = True
     GPUModelRunner._model_forward = _model_forward
     GPUModelRunner.execute_model = execute_model
+    GPUModelRunner._dummy_run = _dummy_run
