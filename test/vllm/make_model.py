@@ -46,12 +46,16 @@ def build_config(arch: str, vocab: int, a):
     if arch == "mixtral":
         return transformers.MixtralConfig(intermediate_size=a.intermediate,
                                           num_local_experts=a.experts, **common)
-    return transformers.DeepseekV3Config(
+    config = transformers.DeepseekV3Config(
         intermediate_size=2 * a.intermediate, moe_intermediate_size=a.intermediate,
         n_routed_experts=a.experts, n_shared_experts=1, n_group=4, topk_group=2,
         first_k_dense_replace=0, routed_scaling_factor=2.5, norm_topk_prob=True,
-        q_lora_rank=None, kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16,
-        v_head_dim=16, **common)
+        q_lora_rank=None, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=32,
+        v_head_dim=32, **common)
+    # As the hub's DeepSeek-V3 config.json states them (vLLM reads both).
+    config.topk_method = "noaux_tc"
+    config.scoring_func = "sigmoid"
+    return config
 
 
 def make_model(arch: str, out: str, seed: int = 0, **sizes) -> str:

@@ -4,8 +4,10 @@ locally built tokenizers (make_model.py); every engine run is a child process
 (engine_child.py) because vLLM reads the plugin's settings once per process.
 
   - topk_softmax through the plugin gives the same greedy tokens as vLLM's native
-    router (float32), eager and torch.compile, on both architectures; its recorded
-    routing equals the numpy reference (exact ids, weights within 1e-5);
+    router (float32), eager and torch.compile, on Qwen3-MoE and Mixtral, and so does
+    deepseek_v3 on DeepSeek-V3 (the layer's e_score_correction_bias as the policy's
+    bias; MLA attention); the recorded routing equals the numpy reference (exact
+    ids, weights within 1e-5);
   - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
     batch 8 (capacity drops): no crash, ids in [0, E), filled slots have weight 0 and
     an expert the token or the batch already uses, the rest equals the reference;
@@ -138,22 +140,32 @@ def post(url, body):
 
 
 # -- the checks --------------------------------------------------------------------------
-def test_topk(models, tmp, arch, eager):
+def test_native_policy(models, tmp, arch, eager, policy="topk_softmax", reference=None):
+    """The model's own routing as a policy gives vLLM's native greedy tokens."""
     mode = "eager" if eager else "compiled"
     scenario = {"model": models[arch], "eager": eager, "prompts": PROMPTS, "max_tokens": 8}
     native, _ = run_engine(scenario)
-    record = os.path.join(tmp, f"topk-{arch}-{mode}.pkl")
+    record = os.path.join(tmp, f"{policy}-{arch}-{mode}.pkl")
     sy, _ = run_engine(dict(scenario, record=record if eager else None),
-                       env={"SWITCHYARD_POLICY": "topk_softmax"})
+                       env={"SWITCHYARD_POLICY": policy})
     check(native is not None and sy is not None and native["tokens"] == sy["tokens"],
-          f"{arch} {mode}: topk_softmax through the plugin gives native's greedy tokens "
+          f"{arch} {mode}: {policy} through the plugin gives native's greedy tokens "
           f"({len(PROMPTS)} sequences)")
     if eager and sy is not None:
         records = load_records(record)
         k = records[0]["ids"].shape[1]
-        check_contract(records, records[0]["logits"].shape[1], f"{arch} topk_softmax")
-        check_against(records, lambda r: ref.topk_softmax(r["logits"], k),
-                      f"{arch} topk_softmax")
+        reference = reference or (lambda r: ref.topk_softmax(r["logits"], k))
+        check_contract(records, records[0]["logits"].shape[1], f"{arch} {policy}")
+        check_against(records, reference, f"{arch} {policy}")
+
+
+def deepseek_reference(r):
+    """DeepSeek-V3's routing of make_model's config (4 groups, 2 kept), the layer's own
+    e_score_correction_bias. vLLM applies routed_scaling_factor (2.5) to the layer's
+    output and gives its router 1.0 (apply_routed_scale_to_output): the plugin binds
+    what vLLM gives, so the routing weights are unscaled."""
+    return ref.deepseek_v3(r["logits"], r["bias"], k=r["ids"].shape[1], groups=4,
+                           topk_groups=2, scaling=1.0)
 
 
 def test_xshare(models, tmp, batch):
@@ -352,14 +364,19 @@ def main():
     from make_model import make_model
     models = {}
     for arch, sizes in (("qwen3_moe", dict(experts=16, top_k=4)),
-                        ("mixtral", dict(experts=8, top_k=2))):
+                        ("mixtral", dict(experts=8, top_k=2)),
+                        ("deepseek_v3", dict(experts=16, top_k=4))):
         path = os.path.join(tmp, arch)
         if not os.path.exists(os.path.join(path, "config.json")):
             make_model(arch, path, seed=1, **sizes)
         models[arch] = path
-    tests = [("topk-qwen3-eager", lambda: test_topk(models, tmp, "qwen3_moe", True)),
-             ("topk-mixtral-eager", lambda: test_topk(models, tmp, "mixtral", True)),
-             ("topk-qwen3-compiled", lambda: test_topk(models, tmp, "qwen3_moe", False)),
+    tests = [("topk-qwen3-eager", lambda: test_native_policy(models, tmp, "qwen3_moe", True)),
+             ("topk-mixtral-eager", lambda: test_native_policy(models, tmp, "mixtral", True)),
+             ("topk-qwen3-compiled",
+              lambda: test_native_policy(models, tmp, "qwen3_moe", False)),
+             ("deepseek-v3-eager",
+              lambda: test_native_policy(models, tmp, "deepseek_v3", True, "deepseek_v3",
+                                         deepseek_reference)),
              ("xshare-1", lambda: test_xshare(models, tmp, 1)),
              ("xshare-8", lambda: test_xshare(models, tmp, 8)),
              ("capacity-8", lambda: test_capacity(models, tmp)),

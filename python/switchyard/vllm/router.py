@@ -33,9 +33,10 @@ def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
             shape["groups"] = int(kwargs["num_expert_group"])
         if kwargs.get("topk_group") is not None:
             shape["topk_groups"] = int(kwargs["topk_group"])
+    # Always bound (1.0 included): vLLM passes 1.0 when the runner scales the layer's
+    # output instead, and a policy's own default must not apply twice.
     scaling = kwargs.get("routed_scaling_factor", 1.0)
-    if scaling is not None and float(scaling) != 1.0:
-        shape["scaling"] = float(scaling)
+    shape["scaling"] = 1.0 if scaling is None else float(scaling)
     return shape
 
 
@@ -52,7 +53,9 @@ def step_router(settings, shape: Dict[str, Any], has_bias: bool):
                         layer_inputs=("bias",) if has_bias else (), target=target,
                         label=label, **shape)
         except SwitchyardError as error:
-            raise type(error)(f"{label}: {error}") from None
+            message = str(error)
+            raise type(error)(message if message.startswith(label) else
+                              f"{label}: {message}") from None
         _steps[key] = step
         logger.info("switchyard: %s routes the MoE layers (%s)", label,
                     ", ".join(f"{k}={v}" for k, v in sorted(shape.items())))
