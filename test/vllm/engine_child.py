@@ -4,7 +4,7 @@ settings once per process). argv[1]: a JSON scenario
   {"model": DIR, "eager": true, "prompts": [...], "max_tokens": 8,
    "extra_args": [{...} or null per prompt], "record": "out.npz" or null,
    "bad_extra_args": {...} or null,
-   "knobs_file_contents": [text, ...] or null}   (written to $SWITCHYARD_KNOBS_FILE
+   "knobs_file_contents": [text, ...] or null, "speculative": {...} or null}   (written to $SWITCHYARD_KNOBS_FILE
                                                  before each generate)
 
 prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg}.
@@ -49,6 +49,8 @@ def main():
                   max_num_seqs=scenario.get("max_num_seqs", 16))
     if scenario.get("eager", True):
         kwargs["enforce_eager"] = True
+    if scenario.get("speculative"):
+        kwargs["speculative_config"] = scenario["speculative"]
     llm = LLM(**kwargs)
     prompts = scenario["prompts"]
     extra = scenario.get("extra_args") or [None] * len(prompts)

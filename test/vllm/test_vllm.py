@@ -13,7 +13,8 @@ locally built tokenizers (make_model.py); every engine run is a child process
     an expert the token or the batch already uses, the rest equals the reference;
     XShare activates fewer experts than top-k;
   - LYNX reads the phase vLLM's batches have (prefill 0, decode 1) and equals its
-    reference per call; XShare-spec gets one request id per request;
+    reference per call, in compile mode; XShare-spec gets one request id per request,
+    and under n-gram speculative decoding the draft tokens of each request marked;
   - per-request knobs (extra_args) reach the policy; a bad one fails that request
     while the engine keeps serving; the OpenAI server serves a completion and answers
     a bad knob with HTTP 400;
@@ -245,6 +246,37 @@ def test_lynx_and_spec(models, tmp):
                       "xshare_spec", filled_ok=True)
 
 
+def test_speculative(models, tmp):
+    """n-gram speculative decoding: verify steps carry draft tokens; XShare-spec sees one
+    request id per request and the drafts marked, and equals its reference."""
+    record = os.path.join(tmp, "spec-decode.pkl")
+    prompts = ["the a of to the a of to the a of", "water than call water than call water",
+               "you that he you that he you that"]
+    scenario = {"model": models["qwen3_moe"], "prompts": prompts, "max_tokens": 12,
+                "record": record,
+                "speculative": {"method": "ngram", "num_speculative_tokens": 3,
+                                "prompt_lookup_max": 3, "prompt_lookup_min": 1}}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare_spec"})
+    check(sy is not None, "speculative decoding (n-gram, 3 drafts) with xshare_spec: generates")
+    if sy is None:
+        return
+    records = [r for r in load_records(record) if len(r["request_ids"])]
+    verify = [r for r in records if r["draft_mask"].sum() > 0]
+    shaped = True
+    for r in verify:   # per request: its sampled token, then its drafts
+        for rid in np.unique(r["request_ids"]):
+            mask = r["draft_mask"][r["request_ids"] == rid]
+            drafts = int(mask.sum())
+            shaped = shaped and (mask[len(mask) - drafts:] == 1).all() and \
+                (mask[:len(mask) - drafts] == 0).all()
+    check(len(verify) > 0 and shaped,
+          f"speculative decoding: {len(verify)} verify steps, each request's drafts marked "
+          "after its sampled token")
+    k = records[0]["ids"].shape[1]
+    check_against(verify, lambda r: ref.xshare_spec(r["logits"], r["request_ids"], k),
+                  "xshare_spec on verify steps", filled_ok=True)
+
+
 def test_request_knobs(models, tmp):
     record = os.path.join(tmp, "knobs.pkl")
     scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:4], "max_tokens": 4,
@@ -381,6 +413,7 @@ def main():
              ("xshare-8", lambda: test_xshare(models, tmp, 8)),
              ("capacity-8", lambda: test_capacity(models, tmp)),
              ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),
+             ("speculative", lambda: test_speculative(models, tmp)),
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
              ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
              ("server", lambda: test_server(models, tmp)),
