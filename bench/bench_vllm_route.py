@@ -5,12 +5,14 @@ Both are vLLM routers called as a FusedMoE layer calls them
 (router.select_experts(hidden_states, router_logits)): vLLM's CPURouter (softmax
 top-k, renormalized: what Qwen3-MoE / Mixtral route with on the CPU) and the plugin's
 SwitchyardRouter running policies/topk_softmax.mlir (the same routing) through
-torch.ops.switchyard.route_step. Eager calls, as vLLM's CPU path makes them in both
-eager and compiled mode (no CUDA graphs on the CPU: every call pays). T in {1, 8, 64,
+torch.ops.switchyard.route_step. Eager calls (vLLM's enforce_eager) and, with
+--compiled, both routers under torch.compile(fullgraph=True) as vLLM's default mode
+traces them (Inductor's code for the native torch ops; one opaque op for Switchyard).
+No CUDA graphs on the CPU: every call pays. T in {1, 8, 64,
 512}, E in {8, 64, 128} (top-2 for 8 experts, top-8 otherwise), float32 and bfloat16
 logits; calls interleaved in rounds, the median per call of each.
 
-    .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--json out.json]
+    .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--compiled] [--json out.json]
 """
 import argparse
 import json
@@ -34,6 +36,8 @@ def main():
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--tokens", default="1,8,64,512")
     ap.add_argument("--experts", default="8,64,128")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also both routers under torch.compile (as vLLM's default mode)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -48,7 +52,8 @@ def main():
     SwitchyardRouter = make_router_class()
     rows = []
     print(f"{'dtype':>8} {'E':>4} {'k':>2} {'T':>5} {'native us':>10} {'switchyard us':>14} "
-          f"{'sy/native':>9}")
+          f"{'sy/native':>9}" + (f" {'native cmp':>10} {'sy cmp':>10} {'ratio':>6}"
+                                 if args.compiled else ""))
     with set_current_vllm_config(VllmConfig()):
         for dtype in (torch.float32, torch.bfloat16):
             for E in [int(e) for e in args.experts.split(",")]:
@@ -67,25 +72,44 @@ def main():
                     # bfloat16 logits tie often: then the chosen logit values agree.
                     values = lambda ids: logits.float().gather(1, ids.long()).sort(1).values
                     ties = not same and bool((values(i0) == values(i1)).all())
-                    times = {"native": [], "switchyard": []}
+                    fns = {"native": lambda: native.select_experts(hidden, logits),
+                           "switchyard": lambda: ours.select_experts(hidden, logits)}
+                    if args.compiled:
+                        # vLLM's default mode traces into the router: Inductor's code
+                        # for the native torch ops, one opaque op for Switchyard.
+                        for key, router in (("native_compiled", native),
+                                            ("switchyard_compiled", ours)):
+                            fn = torch.compile(lambda h, x, r=router: r.select_experts(h, x),
+                                               dynamic=False, fullgraph=True)
+                            fn(hidden, logits)
+                            fns[key] = lambda fn=fn: fn(hidden, logits)
+                    times = {key: [] for key in fns}
                     for _ in range(args.rounds):
-                        times["native"].append(median_call_us(
-                            lambda: native.select_experts(hidden, logits), args.calls))
-                        times["switchyard"].append(median_call_us(
-                            lambda: ours.select_experts(hidden, logits), args.calls))
-                    n = statistics.median(times["native"])
-                    s = statistics.median(times["switchyard"])
+                        for key, fn in fns.items():
+                            times[key].append(median_call_us(fn, args.calls))
+                    med = {key: statistics.median(v) for key, v in times.items()}
+                    n, s = med["native"], med["switchyard"]
                     name = str(dtype).replace("torch.", "")
-                    rows.append({"dtype": name, "experts": E, "top_k": k, "tokens": T,
-                                 "native_us": n, "switchyard_us": s, "same_experts": same,
-                                 "differ_only_in_ties": ties})
+                    row = {"dtype": name, "experts": E, "top_k": k, "tokens": T,
+                           "native_us": n, "switchyard_us": s, "same_experts": same,
+                           "differ_only_in_ties": ties}
+                    compiled = ""
+                    if args.compiled:
+                        nc, sc = med["native_compiled"], med["switchyard_compiled"]
+                        row.update(native_compiled_us=nc, switchyard_compiled_us=sc)
+                        compiled = f" {nc:>10.1f} {sc:>10.1f} {sc / nc:>6.2f}"
+                    rows.append(row)
                     note = "" if same else "  (tied logits chosen differently)" if ties \
                         else "  (EXPERTS DIFFER)"
                     print(f"{name:>8} {E:>4} {k:>2} {T:>5} {n:>10.1f} {s:>14.1f} "
-                          f"{s / n:>9.2f}{note}", flush=True)
+                          f"{s / n:>9.2f}{compiled}{note}", flush=True)
     worst = max(r["switchyard_us"] / r["native_us"] for r in rows)
-    print(f"worst ratio switchyard / native: {worst:.2f} "
+    print(f"eager: worst ratio switchyard / native {worst:.2f} "
           f"({sum(r['switchyard_us'] <= r['native_us'] for r in rows)}/{len(rows)} at most as slow)")
+    if args.compiled:
+        worst = max(r["switchyard_compiled_us"] / r["native_compiled_us"] for r in rows)
+        at_most = sum(r["switchyard_compiled_us"] <= r["native_compiled_us"] for r in rows)
+        print(f"compiled: worst ratio {worst:.2f} ({at_most}/{len(rows)} at most as slow)")
     if args.json:
         import vllm
         with open(args.json, "w") as f:
