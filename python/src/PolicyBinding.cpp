@@ -220,30 +220,12 @@ public:
               int64_t experts, nb::object knobs) {
     if (inputs.size() != dtypes.size() || results.size() != numResults)
       fail("bound call: wrong number of pointers");
-    if (fill && experts <= 0)
-      fail("bound call: fill_empty needs the expert count (experts=)");
-    const uint8_t *knobBytes = nullptr;
-    if (!knobs.is_none())
-      knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
     std::vector<npy::DType> types(dtypes.size());
     for (size_t i = 0; i < dtypes.size(); ++i)
       types[i] = static_cast<npy::DType>(dtypes[i]);
-    std::string error;
-    bool ok;
-    int64_t filled = 0;
-    {
-      nb::gil_scoped_release release;
-      ok = call->run(tokens, reinterpret_cast<const void *const *>(inputs.data()),
-                     types.data(), reinterpret_cast<void *const *>(results.data()),
-                     knobBytes, error);
-      if (ok && fill)
-        filled = runtime::fillEmptySlots(reinterpret_cast<int32_t *>(results[0]),
-                                         reinterpret_cast<float *>(results[1]), tokens, k,
-                                         experts);
-    }
-    if (!ok)
-      fail(error);
-    return filled;
+    return runBound(tokens, reinterpret_cast<const void *const *>(inputs.data()),
+                    types.data(), reinterpret_cast<void *const *>(results.data()), experts,
+                    knobs);
   }
 
   /// run() for a call bound to one input (the logits): no lists to convert.
@@ -251,14 +233,20 @@ public:
                     uintptr_t weights, int64_t experts, nb::object knobs) {
     if (numInputs != 1 || numResults != 2)
       fail("bound call: run_logits needs a call bound to logits alone and two results");
+    const void *inputs[1] = {reinterpret_cast<const void *>(logits)};
+    npy::DType types[1] = {static_cast<npy::DType>(dtype)};
+    void *results[2] = {reinterpret_cast<void *>(ids), reinterpret_cast<void *>(weights)};
+    return runBound(tokens, inputs, types, results, experts, knobs);
+  }
+
+private:
+  int64_t runBound(int64_t tokens, const void *const *inputs, const npy::DType *types,
+                   void *const *results, int64_t experts, nb::object knobs) {
     if (fill && experts <= 0)
       fail("bound call: fill_empty needs the expert count (experts=)");
     const uint8_t *knobBytes = nullptr;
     if (!knobs.is_none())
       knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
-    const void *inputs[1] = {reinterpret_cast<const void *>(logits)};
-    npy::DType types[1] = {static_cast<npy::DType>(dtype)};
-    void *results[2] = {reinterpret_cast<void *>(ids), reinterpret_cast<void *>(weights)};
     std::string error;
     int64_t filled = 0;
     bool ok;
@@ -277,7 +265,6 @@ public:
     return filled;
   }
 
-private:
   nb::object owner; // keeps the Policy (and its library) alive
   std::unique_ptr<runtime::BoundCall> call;
   bool fill;

@@ -33,6 +33,7 @@ switchyard.set_batch_metadata(...)).
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from .._compile import compile as _compile
+from .._errors import SwitchyardError
 
 ROUTING_OUTPUTS = ("topk_ids", "topk_weights")
 
@@ -65,7 +66,6 @@ def custom_routing_function(policy: str = "topk_softmax", *,
     `shape` adds binding values (groups=, topk_groups=, scaling=, model=...); knobs
     are the policy's run-time defaults."""
     import torch
-    from .. import _step
 
     steps: Dict[tuple, Any] = {}
     if experts is not None and top_k is not None:
@@ -80,7 +80,7 @@ def custom_routing_function(policy: str = "topk_softmax", *,
             steps.get((num_experts, topk, None))
         if step is None:
             if torch.compiler.is_compiling():
-                raise _step.SwitchyardError(
+                raise SwitchyardError(
                     f"switchyard.vllm.custom_routing_function('{policy}'): first called "
                     f"inside torch.compile for {num_experts} experts, top-{topk}: give the "
                     "shape when you create it (experts=, top_k=) so the policy is "
