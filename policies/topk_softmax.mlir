@@ -15,7 +15,9 @@ moe.router @topk_softmax(%logits: tensor<?x?xf32>)
         sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
         num_tokens_post_padded: tensor<1xi32>) {
   // Rank by logits (softmax is monotonic, and logits rank exactly), weigh by the
-  // probabilities.
+  // probabilities. Renormalized, these are the softmax over the k selected logits:
+  // the compiler folds the softmax into the route (moe-fold-route-softmax), k exp per
+  // token instead of E.
   %probs = moe.softmax %logits : tensor<?x?xf32>
   %ids, %weights = moe.route %logits weights(%probs : tensor<?x?xf32>) k = ? renormalize
       : tensor<?x?xf32> -> tensor<?x?xi32>, tensor<?x?xf32>

@@ -16,6 +16,9 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
   if (freezeKnobs)
     pm.addPass(createMoeFreezeKnobs());
   pm.addPass(createCanonicalizerPass());
+  // After the outputs are selected (the tools prune before the pipeline), so that a
+  // softmax whose other users were pruned folds into its route.
+  pm.addPass(createMoeFoldRouteSoftmax());
   pm.addPass(createMoeFormStages());
   MoeLowerToLoopsOptions lowering;
   lowering.laneParallel = laneParallel;

@@ -61,33 +61,48 @@ void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
   Value one = em.idx(1), zero = em.idx(0);
   Value any = em.cmpI(P::ugt, k, zero);
   Value last = em.select(any, em.subI(k, one), zero);
-  Value count = em.loopCarried(zero, n, {zero}, [&](Value e, ValueRange it) {
-    Value c = it[0];
-    Value full = em.cmpI(P::uge, c, k);
+  // Inserts score v of e into the sorted list, from slot `start` up.
+  auto insertAt = [&](Value start, Value v, Value e) {
+    Value slot = em.whileLoop(
+        {start},
+        [&](ValueRange j) {
+          Value inside = em.cmpI(P::ugt, j[0], zero);
+          Value prev = em.select(inside, em.subI(j[0], one), zero);
+          return em.andI(inside, em.outranks(v, em.load(vals, prev)));
+        },
+        [&](ValueRange j) {
+          Value prev = em.subI(j[0], one);
+          em.store(em.load(vals, prev), vals, j[0]);
+          em.store(em.load(ids, prev), ids, j[0]);
+          return SmallVector<Value>{prev};
+        })[0];
+    em.store(v, vals, slot);
+    em.store(e, ids, slot);
+  };
+  auto candidate = [&](Value e) {
     Value free = taken ? em.notI(em.isSet(taken, e)) : always(em);
-    Value ok = em.andI(any, em.andI(free, eligible(e)));
+    return em.andI(free, eligible(e));
+  };
+  // Two phases, so that the scan of the (long) second carries no count from one id to
+  // the next: fill the list with the first k candidates, then insert the ids that
+  // outrank its last.
+  SmallVector<Value> filled = em.whileLoop(
+      {zero, zero},
+      [&](ValueRange it) {
+        return em.andI(em.cmpI(P::ult, it[0], n), em.cmpI(P::ult, it[1], k));
+      },
+      [&](ValueRange it) {
+        Value e = it[0], c = it[1];
+        Value ok = candidate(e);
+        em.ifThen(ok, [&] { insertAt(c, score(e), e); });
+        return SmallVector<Value>{em.addI(e, one), em.select(ok, em.addI(c, one), c)};
+      });
+  Value count = filled[1];
+  em.loop(em.select(any, filled[0], n), n, [&](Value e) {
     Value v = score(e);
-    Value insert = em.andI(ok, em.orI(em.notI(full), em.outranks(v, em.load(vals, last))));
-    em.ifThen(insert, [&] {
-      Value start = em.select(full, last, c);
-      Value slot = em.whileLoop(
-          {start},
-          [&](ValueRange j) {
-            Value inside = em.cmpI(P::ugt, j[0], zero);
-            Value prev = em.select(inside, em.subI(j[0], one), zero);
-            return em.andI(inside, em.outranks(v, em.load(vals, prev)));
-          },
-          [&](ValueRange j) {
-            Value prev = em.subI(j[0], one);
-            em.store(em.load(vals, prev), vals, j[0]);
-            em.store(em.load(ids, prev), ids, j[0]);
-            return SmallVector<Value>{prev};
-          })[0];
-      em.store(v, vals, slot);
-      em.store(e, ids, slot);
-    });
-    return SmallVector<Value>{em.select(em.andI(insert, em.notI(full)), em.addI(c, one), c)};
-  })[0];
+    em.ifThen(em.andI(candidate(e), em.outranks(v, em.load(vals, last))),
+              [&] { insertAt(last, v, e); });
+  });
   em.loop(zero, k, [&](Value j) {
     Value found = em.cmpI(P::ult, j, count);
     Value id = em.select(found, em.toI32(em.load(ids, j)), em.i32(-1));

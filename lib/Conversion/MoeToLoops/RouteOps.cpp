@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "OpLowerings.h"
 
+#include <cmath>
+
 using namespace mlir;
 using P = arith::CmpIPredicate;
 using F = arith::CmpFPredicate;
@@ -44,8 +46,31 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
             L.put(em.select(found, weight, em.f32(0)), wts, j);
           });
   if (op.getRenormalize()) {
+    // softmax_weights: the slots hold the selected scores, best first; each becomes
+    // exp(score - best) (0 for an empty slot) on the way into the sum. As the full
+    // softmax, a row with a NaN or +inf score (anywhere, eligible or not) weighs NaN:
+    // an integer flag reduction, which vectorizes (a NaN-propagating max does not).
+    bool softmax = op.getSoftmaxWeights();
+    Value best, poisoned;
+    if (softmax) {
+      best = L.at(wts, em.idx(0));
+      Value any = L.reduceLanes(em.idx(n), em.i32(0), RouterLowering::Combine::MaxUI,
+                                [&](Value e) {
+        Value v = L.at(s, e);
+        Value bad = em.orI(em.isNaN(v), em.cmpF(F::OEQ, v, em.f32(INFINITY)));
+        return em.select(bad, em.i32(1), em.i32(0));
+      });
+      poisoned = em.cmpI(P::ne, any, em.i32(0));
+    }
     Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
-      return SmallVector<Value>{em.addF(it[0], L.at(wts, j))};
+      Value v = L.at(wts, j);
+      if (softmax) {
+        Value found = em.cmpI(P::sge, L.at(ids, j), em.i32(0));
+        Value p = em.select(poisoned, em.f32(NAN), em.exp(em.subF(v, best)));
+        v = em.select(found, p, em.f32(0));
+        L.put(v, wts, j);
+      }
+      return SmallVector<Value>{em.addF(it[0], v)};
     })[0];
     Value positive = em.cmpF(F::OGT, sum, em.f32(0));
     em.loop(k, [&](Value j) {

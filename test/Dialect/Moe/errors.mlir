@@ -1396,6 +1396,28 @@ moe.router @route_scaling_infinite(%logits: tensor<?x8xf32>)
 
 // -----
 
+moe.router @route_softmax_weights_without_renormalize(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.route' op softmax_weights requires renormalize and no weights operand}}
+  %ids, %w = moe.route %logits k = 2 softmax_weights
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.router @route_softmax_weights_with_weights(%logits: tensor<?x8xf32>, %p: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.route' op softmax_weights requires renormalize and no weights operand}}
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 renormalize softmax_weights
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
 moe.router @route_element_type(%logits: tensor<?x8xf32>)
     -> (topk_ids: tensor<?x2xi64>, topk_weights: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {
@@ -1711,7 +1733,7 @@ moe.residency @ema_experts(%s: tensor<4xf32>, %c: tensor<4xi32>) -> (out: tensor
 
 moe.router @unknown_attr(%x: tensor<?x8xf32>) -> (ids: tensor<?x2xi32>, w: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {
-  // expected-error @+1 {{'moe.route' op has no attribute 'capacity' (its attributes: k, renormalize, scaling, operandSegmentSizes)}}
+  // expected-error @+1 {{'moe.route' op has no attribute 'capacity' (its attributes: k, renormalize, scaling, softmax_weights, operandSegmentSizes)}}
   %ids, %w = moe.route %x k = 2 {capacity = 5} : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }

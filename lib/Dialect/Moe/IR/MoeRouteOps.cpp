@@ -16,6 +16,8 @@ LogicalResult RouteOp::verify() {
   if (getWeights() && getWeights().getType() != getScores().getType())
     return emitOpError() << "weights must have the type of the scores ("
                          << getScores().getType() << "), got " << getWeights().getType();
+  if (getSoftmaxWeights() && (!getRenormalize() || getWeights()))
+    return emitOpError() << "softmax_weights requires renormalize and no weights operand";
   int64_t k = getK();
   if (failed(verifyChoices(*this, k, *e)))
     return failure();

@@ -15,10 +15,15 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
 
     Weights come from `weights` when given (DeepSeek-V3 selects with biased scores but
     weighs with the unbiased ones), else from `scores`. With `renormalize`, the k
-    weights are divided by their sum (when the sum is > 0). Finally every weight is
-    multiplied by `scaling` (default 1; DeepSeek-V3's routed scaling factor is 2.5), or
-    by the value of `scaled_by(%f : f32)`, usually a knob (`moe.knob
-    "routed_scaling_factor"`), so that engines set it at run time.
+    weights are divided by their sum (when the sum is > 0). `softmax_weights` (only
+    with `renormalize` and without `weights`) weighs each selected expert by the
+    exponential of its score (computed as `exp(scores[t,e] - m)`, m the best selected
+    score), which the renormalization turns into the softmax over the k selected
+    scores: the weights of `weights(moe.softmax %scores)` with `renormalize`, from k
+    `exp` per token instead of E (`--moe-fold-route-softmax` makes this form).
+    Finally every weight is multiplied by `scaling` (default 1; DeepSeek-V3's routed
+    scaling factor is 2.5), or by the value of `scaled_by(%f : f32)`, usually a knob
+    (`moe.knob "routed_scaling_factor"`), so that engines set it at run time.
 
     `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
     generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
@@ -35,13 +40,14 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
   }];
   let arguments = (ins Moe_ScoreTensor:$scores, Optional<Moe_ExpertSetType>:$within,
                        Optional<Moe_ScoreTensor>:$weights, Moe_I64Attr:$k,
-                       UnitAttr:$renormalize,
+                       UnitAttr:$renormalize, UnitAttr:$softmax_weights,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scaling,
                        Optional<F32>:$scaling_factor);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
     $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
-    (`renormalize` $renormalize^)? (`scaling` `=` $scaling^)?
+    (`renormalize` $renormalize^)? (`softmax_weights` $softmax_weights^)?
+    (`scaling` `=` $scaling^)?
     (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)? attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
   }];

@@ -101,4 +101,27 @@ def MoeSelectOutputs : Pass<"moe-select-outputs", "mlir::ModuleOp"> {
   ];
 }
 
+def MoeFoldRouteSoftmax : Pass<"moe-fold-route-softmax", "mlir::ModuleOp"> {
+  let summary = "weighs a renormalized route by its selected scores' softmax";
+  let description = [{
+    With `renormalize`, a route's weights are `p[j] / sum_selected p`; when `p` is
+    `moe.softmax %scores` of the route's own scores, that is
+    `exp(s[j] - m) / sum_selected exp(s - m)` for any m: the softmax over the k
+    selected scores, which needs k `exp` per token instead of the E of a full softmax.
+    Every `moe.route` with `renormalize` whose `weights` is a `moe.softmax` of its
+    `scores` and which is that softmax's only user becomes a route with
+    `softmax_weights` and no `weights`, and the softmax is erased. Other routes (no
+    `renormalize`, a softmax with other users, a softmax of another tensor, sigmoid
+    weights) are left alone. The results are the same up to rounding; where the full
+    softmax underflows for every selected expert (a set excluding the row's best
+    expert by more than ~87) the folded route still weighs them.
+
+    The compile pipelines run it after `--outputs` pruning (moe-select-outputs), so a
+    softmax whose other users were pruned folds too.
+
+    Example: `%p = moe.softmax %logits` then `moe.route %logits weights(%p : ...) k = 8
+    renormalize` becomes `moe.route %logits k = 8 renormalize softmax_weights`.
+  }];
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
