@@ -46,8 +46,11 @@ def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] =
     from .._step import StepRouter
     if renormalize is not None:
         shape["norm_topk_prob"] = bool(renormalize)
+    # Single-threaded host code: the engine's own threads own the cores (an OpenMP
+    # team of ours would spin against vLLM's torch threads between calls).
     host = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
-                    outputs=ROUTING_OUTPUTS, allow_unused=True, **shape)
+                    outputs=ROUTING_OUTPUTS, allow_unused=True, host_threads_min_work=0,
+                    **shape)
     cuda = None
     if target == "cuda":
         cuda = _compile(policy, experts=experts, top_k=top_k, knobs=knobs, target="cuda",
