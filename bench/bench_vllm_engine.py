@@ -11,7 +11,8 @@ which routes identically). vLLM's CPU MoE kernel (cpu_fused_moe) loops over the
 experts that received tokens, so fewer active experts means fewer expert weight
 matrices streamed from memory per step: that is where a batch-aware router pays.
 
-    .venv-vllm/bin/python bench/bench_vllm_engine.py [--batches 1,8,32] [--json out.json --plot out.png]
+    .venv-vllm/bin/python bench/bench_vllm_engine.py [--batches 1,8,32] [--json out.json]
+    .venv/bin/python bench/bench_vllm_engine.py --plot-from out.json --plot out.png
 
 Each configuration runs in a child process (the plugin reads its settings once per
 process); the model (bf16, --layers x --experts experts of width --intermediate,
@@ -76,6 +77,35 @@ def build_model(args):
                intermediate=args.intermediate, experts=args.experts, top_k=8)
 
 
+def plot(json_path, png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(json_path) as f:
+        data = json.load(f)
+    rows, model = data["rows"], data["model"]
+    batches = sorted({r["batch"] for r in rows})
+    names = list(dict.fromkeys(r["router"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        mine = [next(r for r in rows if r["batch"] == b and r["router"] == name)
+                for b in batches]
+        xs = [j + i * width for j in range(len(batches))]
+        axes[0].bar(xs, [r["tokens_per_s"] for r in mine], width, label=name)
+        axes[1].bar(xs, [r["active_per_layer_step"] or 0 for r in mine], width, label=name)
+    for ax, title in zip(axes, ("decode tokens/s", "experts active per layer and step")):
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(batches))])
+        ax.set_xticklabels([f"batch {b}" for b in batches])
+        ax.set_title(title)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"vLLM {data['vllm']} CPU, random Qwen3-MoE ({model['layers']} layers, "
+                 f"{model['experts']} experts x {model['intermediate']}, hidden "
+                 f"{model['hidden']}, top-{model['top_k']}, {model['dtype']})")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,8,32")
@@ -87,11 +117,15 @@ def main():
     ap.add_argument("--model-dir", default="/tmp/switchyard-bench-qwen3moe")
     ap.add_argument("--json")
     ap.add_argument("--plot")
+    ap.add_argument("--plot-from", help="only plot this JSON (written by --json)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args)
+    if args.plot_from:
+        plot(args.plot_from, args.plot)
+        return 0
     build_model(args)
     rows = []
     print(f"{'router':<26} {'batch':>5} {'tokens/s':>9} {'vs native':>9} {'experts/layer/step':>19}")
@@ -138,27 +172,11 @@ def main():
                        "cpus": os.cpu_count(), "machine": platform.machine(),
                        "rows": rows}, f, indent=1)
     if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        batches = sorted({r["batch"] for r in rows})
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        width = 0.8 / len(ROUTERS)
-        for i, (name, policy, _) in enumerate(ROUTERS):
-            mine = [next(r for r in rows if r["batch"] == b and r["router"] == name)
-                    for b in batches]
-            xs = [j + i * width for j in range(len(batches))]
-            axes[0].bar(xs, [r["tokens_per_s"] for r in mine], width, label=name)
-            axes[1].bar(xs, [r["active_per_layer_step"] or 0 for r in mine], width, label=name)
-        for ax, title in zip(axes, ("decode tokens/s", "experts active per layer and step")):
-            ax.set_xticks([j + 0.4 - width / 2 for j in range(len(batches))])
-            ax.set_xticklabels([f"batch {b}" for b in batches])
-            ax.set_title(title)
-        axes[0].legend(fontsize=8)
-        fig.suptitle(f"vLLM CPU, Qwen3-MoE random ({args.layers} layers, {args.experts} "
-                     f"experts x {args.intermediate}, hidden {args.hidden}, top-8, bf16)")
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
+        try:
+            plot(args.json, args.plot)
+        except ImportError:   # vLLM's environment has no matplotlib
+            print(f"matplotlib is not installed here: plot with "
+                  f".venv/bin/python {__file__} --plot-from {args.json} --plot {args.plot}")
     return 0
 
 
