@@ -75,6 +75,7 @@ def main():
                     fns = {"native": lambda: native.select_experts(hidden, logits),
                            "switchyard": lambda: ours.select_experts(hidden, logits)}
                     if args.compiled:
+                        torch.compiler.reset()   # one case's graphs at a time
                         # vLLM's default mode traces into the router: Inductor's code
                         # for the native torch ops, one opaque op for Switchyard.
                         for key, router in (("native_compiled", native),
