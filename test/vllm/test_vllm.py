@@ -18,8 +18,9 @@ locally built tokenizers (make_model.py); every engine run is a child process
   - per-request knobs (extra_args) reach the policy; a bad one fails that request
     while the engine keeps serving; the OpenAI server serves a completion and answers
     a bad knob with HTTP 400;
-  - bad settings (unknown policy, unknown knob, a policy the model cannot feed) stop
-    the engine at start-up with a message naming the policy.
+  - bad settings (unknown policy, a malformed .mlir, unknown knob, bad JSON, a policy
+    the model cannot feed) stop the engine at start-up with a message naming the
+    policy (file:line:col for the malformed file).
 
 Usage: .venv-vllm/bin/python test/vllm/test_vllm.py [--keep DIR] [--only NAME]
 Exit 77 (skipped) when vLLM is not installed in this Python.
@@ -367,7 +368,12 @@ def test_server(models, tmp):
 
 def test_bad_settings(models, tmp):
     scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:1], "max_tokens": 2}
+    broken = os.path.join(tmp, "broken.mlir")
+    with open(broken, "w") as f:
+        f.write("moe.router @broken(%logits: tensor<?x?xf32>) -> (topk_ids: tensor<?x?xi32>) {\n"
+                "  %x = moe.bogus\n}\n")
     cases = [({"SWITCHYARD_POLICY": "no_such_policy"}, "no_such_policy"),
+             ({"SWITCHYARD_POLICY": broken}, "broken.mlir:2:"),
              ({"SWITCHYARD_POLICY": "xshare", "SWITCHYARD_KNOBS": '{"nope": 1}'},
               "unknown knob 'nope'"),
              ({"SWITCHYARD_POLICY": "xshare", "SWITCHYARD_KNOBS": "{budget: 1}"},
