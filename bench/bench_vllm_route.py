@@ -10,7 +10,8 @@ torch.ops.switchyard.route_step. Eager calls (vLLM's enforce_eager) and, with
 traces them (Inductor's code for the native torch ops; one opaque op for Switchyard).
 No CUDA graphs on the CPU: every call pays. T in {1, 8, 64,
 512}, E in {8, 64, 128} (top-2 for 8 experts, top-8 otherwise), float32 and bfloat16
-logits; calls interleaved in rounds, the median per call of each.
+logits; every call on fresh logits (a pool of ~8 MB of distinct inputs, cycled); calls
+interleaved in rounds, the median per call of each.
 
     .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--compiled] [--json out.json]
 """
@@ -23,11 +24,22 @@ import sys
 import time
 
 
-def median_call_us(fn, calls):
+def median_call_us(fn, pool, calls):
+    """Time per call of fn(hidden, logits) over `calls` calls cycling through `pool`:
+    fresh logits per call, so no router is timed on inputs its branch predictor has
+    learned (repeating one input makes branchy top-k code look several times faster)."""
+    n = len(pool)
     start = time.perf_counter()
-    for _ in range(calls):
-        fn()
+    for i in range(calls):
+        fn(*pool[i % n])
     return (time.perf_counter() - start) / calls * 1e6
+
+
+def logits_pool(T, E, dtype, torch, bytes_wanted=8 << 20, most=256):
+    """Distinct (hidden, logits) pairs: about 8 MB of logits, 2 to 256 of them."""
+    count = max(2, min(most, bytes_wanted // (T * E * 4)))
+    return [(torch.randn(T, 64).to(dtype), torch.randn(T, E).to(dtype))
+            for _ in range(count)]
 
 
 def main():
@@ -64,16 +76,15 @@ def main():
                 ours = SwitchyardRouter(step, top_k=k, global_num_experts=E)
                 native = CPURouter(top_k=k, global_num_experts=E, renormalize=True)
                 for T in [int(t) for t in args.tokens.split(",")]:
-                    logits = torch.randn(T, E).to(dtype)
-                    hidden = torch.randn(T, 64).to(dtype)
+                    pool = logits_pool(T, E, dtype, torch)
+                    hidden, logits = pool[0]
                     w0, i0 = native.select_experts(hidden, logits)
                     w1, i1 = ours.select_experts(hidden, logits)
                     same = bool((i0.sort(1).values == i1.sort(1).values).all())
                     # bfloat16 logits tie often: then the chosen logit values agree.
                     values = lambda ids: logits.float().gather(1, ids.long()).sort(1).values
                     ties = not same and bool((values(i0) == values(i1)).all())
-                    fns = {"native": lambda: native.select_experts(hidden, logits),
-                           "switchyard": lambda: ours.select_experts(hidden, logits)}
+                    fns = {"native": native.select_experts, "switchyard": ours.select_experts}
                     if args.compiled:
                         torch.compiler.reset()   # one case's graphs at a time
                         # vLLM's default mode traces into the router: Inductor's code
@@ -83,11 +94,11 @@ def main():
                             fn = torch.compile(lambda h, x, r=router: r.select_experts(h, x),
                                                dynamic=False, fullgraph=True)
                             fn(hidden, logits)
-                            fns[key] = lambda fn=fn: fn(hidden, logits)
+                            fns[key] = fn
                     times = {key: [] for key in fns}
                     for _ in range(args.rounds):
                         for key, fn in fns.items():
-                            times[key].append(median_call_us(fn, args.calls))
+                            times[key].append(median_call_us(fn, pool, args.calls))
                     med = {key: statistics.median(v) for key, v in times.items()}
                     n, s = med["native"], med["switchyard"]
                     name = str(dtype).replace("torch.", "")
