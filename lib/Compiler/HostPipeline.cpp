@@ -12,7 +12,8 @@
 using namespace mlir;
 
 void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
-                                        bool freezeKnobs) {
+                                        bool freezeKnobs,
+                                        llvm::ArrayRef<std::string> inputDtypes) {
   if (freezeKnobs)
     pm.addPass(createMoeFreezeKnobs());
   pm.addPass(createCanonicalizerPass());
@@ -23,6 +24,11 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
   MoeLowerToLoopsOptions lowering;
   lowering.laneParallel = laneParallel;
   pm.addPass(createMoeLowerToLoops(lowering));
+  if (!inputDtypes.empty()) {
+    MoeNarrowInputsOptions narrow;
+    narrow.inputs = llvm::to_vector(inputDtypes);
+    pm.addPass(createMoeNarrowInputs(narrow));
+  }
   // Scalar arithmetic a policy writes on knobs (ceildivsi, maximumf, ...) in the basic
   // ops both code generators know.
   pm.addPass(arith::createArithExpandOpsPass());
@@ -39,8 +45,17 @@ llvm::StringRef switchyard::moe::openMPLibrary() {
 }
 
 void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
-                                        bool freezeKnobs, int64_t threadMinWork) {
-  buildLoopPipeline(pm, laneParallel, freezeKnobs);
+                                        bool freezeKnobs, int64_t threadMinWork,
+                                        llvm::ArrayRef<std::string> inputDtypes) {
+  buildLoopPipeline(pm, laneParallel, freezeKnobs, inputDtypes);
+  if (!inputDtypes.empty()) {
+    // bf16 -> f32 as integer ops (a shift: exact): x86 has no bf16 arithmetic, and
+    // LLVM's soft promotion of bf16 values would call __truncsfbf2, which the libgcc of
+    // GCC 12 lacks. (f16 widens with F16C or libgcc's __extendhfsf2; the GPU has both.)
+    arith::ArithExpandOpsPassOptions expand;
+    expand.includeBf16 = true;
+    pm.addPass(arith::createArithExpandOpsPass(expand));
+  }
   if (!laneParallel) {
     bool threads = !openMPLibrary().empty() && threadMinWork > 0;
     pm.addPass(createHostThreadsPass(threads ? threadMinWork : 0));

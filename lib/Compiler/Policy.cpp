@@ -1,5 +1,6 @@
 //===- Policy.cpp - load, describe and lower policy files -----------------===//
 #include "switchyard/Compiler/Policy.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Dialect/Moe/IR/MoeStages.h"
@@ -122,6 +123,10 @@ std::unique_ptr<PolicyFile> loadPolicy(MLIRContext &context, StringRef path) {
 static std::string dtypeOf(Type type) {
   if (type.isF32())
     return "float32";
+  if (type.isBF16())
+    return "bfloat16";
+  if (type.isF16())
+    return "float16";
   if (type.isInteger(32))
     return "int32";
   if (type.isInteger(64))
@@ -334,10 +339,52 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
 }
 
 LogicalResult lowerToLLVM(ModuleOp module, bool laneParallel, bool freezeKnobs,
-                          int64_t threadMinWork) {
+                          int64_t threadMinWork, llvm::ArrayRef<std::string> inputDtypes) {
   PassManager pm(module.getContext());
-  moe::buildHostPipeline(pm, laneParallel, freezeKnobs, threadMinWork);
+  moe::buildHostPipeline(pm, laneParallel, freezeKnobs, threadMinWork, inputDtypes);
   return pm.run(module);
+}
+
+bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> requests,
+                      std::vector<std::string> &out, std::string &error) {
+  out.clear();
+  llvm::StringSet<> seen;
+  for (const std::string &request : requests) {
+    auto [name, dtype] = StringRef(request).split('=');
+    std::string flag = "--input-dtype " + request;
+    std::string canonical = dtype == "bf16" || dtype == "bfloat16" ? "bf16"
+                            : dtype == "f16" || dtype == "float16" ? "f16"
+                            : dtype == "f32" || dtype == "float32" ? "f32"
+                                                                   : "";
+    if (name.empty() || !StringRef(request).contains('=') || canonical.empty()) {
+      error = flag + ": expected NAME=bf16, NAME=f16 or NAME=f32 (NAME an input of @" +
+              info.name + ")";
+      return false;
+    }
+    const Port *port = nullptr;
+    std::string names;
+    for (const Port &p : info.inputs) {
+      names += (names.empty() ? "" : ", ") + p.name;
+      if (p.name == name)
+        port = &p;
+    }
+    if (!port) {
+      error = flag + ": @" + info.name + " has no input '" + name.str() + "' (its inputs: " +
+              (names.empty() ? "none" : names) + ")";
+      return false;
+    }
+    if (port->kind != "tensor" || port->dtype != "float32") {
+      error = flag + ": input '" + name.str() + "' of @" + info.name + " is " + port->kind +
+              " " + port->dtype + "; only float32 tensor inputs take bf16 / f16";
+      return false;
+    }
+    if (!seen.insert(name).second) {
+      error = flag + ": input '" + name.str() + "' is given twice";
+      return false;
+    }
+    out.push_back(name.str() + "=" + canonical);
+  }
+  return true;
 }
 
 bool selectRouter(ModuleOp module, StringRef name, std::string &error) {

@@ -14,8 +14,9 @@ using namespace mlir;
 static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
 
 void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
-                                       const MoeMapToGPUOptions &mapping, bool freezeKnobs) {
-  buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs);
+                                       const MoeMapToGPUOptions &mapping, bool freezeKnobs,
+                                       llvm::ArrayRef<std::string> inputDtypes) {
+  buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs, inputDtypes);
   pm.addPass(createMoeMapToGPU(mapping));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

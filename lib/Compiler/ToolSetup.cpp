@@ -23,6 +23,12 @@ static cl::list<std::string> outputs(
     cl::desc("compile only these results (and what feeds them), e.g. topk_ids,topk_weights"),
     cl::value_desc("name,..."), cl::cat(category()));
 
+static cl::list<std::string> inputDtypeFlags(
+    "input-dtype",
+    cl::desc("read a float32 tensor input of the router as bfloat16 or float16 in place "
+             "(the compiled entry takes that dtype and widens at each load; repeatable)"),
+    cl::value_desc("name=bf16|f16|f32"), cl::cat(category()));
+
 static cl::opt<bool> freeze("freeze-knobs",
                             cl::desc("compile the knobs' values in (no run-time knob struct)"),
                             cl::cat(category()));
@@ -42,6 +48,10 @@ bool freezeKnobs() { return freeze; }
 
 std::vector<std::string> outputNames() {
   return std::vector<std::string>(outputs.begin(), outputs.end());
+}
+
+std::vector<std::string> inputDtypes() {
+  return std::vector<std::string>(inputDtypeFlags.begin(), inputDtypeFlags.end());
 }
 
 std::vector<std::string> knobOverrides() {

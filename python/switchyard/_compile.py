@@ -89,6 +89,17 @@ def _only_entry(directory: str) -> str:
     return entries[0]["entry"] if len(entries) == 1 else ""
 
 
+def _dtype_name(dtype: Any) -> str:
+    """"bfloat16", "bf16", torch.bfloat16, np.float16, ... -> moe-compile's spelling."""
+    text = str(getattr(dtype, "__name__", dtype))
+    text = text[len("torch."):] if text.startswith("torch.") else text
+    names = {"bfloat16": "bf16", "bf16": "bf16", "float16": "f16", "f16": "f16",
+             "half": "f16", "float32": "f32", "f32": "f32", "float": "f32"}
+    if text not in names:
+        raise SwitchyardError(f"input_dtypes: '{text}' is not bfloat16, float16 or float32")
+    return names[text]
+
+
 def shape_flags(**shape: Any) -> list:
     """moe-compile's flags for a shape binding (experts=128 -> --experts 128, ...)."""
     return _shapes.shape_flags(shape, SwitchyardError, hint=", or model=")
@@ -99,7 +110,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             target: str = "host", knobs: Optional[Dict[str, Any]] = None,
             entry: Optional[str] = None, outputs: Optional[Iterable[str]] = None,
             allow_unused: Optional[bool] = None, freeze_knobs: bool = False,
-            host_threads_min_work: Optional[int] = None, **shape: Any) -> Router:
+            host_threads_min_work: Optional[int] = None,
+            input_dtypes: Optional[Dict[str, Any]] = None, **shape: Any) -> Router:
     """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
     returns a Router.
 
@@ -121,6 +133,13 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     host_threads_min_work
              host target: the batch size T * E from which the router's token loops
              run on OpenMP threads (OMP_NUM_THREADS; default 16384, 0: never)
+    input_dtypes
+             {"logits": "bfloat16"}: the element type float32 tensor inputs of the
+             compiled entry take ("bfloat16"/"bf16", "float16"/"f16", "float32"/"f32",
+             or torch.bfloat16 / torch.float16; moe-compile --input-dtype NAME=DTYPE).
+             The entry reads that memory in place, widening each value to float32 as it
+             loads it: bf16 torch tensors (CPU or CUDA) and float16 arrays bind with no
+             copy; a float32 tensor for such an input is an InputError (narrowing rounds)
 
     Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
     shape and target compile once.
@@ -145,6 +164,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             raise SwitchyardError("host_threads_min_work must be an integer >= 0, got "
                                   f"{host_threads_min_work!r}")
         flags.append(f"--host-threads-min-work={host_threads_min_work}")
+    for name, dtype in sorted((input_dtypes or {}).items()):
+        flags += ["--input-dtype", f"{name}={_dtype_name(dtype)}"]
     if freeze_knobs:
         for name, value in (knobs or {}).items():
             flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]

@@ -4,7 +4,9 @@ NumPy in -> NumPy out; torch in -> torch out. Torch tensors cross into the runti
 DLPack with no copy (CPU tensors for the host target, CUDA tensors launched on the
 current torch stream for the cuda target) and every result is a tensor torch allocated.
 Inputs are checked as moe-run checks them (names, shapes, dtypes, values); float16 and
-bfloat16 logits and int64 ids are accepted (converted, which copies).
+bfloat16 logits and int64 ids are accepted (converted, which copies), unless the entry was
+compiled with input_dtypes={"logits": "bfloat16"} (or "float16"): it then reads that
+dtype in place (no copy) and refuses float32 (narrowing would round).
 """
 import copy
 import sys
@@ -51,6 +53,8 @@ class Router:
             if p["role"] == "in" and name not in self.inputs:
                 self.inputs.append(name)
         self._scalars = {p["name"] for p in params if p["kind"] == "scalar"}
+        # Each input's element type (bfloat16 / float16: compiled with input_dtypes).
+        self._input_dtypes = {p["name"]: p["dtype"] for p in params if p["role"] == "in"}
         self._results = [p for p in params if p["role"] == "out"]
         self.outputs: List[str] = [p["name"] for p in self._results]
         # The token count comes from an input whose first dimension is the tokens.

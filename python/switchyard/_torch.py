@@ -6,7 +6,8 @@ import torch
 
 from ._errors import InputError
 
-_DTYPES = {"float32": torch.float32, "int32": torch.int32, "int64": torch.int64}
+_DTYPES = {"float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
+           "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def result_dtype(param) -> torch.dtype:
@@ -24,8 +25,11 @@ def _prepare(router, name: str, value: Any, device: torch.device):
     if value.requires_grad:
         value = value.detach()
     if device.type == "cuda":
-        # Device memory must already have the entry's dtype: convert on the GPU.
-        if value.is_floating_point() and value.dtype != torch.float32:
+        # Device memory must already have the entry's dtype: convert on the GPU (only
+        # ever widen: an input compiled bfloat16 / float16 takes exactly that dtype,
+        # which the runtime checks; narrowing float32 would round).
+        if value.is_floating_point() and value.dtype != torch.float32 and \
+                router._input_dtypes.get(name, "float32") == "float32":
             value = value.float()
         elif value.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8) and \
                 name != "placement":

@@ -101,6 +101,34 @@ bool CallBuffers::bindScalar(const std::string &name, int64_t value, std::string
   return true;
 }
 
+/// A bfloat16 / float16 parameter takes memory of exactly that dtype: float32 would
+/// have to be narrowed (rounded), which the binding refuses.
+static bool checkHalfDtype(const Param &p, npy::DType dtype, const std::string &what,
+                           std::string &error) {
+  npy::DType want = p.dtype == "bfloat16" ? npy::DType::BF16 : npy::DType::F16;
+  if (dtype == want)
+    return true;
+  error = what + ": the entry reads " + p.dtype + " in place (compiled with --input-dtype " +
+          p.name + "=" + (p.dtype == "bfloat16" ? "bf16" : "f16") + "), got " +
+          npy::dtypeName(dtype) + "; pass " + p.dtype +
+          " data or compile without --input-dtype (narrowing would round)";
+  return false;
+}
+
+/// A rule's statistics must be numbers (as for float32 inputs).
+static bool checkHalfFinite(const Param &p, const void *data, size_t n,
+                            const std::string &what, std::string &error) {
+  const uint16_t *bits = static_cast<const uint16_t *>(data);
+  uint16_t exponent = p.dtype == "bfloat16" ? 0x7f80 : 0x7c00;
+  for (size_t k = 0; k < n; ++k)
+    if ((bits[k] & exponent) == exponent) {
+      error = what + ": holds a NaN or an infinity at flat index " + std::to_string(k) +
+              "; a rule's inputs must be finite";
+      return false;
+    }
+  return true;
+}
+
 /// Checks a loaded array's shape against the ABI shape (dim 0 may be the tokens).
 static bool shapeMatches(const npy::Array &a, const Param &p) {
   if (a.shape.size() != p.shape.size())
@@ -180,6 +208,13 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     bytes.resize(v.size() * 4);
     if (!v.empty())
       std::memcpy(bytes.data(), v.data(), bytes.size());
+  } else if (p.dtype == "bfloat16" || p.dtype == "float16") {
+    // The entry reads these 16-bit values in place: the array must hold them already
+    // (narrowing float32 would round: the caller decides that, not the binding).
+    if (!checkHalfDtype(p, a.dtype, what, error) ||
+        (sig.isRule() && !checkHalfFinite(p, a.bytes.data(), a.bytes.size() / 2, what, error)))
+      return false;
+    bytes = a.bytes;
   } else {
     error = what + ": inputs of type " + p.dtype + " are not supported";
     return false;
@@ -196,6 +231,10 @@ static bool isNativeDtype(const Param &p, npy::DType dtype) {
     return dtype == npy::DType::F32;
   if (p.dtype == "int32")
     return dtype == npy::DType::I32;
+  if (p.dtype == "bfloat16")
+    return dtype == npy::DType::BF16;
+  if (p.dtype == "float16")
+    return dtype == npy::DType::F16;
   return false;
 }
 
@@ -206,6 +245,8 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
   size_t i = static_cast<size_t>(sig.findInput(name));
   const Param &p = sig.params[i];
   bool zeroCopy = (p.kind == "tensor" || p.kind == "set") && isNativeDtype(p, view.dtype);
+  if ((p.dtype == "bfloat16" || p.dtype == "float16") && !zeroCopy)
+    return checkHalfDtype(p, view.dtype, what, error);
   if (view.onDevice && !zeroCopy) {
     error = what + ": device memory must already be " + expected(p) + ", got " +
             npy::dtypeName(view.dtype) + " (convert it on the device first)";
@@ -245,6 +286,9 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
         }
     } else if (p.dtype == "int32") {
       if (!checkValues(p, static_cast<const int32_t *>(view.data), n, what, error))
+        return false;
+    } else if (p.dtype == "bfloat16" || p.dtype == "float16") {
+      if (sig.isRule() && !checkHalfFinite(p, view.data, n, what, error))
         return false;
     } else if (sig.isRule()) {
       const float *v = static_cast<const float *>(view.data);

@@ -99,11 +99,17 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
       npy::DType dtype = dtypes[slot];
       bool widened = p.dtype == "float32" && (dtype == npy::DType::BF16 ||
                                               dtype == npy::DType::F16);
+      // An entry compiled with --input-dtype NAME=bf16 reads the caller's bf16 in place.
       bool exact = (p.dtype == "float32" && dtype == npy::DType::F32) ||
-                   (p.dtype == "int32" && dtype == npy::DType::I32);
+                   (p.dtype == "int32" && dtype == npy::DType::I32) ||
+                   (p.dtype == "bfloat16" && dtype == npy::DType::BF16) ||
+                   (p.dtype == "float16" && dtype == npy::DType::F16);
       if (!widened && !exact) {
-        error = "argument '" + p.name + "': element type does not match the entry's " +
-                p.dtype;
+        error = "argument '" + p.name + "': element type " + npy::dtypeName(dtype) +
+                " does not match the entry's " + p.dtype +
+                (p.dtype == "bfloat16" || p.dtype == "float16"
+                     ? " (compiled with --input-dtype; narrowing would round)"
+                     : "");
         return false;
       }
       if (!widened) {

@@ -15,6 +15,8 @@ int64_t Param::elementBytes() const {
     return 4;
   if (dtype == "int64")
     return 8;
+  if (dtype == "bfloat16" || dtype == "float16")
+    return 2;
   return 1;
 }
 

@@ -15,7 +15,10 @@ every size, its grid chosen at launch: here min(ceil(T / warps), 3 emulated SMs)
 that the blocks take several tokens per warp. The policies are compiled with small
 size classes (one CTA up to 64 tokens, 48 tokens per CTA beyond) so that the CPU
 emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs; XShare-spec's requests of
-5 tokens straddle CTA boundaries, and the workspace starts as garbage.
+5 tokens straddle CTA boundaries, and the workspace starts as garbage. The standard
+routers compiled with --input-dtype logits=bf16 (and topk_softmax with f16) take the
+logits as 16-bit values the kernel widens as it loads them (syBf16ToFloat /
+syHalfToFloat): their outputs must equal the float32 host router's on the widened values.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -71,14 +74,20 @@ def main():
     tally = CaseTally()
     # Every GPU router, and the route-only builds of the two standard routers (token
     # loops only: the grid size class, one launch at every size).
-    cases = [(file, name, None) for file, name in POLICIES]
-    cases += [(file, file, ("topk_ids", "topk_weights")) for file in ("topk_softmax", "deepseek_v3")]
-    for file, name, selected in cases:
-        out = os.path.join(workdir, name + ("-route" if selected else ""))
+    cases = [(file, name, None, None) for file, name in POLICIES]
+    cases += [(file, file, ("topk_ids", "topk_weights"), None)
+              for file in ("topk_softmax", "deepseek_v3")]
+    # Logits read in place as bfloat16 / float16 (--input-dtype).
+    cases += [(file, file, None, "bf16") for file in ("topk_softmax", "deepseek_v3", "xshare", "lynx")]
+    cases += [("topk_softmax", "topk_softmax", None, "f16")]
+    for file, name, selected, narrow in cases:
+        out = os.path.join(workdir, name + ("-route" if selected else "") +
+                           (f"-{narrow}" if narrow else ""))
         policy = os.path.join(ROOT, "policies", f"{file}.mlir")
         subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
                         "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out]
                        + (["--outputs", ",".join(selected)] if selected else [])
+                       + ([f"--input-dtype=logits={narrow}"] if narrow else [])
                        + shape_flags(**native_shape(file)), check=True, capture_output=True)
         lib_path = os.path.join(out, f"lib{name}_cu.so")
         subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
@@ -89,12 +98,25 @@ def main():
         kernels = {k["name"]: k for k in meta["kernels"]}
         router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
         info = entry_info(switchyard, policy, name, **native_shape(file))
-        for tokens in (1, 7, 64, 130, 300):
+        for tokens in (1, 7, 64, 130, 300) if not narrow else (7, 130):
             inputs = example_inputs(info, tokens, rng)
             if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs
                 inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
+            bits = None
+            if narrow:  # the 16-bit logits, and the float32 values they stand for
+                if narrow == "bf16":
+                    u = inputs["logits"].view(np.uint32).astype(np.uint64)
+                    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+                    inputs["logits"] = (bits.astype(np.uint32) << 16).view(np.float32)
+                else:
+                    half = inputs["logits"].astype(np.float16)
+                    bits = half.view(np.uint16)
+                    inputs["logits"] = half.astype(np.float32)
             expected = router(**inputs)
             _, keep, outputs = abi_buffers(router, inputs)
+            if narrow:  # logits is the first buffer of every standard router
+                assert info["arguments"][0]["name"] == "logits"
+                keep[0] = np.ascontiguousarray(bits)
             call = [ctypes.c_int64(tokens)]
             k = 0
             for port in info["arguments"]:
@@ -129,7 +151,8 @@ def main():
             lib.switchyard_host_grid(ctypes.c_uint(grid))
             for k in launches:
                 getattr(lib, k["name"])(*call)
-            tally.record(f"{name}{' (ids, weights)' if selected else ''} T={tokens} "
+            tally.record(f"{name}{' (ids, weights)' if selected else ''}"
+                         f"{' logits=' + narrow if narrow else ''} T={tokens} "
                          f"({size_class['name']}, "
                          f"{len(launches)} launch{'es' if len(launches) > 1 else ''})",
                          differing_outputs(expected, outputs))

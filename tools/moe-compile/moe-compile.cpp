@@ -210,6 +210,9 @@ int main(int argc, char **argv) {
     auto path = [&](llvm::StringRef file) { return ::path(outDir, file); };
     // Rules are host scheduling code: they get the host artifacts whatever the target.
     bool isRule = info.kind != "router";
+    std::vector<std::string> inputDtypes; // --input-dtype, checked against this entry
+    if (!host::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
+      return fail(error);
     if (wantPtx && isRule && !wantHost)
       llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
                    << " rule: host code only\n";
@@ -219,7 +222,7 @@ int main(int argc, char **argv) {
         return fail(error);
       host::GpuArtifacts artifacts;
       if (!host::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error,
-                              tools::freezeKnobs()))
+                              tools::freezeKnobs(), inputDtypes))
         return fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
@@ -260,9 +263,13 @@ int main(int argc, char **argv) {
         // Bytes each token moves through the kernel: its inputs and outputs (per-token
         // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.
         int64_t perTokenIo = 0;
-        for (const host::Port &port : info.inputs)
+        for (const host::Port &port : info.inputs) {
+          bool narrow = llvm::is_contained(inputDtypes, port.name + "=bf16") ||
+                        llvm::is_contained(inputDtypes, port.name + "=f16");
           if (!port.shape.empty() && port.shape[0] < 0)
-            perTokenIo += (port.dtype == "bool" ? 1 : 4) * (port.shape.size() > 1 ? port.shape[1] : 1);
+            perTokenIo += (port.dtype == "bool" ? 1 : narrow ? 2 : 4) *
+                          (port.shape.size() > 1 ? port.shape[1] : 1);
+        }
         for (const host::Port &port : info.outputs)
           if (!port.shape.empty() && port.shape[0] < 0)
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
@@ -318,7 +325,7 @@ int main(int argc, char **argv) {
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
     if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
-                                   tools::hostThreadMinWork())))
+                                   tools::hostThreadMinWork(), inputDtypes)))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
     std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);

@@ -111,7 +111,11 @@ int main(int argc, char **argv) {
   if (!host::applyKnobs(freeze ? *module : *probe, tools::knobOverrides()))
     return 1;
 
-  if (failed(host::lowerToLLVM(*module, laneParallel, freeze, tools::hostThreadMinWork())))
+  std::vector<std::string> inputDtypes;
+  if (!host::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
+    return fail(error);
+  if (failed(host::lowerToLLVM(*module, laneParallel, freeze, tools::hostThreadMinWork(),
+                               inputDtypes)))
     return 1;
   std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
   runtime::Signature signature{info.name, info.kind, abi};

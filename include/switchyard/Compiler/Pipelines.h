@@ -14,8 +14,11 @@ namespace switchyard::moe {
 /// From moe ops to target-neutral loops: (with `freezeKnobs`) freeze knobs,
 /// canonicalize, form stages, lower to loops, canonicalize, CSE. The first half of every
 /// target's pipeline; `laneParallel` selects the GPU form of the per-token code (see
-/// moe-lower-to-loops). Knobs not frozen become run-time parameters.
-void buildLoopPipeline(mlir::OpPassManager &pm, bool laneParallel, bool freezeKnobs);
+/// moe-lower-to-loops). Knobs not frozen become run-time parameters. `inputDtypes`
+/// ("NAME=bf16|f16|f32", --input-dtype) sets the element type float inputs of the entry
+/// take (moe-narrow-inputs: read in place, widened at each load).
+void buildLoopPipeline(mlir::OpPassManager &pm, bool laneParallel, bool freezeKnobs,
+                       llvm::ArrayRef<std::string> inputDtypes = {});
 
 /// Batches of at least this many token x expert scores (T * E) run a router's host
 /// loops on OpenMP threads: at E = 128 from 128 tokens, at E = 8 from 2048.
@@ -29,7 +32,8 @@ constexpr int64_t kDefaultThreadMinWork = 16384;
 /// compiler was built without OpenMP).
 void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false,
                        bool freezeKnobs = false,
-                       int64_t threadMinWork = kDefaultThreadMinWork);
+                       int64_t threadMinWork = kDefaultThreadMinWork,
+                       llvm::ArrayRef<std::string> inputDtypes = {});
 
 /// moe-host-threads (HostThreads.cpp): a router's outermost parallel loops behind a
 /// `num_tokens * E >= minWork` test (threaded above it), every other parallel loop
@@ -50,7 +54,8 @@ void registerHostPipeline();
 /// `mapping`: block size, size classes), NVVM and the NVPTX backend
 /// (gpu-module-to-binary, format=isa), for `chip` (sm_80, sm_90, ...).
 void buildPtxPipeline(mlir::OpPassManager &pm, llvm::StringRef chip,
-                      const MoeMapToGPUOptions &mapping = {}, bool freezeKnobs = false);
+                      const MoeMapToGPUOptions &mapping = {}, bool freezeKnobs = false,
+                      llvm::ArrayRef<std::string> inputDtypes = {});
 
 /// Registers `moe-ptx-pipeline` (chip sm_90).
 void registerPtxPipeline();

@@ -105,10 +105,18 @@ bool bindShapeWithKnobs(mlir::ModuleOp module, const moe::ShapeRequest &request,
 /// Runs the host pipeline: stages, loops, LLVM dialect, C entries; `laneParallel`
 /// compiles the GPU form of the per-token code (moe-lower-to-loops); knobs become
 /// run-time parameters unless `freezeKnobs` compiles their values in; a router's
-/// token loops run on OpenMP threads from T * E >= `threadMinWork` (0: never).
+/// token loops run on OpenMP threads from T * E >= `threadMinWork` (0: never);
+/// `inputDtypes` ("NAME=bf16", --input-dtype) narrows float inputs (moe-narrow-inputs).
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, bool laneParallel = false,
                                 bool freezeKnobs = false,
-                                int64_t threadMinWork = moe::kDefaultThreadMinWork);
+                                int64_t threadMinWork = moe::kDefaultThreadMinWork,
+                                llvm::ArrayRef<std::string> inputDtypes = {});
+
+/// Checks `--input-dtype NAME=DTYPE` requests against the router `info`: NAME one of
+/// its float32 tensor inputs, DTYPE bf16 / f16 / f32 (bfloat16, float16, float32 too);
+/// the normalized "NAME=bf16" list in `out`. False with `error` naming the flag.
+bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> requests,
+                      std::vector<std::string> &out, std::string &error);
 
 /// Keeps only the router `name`; false (and a message) when there is none.
 bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);

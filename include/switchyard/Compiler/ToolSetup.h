@@ -31,6 +31,10 @@ int64_t hostThreadMinWork();
 /// --set knob=value ...: knob overrides.
 std::vector<std::string> knobOverrides();
 
+/// --input-dtype NAME=bf16|f16|f32 ...: the element type float tensor inputs of the
+/// compiled entry take (checked per router with host::checkInputDtypes).
+std::vector<std::string> inputDtypes();
+
 /// --outputs: the results to compile (empty: all).
 std::vector<std::string> outputNames();
 

@@ -44,6 +44,25 @@ def MoeLowerToLoops : Pass<"moe-lower-to-loops", "mlir::ModuleOp"> {
                            "mlir::memref::MemRefDialect"];
 }
 
+def MoeNarrowInputs : Pass<"moe-narrow-inputs", "mlir::ModuleOp"> {
+  let summary = "reads chosen float inputs of the lowered routers as bf16 / f16 in place";
+  let description = [{
+    Runs after `moe-lower-to-loops`. For each `NAME=DTYPE` in `inputs` (DTYPE: bf16,
+    f16 or f32), the input memref `NAME` of every lowered router that has it (a
+    float32 tensor input in `moe.abi`) takes the element type DTYPE: the function's
+    argument and its `moe.abi` type change, and every `memref.load` of it (directly or
+    through a subview / cast) loads DTYPE and widens the value with `arith.extf` at the
+    load. The policy keeps computing in f32; the caller's bf16 / f16 memory is read in
+    place, with no f32 copy. An input used otherwise (copied whole into an output,
+    passed to a call) is an error, as is a name no router takes or a non-float input.
+  }];
+  let options = [
+    ListOption<"inputs", "inputs", "std::string",
+               "NAME=bf16|f16|f32: the element type an input of the entry takes">
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::memref::MemRefDialect"];
+}
+
 def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
   let summary = "adds the flat C entry point of every lowered router";
   let description = [{

@@ -127,6 +127,28 @@ template <typename To, typename From> __device__ inline To syBitcast(From f) {
   __builtin_memcpy(&t, &f, sizeof t);
   return t;
 }
+// bfloat16 / float16 inputs (moe-narrow-inputs) are held as their 16-bit patterns and
+// widened exactly where they are loaded.
+__device__ inline float syBf16ToFloat(uint16_t h) {
+  return syBitcast<float>(static_cast<uint32_t>(h) << 16);
+}
+__device__ inline float syHalfToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0x1f)
+    return syBitcast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    float m = static_cast<float>(mantissa) * 5.9604644775390625e-8f; // 2^-24
+    return sign ? -m : m;
+  }
+  return syBitcast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+#endif
+}
 __device__ inline float syMaximum(float a, float b) {
   return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
 }
@@ -177,6 +199,8 @@ std::string Emitter::type(Type t) {
     return "bool";
   if (t.isF32())
     return "float";
+  if (t.isBF16() || t.isF16())
+    return "uint16_t"; // the 16-bit pattern; arith.extf widens it (syBf16ToFloat)
   if (t.isF64())
     return "double";
   return "/*unsupported*/ void";
@@ -371,6 +395,15 @@ LogicalResult Emitter::emitOp(Operation &op) {
         declare(s.getResult());
         os << " = " << name(s.getCondition()) << " ? " << name(s.getTrueValue()) << " : "
            << name(s.getFalseValue()) << ";\n";
+        return success();
+      })
+      .Case([&](arith::ExtFOp e) {
+        Type from = e.getIn().getType();
+        if (!from.isBF16() && !from.isF16())
+          return castTo();
+        declare(e.getResult());
+        os << " = " << (from.isBF16() ? "syBf16ToFloat(" : "syHalfToFloat(") << name(e.getIn())
+           << ");\n";
         return success();
       })
       .Case<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp,

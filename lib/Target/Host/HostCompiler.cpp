@@ -155,6 +155,8 @@ std::string cParamType(const AbiParam &p) {
   std::string base = p.dtype == "float32" ? "float"
                      : p.dtype == "int32" ? "int32_t"
                      : p.dtype == "int64" ? "int64_t"
+                     // bfloat16 / float16: the raw 16-bit values (uint16_t bits).
+                     : p.dtype == "bfloat16" || p.dtype == "float16" ? "uint16_t"
                                           : "uint8_t";
   if (p.kind == "scalar")
     return base;

@@ -273,10 +273,11 @@ static llvm::json::Value launchModelJson(DictionaryAttr model) {
 
 bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
                   const moe::MoeMapToGPUOptions &options, GpuArtifacts &out,
-                  std::string &error, bool freezeKnobs) {
+                  std::string &error, bool freezeKnobs,
+                  llvm::ArrayRef<std::string> inputDtypes) {
   // Metadata comes from the kernels before they are compiled to PTX.
   PassManager mapping(module.getContext());
-  moe::buildLoopPipeline(mapping, /*laneParallel=*/true, freezeKnobs);
+  moe::buildLoopPipeline(mapping, /*laneParallel=*/true, freezeKnobs, inputDtypes);
   mapping.addPass(moe::createMoeMapToGPU(options));
   OwningOpRef<ModuleOp> inspect(module.clone());
   if (failed(mapping.run(*inspect))) {
@@ -359,7 +360,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
        << "\n";
 
   PassManager pm(module.getContext());
-  moe::buildPtxPipeline(pm, arch, options, freezeKnobs);
+  moe::buildPtxPipeline(pm, arch, options, freezeKnobs, inputDtypes);
   // The mapping above already reported its warnings; errors still go through.
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &d) {
     return success(d.getSeverity() == DiagnosticSeverity::Warning);

@@ -14,7 +14,12 @@
 namespace switchyard::moe {
 
 #define GEN_PASS_DECL_MOELOWERTOLOOPS
+#define GEN_PASS_DECL_MOENARROWINPUTS
 #include "switchyard/Conversion/Passes.h.inc"
+
+/// The element type an `--input-dtype NAME=DTYPE` names: bf16 / bfloat16, f16 /
+/// float16, f32 / float32; null otherwise.
+mlir::FloatType parseInputDtype(mlir::MLIRContext *context, llvm::StringRef dtype);
 
 /// Attaches the loop lowering of every moe op (LoopLoweringOpInterface models, one
 /// file per op family). moe-lower-to-loops registers them itself; tools that build

@@ -27,7 +27,8 @@ struct GpuArtifacts {
 /// `freezeKnobs` compiles their values in.
 bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef arch,
                   const moe::MoeMapToGPUOptions &mapping, GpuArtifacts &out,
-                  std::string &error, bool freezeKnobs = false);
+                  std::string &error, bool freezeKnobs = false,
+                  llvm::ArrayRef<std::string> inputDtypes = {});
 
 /// Assembles PTX into a cubin with the CUDA toolkit's ptxas; false (with the reason)
 /// when ptxas is missing or rejects it.

@@ -38,7 +38,9 @@ public:
   bool bind(const std::string &name, const npy::Array &array, const std::string &what,
             std::string &error);
   /// Binds input `name` to caller memory without a copy when its dtype is the entry's
-  /// (float32, int32; bool or uint8 for a set) and it is on the host or `onDevice`;
+  /// (float32, int32, bfloat16 / float16 for an input compiled with --input-dtype; bool
+  /// or uint8 for a set) and it is on the host or `onDevice`; a bfloat16 / float16
+  /// parameter refuses any other dtype (float32 would have to be rounded);
   /// otherwise (bf16 logits, int64 ids) host memory is converted into the call's own
   /// storage as bind() does. Value rules (expert ids, phases, finite rule inputs) are
   /// checked in place on the host; device memory gets shape and dtype checks only. The

@@ -30,7 +30,9 @@ public:
 
   /// Runs the entry on `tokens` tokens. `inputs[i]`: the memory of input i (a scalar
   /// input: a pointer to its int64 value); `dtypes[i]`: its element type (float32,
-  /// or bfloat16 / float16 for a float32 tensor input, widened here). `results[j]`:
+  /// or bfloat16 / float16 for a float32 tensor input, widened here; exactly the
+  /// entry's bfloat16 / float16 for an input compiled with --input-dtype, read in
+  /// place, float32 refused). `results[j]`:
   /// memory for result j, of its shape for `tokens`. `knobs`: the knob struct (null:
   /// the defaults).
   bool run(int64_t tokens, const void *const *inputs, const npy::DType *dtypes,

@@ -1,0 +1,151 @@
+//===- NarrowInputs.cpp - the moe-narrow-inputs pass ----------------------===//
+//
+// A float32 tensor input of a lowered router read as bf16 / f16 in place: the argument
+// memref takes the narrow element type and every load of it widens at the load
+// (memref.load + arith.extf), so the caller's half-precision logits need no f32 copy.
+// Only loads, dims and views (subview, cast, ...) of the input may use it; a whole-buffer
+// use (memref.copy into an output) cannot change element type and is an error.
+//
+//===----------------------------------------------------------------------===//
+#include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
+
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace switchyard::moe {
+#define GEN_PASS_DEF_MOENARROWINPUTS
+#include "switchyard/Conversion/Passes.h.inc"
+} // namespace switchyard::moe
+
+using namespace mlir;
+
+FloatType switchyard::moe::parseInputDtype(MLIRContext *context, StringRef dtype) {
+  Builder b(context);
+  if (dtype == "bf16" || dtype == "bfloat16")
+    return b.getBF16Type();
+  if (dtype == "f16" || dtype == "float16")
+    return b.getF16Type();
+  if (dtype == "f32" || dtype == "float32")
+    return b.getF32Type();
+  return nullptr;
+}
+
+namespace {
+
+/// The view-like ops whose result aliases their memref operand element for element
+/// (same element type): their result is retyped along with the input.
+bool isElementView(Operation *op, Value source) {
+  auto view = dyn_cast<ViewLikeOpInterface>(op);
+  return view && view.getViewSource() == source && op->getNumResults() == 1 &&
+         isa<MemRefType>(op->getResult(0).getType()) &&
+         cast<MemRefType>(op->getResult(0).getType()).getElementType() ==
+             cast<MemRefType>(source.getType()).getElementType();
+}
+
+/// Checks every use of `value` (the input or a view of it); the first other use is
+/// reported.
+LogicalResult checkUses(Value value, StringRef name, Type narrow) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto load = dyn_cast<memref::LoadOp>(user); load && load.getMemref() == value)
+      continue;
+    if (isa<memref::DimOp>(user))
+      continue;
+    if (isElementView(user, value)) {
+      if (failed(checkUses(user->getResult(0), name, narrow)))
+        return failure();
+      continue;
+    }
+    return user->emitError() << "input '" << name << "' cannot be read as " << narrow
+                             << " in place: '" << user->getName()
+                             << "' uses the whole buffer (only element loads can widen)";
+  }
+  return success();
+}
+
+void retype(Value value, Type narrow) {
+  auto type = cast<MemRefType>(value.getType());
+  value.setType(MemRefType::Builder(type).setElementType(narrow));
+  for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
+    if (auto load = dyn_cast<memref::LoadOp>(user); load && load.getMemref() == value) {
+      Value wide = load.getResult();
+      Type f32 = wide.getType();
+      wide.setType(narrow);
+      OpBuilder b(load->getContext());
+      b.setInsertionPointAfter(load);
+      auto ext = arith::ExtFOp::create(b, load.getLoc(), f32, wide);
+      wide.replaceAllUsesExcept(ext.getResult(), ext);
+    } else if (isElementView(user, value)) {
+      retype(user->getResult(0), narrow);
+    }
+  }
+}
+
+struct MoeNarrowInputsPass
+    : switchyard::moe::impl::MoeNarrowInputsBase<MoeNarrowInputsPass> {
+  using MoeNarrowInputsBase::MoeNarrowInputsBase;
+
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    llvm::StringMap<FloatType> wanted;
+    for (const std::string &spec : inputs) {
+      auto [name, dtype] = StringRef(spec).split('=');
+      FloatType type = switchyard::moe::parseInputDtype(ctx, dtype.trim());
+      if (name.trim().empty() || !type) {
+        getOperation().emitError() << "moe-narrow-inputs: '" << spec
+                                   << "' is not NAME=bf16|f16|f32";
+        return signalPassFailure();
+      }
+      wanted[name.trim()] = type;
+    }
+    if (wanted.empty())
+      return;
+    llvm::StringSet<> found;
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      auto abi = fn->getAttrOfType<ArrayAttr>("moe.abi");
+      if (!abi || fn.isExternal())
+        continue;
+      SmallVector<Attribute> entries(abi.begin(), abi.end());
+      // moe.abi lists the function's parameters in order (knobs included).
+      for (auto [i, a] : llvm::enumerate(entries)) {
+        auto dict = cast<DictionaryAttr>(a);
+        auto name = dyn_cast_or_null<StringAttr>(dict.get("name"));
+        auto role = dyn_cast_or_null<StringAttr>(dict.get("role"));
+        if (!name || !role || role.getValue() != "in" || !wanted.count(name.getValue()))
+          continue;
+        FloatType narrow = wanted.lookup(name.getValue());
+        found.insert(name.getValue());
+        auto kind = dyn_cast_or_null<StringAttr>(dict.get("kind"));
+        BlockArgument arg = fn.getArgument(i);
+        auto memref = dyn_cast<MemRefType>(arg.getType());
+        if (!kind || kind.getValue() != "tensor" || !memref ||
+            !memref.getElementType().isF32()) {
+          fn.emitError() << "input '" << name.getValue() << "' of @" << fn.getSymName()
+                         << " is not a float32 tensor (its type: " << arg.getType()
+                         << "); only float tensor inputs take another float type";
+          return signalPassFailure();
+        }
+        if (narrow.isF32())
+          continue;
+        if (failed(checkUses(arg, name.getValue(), narrow)))
+          return signalPassFailure();
+        retype(arg, narrow);
+        NamedAttrList fields(dict);
+        fields.set("type", TypeAttr::get(arg.getType()));
+        entries[i] = fields.getDictionary(ctx);
+      }
+      fn->setAttr("moe.abi", ArrayAttr::get(ctx, entries));
+      fn.setFunctionType(FunctionType::get(ctx, fn.getBody().getArgumentTypes(),
+                                           fn.getFunctionType().getResults()));
+    }
+    for (const auto &entry : wanted)
+      if (!found.contains(entry.getKey())) {
+        getOperation().emitError() << "moe-narrow-inputs: no router takes an input '"
+                                   << entry.getKey() << "'";
+        return signalPassFailure();
+      }
+  }
+};
+
+} // namespace
