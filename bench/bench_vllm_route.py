@@ -71,8 +71,9 @@ def main():
             for E in [int(e) for e in args.experts.split(",")]:
                 k = 2 if E <= 8 else 8
                 settings = Settings("topk_softmax", {})
+                # As in a model of this dtype: bf16 logits are read in place.
                 step = step_router(settings, {"experts": E, "top_k": k, "renormalize": True},
-                                   False)
+                                   False, logits_dtypes=(dtype,))
                 ours = SwitchyardRouter(step, top_k=k, global_num_experts=E)
                 native = CPURouter(top_k=k, global_num_experts=E, renormalize=True)
                 for T in [int(t) for t in args.tokens.split(",")]:

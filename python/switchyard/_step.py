@@ -10,7 +10,9 @@ through one torch op:
 torch.compile graph; the op has a fake implementation, so Dynamo and Inductor see one
 opaque node). A call does no name or shape work in Python: the runtime's bound call
 (runtime::BoundCall) takes the token count, raw pointers and the knob struct packed
-once; bfloat16 / float16 logits are widened inside the call, never by a torch op.
+once. bfloat16 / float16 logits go to an entry compiled to read them in place
+(--input-dtype logits=bf16) when one is bound, else they are widened inside the call;
+never by a torch op.
 
 The engine's routing contract is applied in the same call (vLLM's kernels take ids in
 [0, E) only): a slot the policy left empty (-1) gets weight 0 and an expert the token
@@ -46,7 +48,7 @@ class StepRouter:
     Any other input is an error naming it."""
 
     def __init__(self, router, *, experts: int, layer_inputs: Sequence[str] = (),
-                 cuda_router=None, label: str = ""):
+                 cuda_router=None, label: str = "", narrow_routers=None):
         self.router = router
         self.experts = int(experts)
         self.label = label or f"@{router.entry}"
@@ -70,6 +72,12 @@ class StepRouter:
         self._scalars = np.zeros(max(1, len(self._scalar_names)), dtype=np.int64)
         order = ["logits"] + self.layer_inputs + self.metadata_inputs
         self._bound = router._native.bind_call(order, ["topk_ids", "topk_weights"], True)
+        # Entries compiled to read bfloat16 / float16 logits in place (--input-dtype):
+        # logits of that dtype go to them, others to the float32 entry (which widens).
+        self._bound_by_dtype = {torch.float32: self._bound}
+        for dtype, narrow in (narrow_routers or {}).items():
+            self._bound_by_dtype[dtype] = narrow._native.bind_call(
+                order, ["topk_ids", "topk_weights"], True)
         ids = next(p for p in router._results if p["name"] == "topk_ids")
         self.top_k = int(ids["shape"][1])
         self._knobs = self._pack(router._default_knobs)
@@ -108,7 +116,8 @@ class StepRouter:
                 tokens = logits.shape[0]
                 ids = torch.empty((tokens, self.top_k), dtype=torch.int32)
                 weights = torch.empty((tokens, self.top_k), dtype=torch.float32)
-                self._bound.run_logits(tokens, logits.data_ptr(), dtype, ids.data_ptr(),
+                bound = self._bound_by_dtype.get(logits.dtype, self._bound)
+                bound.run_logits(tokens, logits.data_ptr(), dtype, ids.data_ptr(),
                                        weights.data_ptr(), self.experts, self._knobs)
                 return weights, ids
         if logits.device.type != "cpu":
@@ -187,7 +196,8 @@ class StepRouter:
         if dtypes[0] < 0:
             raise InputError(f"{self.label}: logits of dtype {logits.dtype} (float32, "
                              "bfloat16 or float16)")
-        self._bound.run(tokens, pointers, dtypes, [ids.data_ptr(), weights.data_ptr()],
+        bound = self._bound_by_dtype.get(logits.dtype, self._bound)
+        bound.run(tokens, pointers, dtypes, [ids.data_ptr(), weights.data_ptr()],
                         self.experts, knobs)
         return weights, ids
 

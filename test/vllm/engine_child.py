@@ -38,7 +38,9 @@ def main():
                 "request_ids": np.asarray(metadata.get("request_ids", [])),
                 "draft_mask": np.asarray(metadata.get("draft_mask", [])),
                 "knobs": json.dumps(metadata.get("knobs") or {}),
-                "groups": len(metadata.get("knob_groups") or [])})
+                "groups": len(metadata.get("knob_groups") or []),
+                "logits_dtype": str(logits.dtype),
+                "in_place": logits.dtype in getattr(self, "_bound_by_dtype", {})})
             return weights, ids
 
         _step.StepRouter.__call__ = recording

@@ -8,6 +8,8 @@ locally built tokenizers (make_model.py); every engine run is a child process
     deepseek_v3 on DeepSeek-V3 (the layer's e_score_correction_bias as the policy's
     bias; MLA attention); the recorded routing equals the numpy reference (exact
     ids, weights within 1e-5);
+  - a bfloat16 model's logits are read in place by an entry compiled with
+    --input-dtype logits=bf16, routing = the reference on the widened values;
   - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
     batch 8 (capacity drops): no crash, ids in [0, E), filled slots have weight 0 and
     an expert the token or the batch already uses, the rest equals the reference;
@@ -168,6 +170,24 @@ def deepseek_reference(r):
     what vLLM gives, so the routing weights are unscaled."""
     return ref.deepseek_v3(r["logits"], r["bias"], k=r["ids"].shape[1], groups=4,
                            topk_groups=2, scaling=1.0)
+
+
+def test_bfloat16(models, tmp):
+    """A bf16 model: its router logits reach an entry that reads bf16 in place."""
+    record = os.path.join(tmp, "bf16.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 4,
+                "dtype": "bfloat16", "record": record}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "topk_softmax"})
+    check(sy is not None, "bfloat16 model: the engine generates")
+    if sy is None:
+        return
+    records = load_records(record)
+    check(all(r["logits_dtype"] == "torch.bfloat16" and r["in_place"] for r in records),
+          f"bfloat16 model: all {len(records)} calls had bf16 logits, read in place "
+          "(--input-dtype logits=bf16)")
+    k = records[0]["ids"].shape[1]
+    check_against(records, lambda r: ref.topk_softmax(r["logits"], k),
+                  "bfloat16 topk_softmax (reference on the widened logits)")
 
 
 def test_xshare(models, tmp, batch):
@@ -415,6 +435,7 @@ def main():
              ("deepseek-v3-eager",
               lambda: test_native_policy(models, tmp, "deepseek_v3", True, "deepseek_v3",
                                          deepseek_reference)),
+             ("bf16", lambda: test_bfloat16(models, tmp)),
              ("xshare-1", lambda: test_xshare(models, tmp, 1)),
              ("xshare-8", lambda: test_xshare(models, tmp, 8)),
              ("capacity-8", lambda: test_capacity(models, tmp)),

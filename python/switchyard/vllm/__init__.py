@@ -40,9 +40,12 @@ ROUTING_OUTPUTS = ("topk_ids", "topk_weights")
 
 def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] = None,
          knobs: Optional[Dict[str, Any]] = None, layer_inputs=(), target: str = "host",
-         label: str = "", **shape: Any):
+         label: str = "", logits_dtypes=(), **shape: Any):
     """A StepRouter (switchyard._step) for one MoE layer shape: the policy compiled for
-    the host (and, with target="cuda", for the GPU too) with only the routing results."""
+    the host (and, with target="cuda", for the GPU too) with only the routing results;
+    `logits_dtypes` (torch.bfloat16 / torch.float16) adds host entries that read
+    logits of that dtype in place."""
+    import torch
     from .._step import StepRouter
     if renormalize is not None:
         shape["norm_topk_prob"] = bool(renormalize)
@@ -51,12 +54,19 @@ def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] =
     host = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
                     outputs=ROUTING_OUTPUTS, allow_unused=True, host_threads_min_work=0,
                     **shape)
+    narrow = {}
+    for dtype in logits_dtypes:
+        if dtype in (torch.bfloat16, torch.float16):
+            narrow[dtype] = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
+                                     outputs=ROUTING_OUTPUTS, allow_unused=True,
+                                     host_threads_min_work=0,
+                                     input_dtypes={"logits": dtype}, **shape)
     cuda = None
     if target == "cuda":
         cuda = _compile(policy, experts=experts, top_k=top_k, knobs=knobs, target="cuda",
                         outputs=ROUTING_OUTPUTS, allow_unused=True, **shape)
     return StepRouter(host, experts=experts, layer_inputs=layer_inputs, cuda_router=cuda,
-                      label=label)
+                      label=label, narrow_routers=narrow)
 
 
 def custom_routing_function(policy: str = "topk_softmax", *,

@@ -40,9 +40,12 @@ def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return shape
 
 
-def step_router(settings, shape: Dict[str, Any], has_bias: bool):
-    """The StepRouter of `settings.policy` for a layer shape (compiled at most once)."""
-    key = tuple(sorted(shape.items())) + (has_bias,)
+def step_router(settings, shape: Dict[str, Any], has_bias: bool, logits_dtypes=None):
+    """The StepRouter of `settings.policy` for a layer shape (compiled at most once);
+    `logits_dtypes`: the narrow logits read in place (default: the model's dtype)."""
+    if logits_dtypes is None:
+        logits_dtypes = (_model_dtype(),)
+    key = tuple(sorted(shape.items())) + (has_bias, tuple(map(str, logits_dtypes)))
     step = _steps.get(key)
     if step is None:
         label = (f"SWITCHYARD_POLICY={settings.policy} ({shape['experts']} experts, "
@@ -51,7 +54,7 @@ def step_router(settings, shape: Dict[str, Any], has_bias: bool):
         try:
             step = bind(settings.policy, knobs=settings.knobs or None,
                         layer_inputs=("bias",) if has_bias else (), target=target,
-                        label=label, **shape)
+                        label=label, logits_dtypes=logits_dtypes, **shape)
         except SwitchyardError as error:
             message = str(error)
             raise type(error)(message if message.startswith(label) else
@@ -60,6 +63,16 @@ def step_router(settings, shape: Dict[str, Any], has_bias: bool):
         logger.info("switchyard: %s routes the MoE layers (%s)", label,
                     ", ".join(f"{k}={v}" for k, v in sorted(shape.items())))
     return step
+
+
+def _model_dtype():
+    """The served model's dtype (its router logits' dtype, unless a model keeps its
+    gate in float32): a bf16 / f16 model gets an entry reading its logits in place."""
+    try:
+        from vllm.config import get_current_vllm_config
+        return get_current_vllm_config().model_config.dtype
+    except Exception:   # outside a vLLM model build: float32 only
+        return torch.float32
 
 
 def _cpu_platform() -> bool:
