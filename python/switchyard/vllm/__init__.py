@@ -49,22 +49,16 @@ def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] =
     from .._step import StepRouter
     if renormalize is not None:
         shape["norm_topk_prob"] = bool(renormalize)
+    def routing(**options):   # the policy with only its routing results
+        return _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
+                        outputs=ROUTING_OUTPUTS, allow_unused=True, **options, **shape)
+
     # Single-threaded host code: the engine's own threads own the cores (an OpenMP
     # team of ours would spin against vLLM's torch threads between calls).
-    host = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
-                    outputs=ROUTING_OUTPUTS, allow_unused=True, host_threads_min_work=0,
-                    **shape)
-    narrow = {}
-    for dtype in logits_dtypes:
-        if dtype in (torch.bfloat16, torch.float16):
-            narrow[dtype] = _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
-                                     outputs=ROUTING_OUTPUTS, allow_unused=True,
-                                     host_threads_min_work=0,
-                                     input_dtypes={"logits": dtype}, **shape)
-    cuda = None
-    if target == "cuda":
-        cuda = _compile(policy, experts=experts, top_k=top_k, knobs=knobs, target="cuda",
-                        outputs=ROUTING_OUTPUTS, allow_unused=True, **shape)
+    host = routing(host_threads_min_work=0)
+    narrow = {dtype: routing(host_threads_min_work=0, input_dtypes={"logits": dtype})
+              for dtype in logits_dtypes if dtype in (torch.bfloat16, torch.float16)}
+    cuda = routing(target="cuda") if target == "cuda" else None
     return StepRouter(host, experts=experts, layer_inputs=layer_inputs, cuda_router=cuda,
                       label=label, narrow_routers=narrow)
 
