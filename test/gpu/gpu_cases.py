@@ -45,7 +45,19 @@ def abi_buffers(router, inputs):
     replica counts then log2phy; scalars left out) and zeroed result arrays (name ->
     array, in order) for a call of `router` (a switchyard.Router) on well-formed
     `inputs` (the host router checks them when it runs the same inputs)."""
-    params = router.signature["params"]
+    return abi_arrays(router.signature["params"], router.result_shape, inputs)
+
+
+def result_shape(param, tokens):
+    """The shape of result `param` (a signature parameter) for `tokens` tokens, as
+    switchyard.Router.result_shape computes it (no built package needed)."""
+    a, b, d = param["size_rule"]
+    return [-(-(a * tokens + b) // d) if s < 0 else s for s in param["shape"]]
+
+
+def abi_arrays(params, shape_of, inputs):
+    """abi_buffers() from a signature's parameters and a result-shape function
+    (param, tokens) -> shape: what the GPU kit runs where the package is not built."""
     tokens = 0
     for p in params:
         if p["role"] == "in" and p["shape"] and p["shape"][0] < 0 \
@@ -61,7 +73,7 @@ def abi_buffers(router, inputs):
             continue
         dtype = _DTYPES[p["dtype"]]
         arrays.append(np.ascontiguousarray(np.asarray(inputs[p["name"]]).astype(dtype)))
-    outputs = {p["name"]: np.zeros(router.result_shape(p, tokens), dtype=_DTYPES[p["dtype"]])
+    outputs = {p["name"]: np.zeros(shape_of(p, tokens), dtype=_DTYPES[p["dtype"]])
                for p in params if p["role"] == "out"}
     return tokens, arrays, outputs
 

@@ -1,0 +1,126 @@
+"""A packed router on the GPU: its launcher library, a case's inputs regenerated from
+the kit's recipe (checked against the packed SHA-256), device buffers laid out in the
+launcher's ABI order, and the call (`NAME_launch(num_tokens, inputs..., results...,
+[knobs,] workspace, stream)`)."""
+import ctypes
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
+from gpu_cases import abi_arrays, differing_outputs, example_inputs, result_shape  # noqa: E402
+from kit_common import input_digest  # noqa: E402
+
+
+def load_kit(kit):
+    with open(os.path.join(kit, "kit.json")) as f:
+        return json.load(f)
+
+
+def launcher_path(kit, router):
+    return os.path.join(kit, router["dir"], f"lib{router['entry']}_launch.so")
+
+
+def launch_metadata(kit, router):
+    with open(os.path.join(kit, router["dir"], f"{router['entry']}.json")) as f:
+        return json.load(f)
+
+
+def size_class(meta, tokens):
+    for c in meta["size_classes"]:
+        if tokens >= c.get("min_tokens", 0) and tokens <= c.get("max_tokens", 1 << 62):
+            return c
+    raise ValueError(f"no size class for T={tokens}")
+
+
+class CaseInputs:
+    """A case's host arrays: ABI inputs (checked against the pack) and expected results."""
+
+    def __init__(self, kit, router, case):
+        info = {"experts": router["experts"], "arguments": router["arguments"]}
+        inputs = example_inputs(info, case["tokens"], np.random.default_rng(case["seed"]))
+        self.tokens, self.arrays, self.outputs = abi_arrays(router["params"], result_shape,
+                                                            inputs)
+        digest = input_digest(self.tokens, self.arrays)
+        if digest != case["inputs_sha256"]:
+            raise ValueError(f"{router['variant']} T={case['tokens']}: the regenerated inputs "
+                             "differ from the packed ones (another NumPy random stream?)")
+        self.scalars = case["scalars"]
+        self.expected = dict(np.load(os.path.join(kit, case["expected"])))
+
+
+class DeviceCall:
+    """Device buffers for one case and the launcher call on them."""
+
+    def __init__(self, cuda, lib, router, case_inputs, knobs_hex=None):
+        self.cuda, self.lib, self.router = cuda, lib, router
+        entry = router["entry"]
+        self.tokens = ctypes.c_int64(case_inputs.tokens)
+        self.inputs = [cuda.to_device(a) for a in case_inputs.arrays]
+        self.outputs = {k: (cuda.malloc(v.nbytes), v) for k, v in case_inputs.outputs.items()}
+        ws = getattr(lib, f"{entry}_workspace_bytes")
+        ws.restype = ctypes.c_int64
+        self.workspace_bytes = ws(self.tokens)
+        self.workspace = cuda.malloc(self.workspace_bytes)
+        cuda.fill(self.workspace, 0xA5, self.workspace_bytes)   # starts as garbage
+        self.launch_fn = getattr(lib, f"{entry}_launch")
+        self.launch_fn.restype = ctypes.c_int32
+        self.knob_buffer = None
+        if router["knobs"]:
+            self.set_knobs(knobs_hex)
+        args, k = [self.tokens], 0
+        for port in router["arguments"]:
+            if port["kind"] == "scalar":
+                args.append(ctypes.c_int32(case_inputs.scalars[port["name"]]))
+                continue
+            count = 2 if port["kind"] == "placement" else 1
+            args += self.inputs[k:k + count]
+            k += count
+        args += [ptr for ptr, _ in self.outputs.values()]
+        self.args = args
+
+    def set_knobs(self, knobs_hex):
+        """The knob struct the next launch passes (None: NULL, the defaults)."""
+        if knobs_hex is None:
+            self.knob_buffer = None
+        else:
+            raw = bytes.fromhex(knobs_hex)
+            self.knob_buffer = ctypes.create_string_buffer(raw, len(raw))
+
+    def launch(self, stream=None):
+        extra = [ctypes.cast(self.knob_buffer, ctypes.c_void_p) if self.knob_buffer
+                 else ctypes.c_void_p(0)] if self.router["knobs"] else []
+        status = self.launch_fn(*self.args, *extra, self.workspace,
+                                stream if stream is not None else ctypes.c_void_p(0))
+        if status != 0:
+            raise RuntimeError(f"{self.router['entry']}_launch returned {status}")
+
+    def clear_outputs(self):
+        for ptr, host in self.outputs.values():
+            self.cuda.fill(ptr, 0xFF, host.nbytes)
+
+    def results(self):
+        return {k: self.cuda.to_host(ptr, np.empty_like(host))
+                for k, (ptr, host) in self.outputs.items()}
+
+    def free(self):
+        for ptr in self.inputs + [p for p, _ in self.outputs.values()] + [self.workspace]:
+            self.cuda.free(ptr)
+
+
+def compare(expected, got):
+    """(names that differ, largest weight difference)."""
+    bad = differing_outputs(expected, got)
+    worst = 0.0
+    for k, want in expected.items():
+        if np.issubdtype(want.dtype, np.floating) and got[k].shape == want.shape:
+            worst = max(worst, float(np.abs(got[k] - want).max(initial=0)))
+    return bad, worst
+
+
+def load_launcher(kit, router):
+    return ctypes.CDLL(launcher_path(kit, router))

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Kit step 3: CUDA graphs. For every native router at one T of each size class: one
+launch captured into a graph, replayed three times (outputs cleared before each) against
+the host target; for routers with knobs, a second capture with other knob values whose
+kernel-node parameters are copied into the first graph's executable
+(cudaGraphExecKernelNodeSetParams) — the replay must give that setting's host outputs,
+and copying the defaults back must give the defaults' again.
+
+    step_graphs.py --kit KIT --json FILE
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cases import CaseInputs, DeviceCall, compare, load_kit, load_launcher  # noqa: E402
+from cudart import Cudart  # noqa: E402
+from kit_common import GRAPH_TOKENS  # noqa: E402
+
+
+def replay(cuda, call, exe, stream, expected):
+    call.clear_outputs()
+    cuda.graph_launch(exe, stream)
+    cuda.stream_sync(stream)
+    return compare(expected, call.results())[0]
+
+
+def check_case(cuda, kit, router, case, stream):
+    inputs = CaseInputs(kit, router, case)
+    call = DeviceCall(cuda, load_launcher(kit, router), router, inputs)
+    problems = []
+    try:
+        graph = cuda.capture(stream, lambda: call.launch(stream))
+        exe = cuda.instantiate(graph)
+        for i in range(3):
+            bad = replay(cuda, call, exe, stream, inputs.expected)
+            if bad:
+                problems.append(f"replay {i + 1}: {', '.join(bad)} differ")
+        knobs = case.get("knobs")
+        if knobs:
+            alt_expected = dict(np.load(os.path.join(kit, knobs["expected"])))
+            call.set_knobs(knobs["struct_hex"])
+            alt_graph = cuda.capture(stream, lambda: call.launch(stream))
+            ours, theirs = cuda.kernel_nodes(graph), cuda.kernel_nodes(alt_graph)
+            if len(ours) != len(theirs):
+                problems.append(f"{len(theirs)} kernels with other knobs, {len(ours)} without")
+            for a, b in zip(ours, theirs):
+                cuda.set_kernel_node_params(exe, a, cuda.kernel_node_params(b))
+            bad = replay(cuda, call, exe, stream, alt_expected)
+            if bad:
+                problems.append(f"knobs {knobs['values']} set in the graph: {', '.join(bad)} differ")
+            for a in ours:   # and back to the defaults
+                cuda.set_kernel_node_params(exe, a, cuda.kernel_node_params(a))
+            bad = replay(cuda, call, exe, stream, inputs.expected)
+            if bad:
+                problems.append(f"defaults set back: {', '.join(bad)} differ")
+            cuda.destroy_graph(alt_graph)
+        cuda.destroy_graph(graph, exe)
+    finally:
+        call.free()
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kit", required=True)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+    kit = load_kit(args.kit)
+    cuda = Cudart()
+    stream = cuda.stream()
+    results = {"cases": [], "passed": 0, "failed": 0}
+    for router in kit["routers"]:
+        if router["flags"] or router["variant"] != router["entry"]:
+            continue   # native builds only
+        for case in router["cases"]:
+            if case["tokens"] not in GRAPH_TOKENS:
+                continue
+            label = f"{router['variant']} T={case['tokens']}"
+            try:
+                problems = check_case(cuda, args.kit, router, case, stream)
+            except Exception as e:
+                problems = [f"{type(e).__name__}: {e}"]
+            ok = not problems
+            results["passed" if ok else "failed"] += 1
+            results["cases"].append({"variant": router["variant"], "tokens": case["tokens"],
+                                     "knobs": (case.get("knobs") or {}).get("values"),
+                                     "ok": ok, "problems": problems})
+            print(f"{'ok  ' if ok else 'FAIL'} graph {label}"
+                  + (f" (knobs {case['knobs']['values']} re-set in the graph)"
+                     if case.get("knobs") else "")
+                  + ("" if ok else ": " + "; ".join(problems)), flush=True)
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"{results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
