@@ -31,8 +31,8 @@ def launch_metadata(kit, router):
 
 
 def size_class(meta, tokens):
-    for c in meta["size_classes"]:
-        if tokens >= c.get("min_tokens", 0) and tokens <= c.get("max_tokens", 1 << 62):
+    for c in meta["size_classes"]:   # a bound may be absent or null: unbounded
+        if tokens >= (c.get("min_tokens") or 0) and tokens <= (c.get("max_tokens") or 1 << 62):
             return c
     raise ValueError(f"no size class for T={tokens}")
 

@@ -53,8 +53,13 @@ def alternative_knobs(router, inputs, default_out):
     on `inputs` (the first that does; else the first valid one), with those outputs."""
     first = None
     for name, knob in router.knobs.items():
-        d = int(knob["default"])
-        for value in (d // 2, d + 1, 1, 2, 0, 4 * d):
+        d = knob["default"]
+        if knob["dtype"].startswith("float"):
+            values = (d * 0.5, d * 0.25, d * 2, d * 4, 0.1, 0.0)
+        else:
+            d = int(d)
+            values = (d // 2, d + 1, 1, 2, 0, 4 * d, 64)
+        for value in values:
             if value == d:
                 continue
             try:

@@ -10,6 +10,7 @@ and the whole output to OUTDIR/gpu-kit.log.
   2 memcheck   compute-sanitizer memcheck, T = 64 and 4096
   2 racecheck  compute-sanitizer racecheck, T = 64 and 4096
   3 graphs     CUDA-graph capture, replay, knobs re-set with SetParams
+  - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves
   6 bench      time per call vs PyTorch and the floor
 
     run.py --kit KIT [--dry] [--budget SECONDS] [--only a,b] OUTDIR
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,9 +30,20 @@ sys.path.insert(0, HERE)
 from cudart import Cudart, CudaError, cuda_home  # noqa: E402
 
 SANITIZED_TOKENS = "64,4096"
+# Per kernel: time, registers and what limits the resident CTAs per SM (the launch cost
+# model's occupancy inputs), waves, achieved occupancy.
+NCU_METRICS = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size",
+               "launch__registers_per_thread", "launch__shared_mem_per_block_static",
+               "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem",
+               "launch__occupancy_limit_warps", "launch__occupancy_limit_blocks",
+               "launch__waves_per_multiprocessor",
+               "sm__warps_active.avg.pct_of_peak_sustained_active",
+               "smsp__inst_executed.sum", "dram__bytes.sum"]
+NATIVE_VARIANTS = ("topk_softmax,deepseek_v3,lynx,xshare,xshare_spec,xshare_ep,libra_predict,"
+                   "expertflow_route,capacity_topk,expert_choice")
 
 
-def steps(kit, out, py):
+def steps(kit, out, py, work):
     tool = shutil.which("compute-sanitizer") or os.path.join(cuda_home(), "bin",
                                                              "compute-sanitizer")
     routers = [py, os.path.join(HERE, "step_routers.py"), "--kit", kit]
@@ -39,17 +52,22 @@ def steps(kit, out, py):
     return [
         ("build", False, 180, [py, os.path.join(HERE, "build_kit.py"), "--kit", kit], None),
         ("inputs", False, 120, [py, os.path.join(HERE, "step_inputs.py"), "--kit", kit,
-                                "--json", f"{out}/inputs.json"], "inputs.json"),
-        ("routers", True, 240, routers + ["--json", f"{out}/routers.json"], "routers.json"),
+                                "--json", f"{work}/inputs.json"], "inputs.json"),
+        ("routers", True, 240, routers + ["--json", f"{work}/routers.json"], "routers.json"),
         ("memcheck", True, 150, [tool, "--tool", "memcheck", "--error-exitcode", "9",
                                  "--leak-check", "no"] + sanitized
-         + ["--json", f"{out}/memcheck.json"], "memcheck.json"),
+         + ["--json", f"{work}/memcheck.json"], "memcheck.json"),
         ("racecheck", True, 150, [tool, "--tool", "racecheck", "--error-exitcode", "9"]
-         + sanitized + ["--json", f"{out}/racecheck.json"], "racecheck.json"),
+         + sanitized + ["--json", f"{work}/racecheck.json"], "racecheck.json"),
         ("graphs", True, 120, [py, os.path.join(HERE, "step_graphs.py"), "--kit", kit,
-                               "--json", f"{out}/graphs.json"], "graphs.json"),
+                               "--json", f"{work}/graphs.json"], "graphs.json"),
+        ("profile", True, 150, [shutil.which("ncu") or os.path.join(cuda_home(), "bin", "ncu"),
+                                "--csv", "--log-file", f"{out}/profile.csv",
+                                "--metrics", ",".join(NCU_METRICS)]
+         + routers + ["--variants", NATIVE_VARIANTS, "--tokens", "1,64,4096", "--no-count",
+                      "--json", f"{work}/profile.json"], None),
         ("bench", True, 300, [py, os.path.join(HERE, "step_bench.py"), "--kit", kit,
-                              "--json", f"{out}/bench.json"], "bench.json"),
+                              "--json", f"{work}/bench.json"], "bench.json"),
     ]
 
 
@@ -158,7 +176,8 @@ def main():
             "GPU steps are skipped; --dry says so on purpose")
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     only = {s for s in args.only.split(",") if s}
-    for name, needs_gpu, seconds, command, produced in steps(kit, out, sys.executable):
+    work = tempfile.mkdtemp(prefix="gpu-kit-")   # the steps' own JSON (merged below)
+    for name, needs_gpu, seconds, command, produced in steps(kit, out, sys.executable, work):
         if only and name not in only and name != "build":
             continue
         if needs_gpu and not has_gpu:
@@ -171,8 +190,8 @@ def main():
                 log(f"== {name}: skipped: out of time")
                 continue
             step = run_step(log, name, min(seconds, left), command, env)
-            if produced and os.path.exists(os.path.join(out, produced)):
-                with open(os.path.join(out, produced)) as f:
+            if produced and os.path.exists(os.path.join(work, produced)):
+                with open(os.path.join(work, produced)) as f:
                     step["results"] = json.load(f)
             results["steps"][name] = step
             if name == "build" and step["status"] != "passed":

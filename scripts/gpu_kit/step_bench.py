@@ -81,7 +81,9 @@ def main():
     kit = load_kit(args.kit)
     cuda = Cudart()
     torch.cuda.init()
-    stream = torch.cuda.current_stream()
+    # A stream of our own: the legacy default stream cannot be captured into a graph.
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
     handle = ctypes.c_void_p(stream.cuda_stream)
     bw = hbm_bandwidth()
     empty = timed(lambda: torch.cuda._sleep(0))
