@@ -22,9 +22,20 @@ void BudgetTracker::release(int64_t bytes) {
   assert(before >= bytes && "released more than was reserved");
 }
 
-BlockPool::BlockPool(std::string name, size_t blockBytes, int64_t blocks, BudgetTracker &budget)
-    : poolName(std::move(name)), size(blockBytes), budget(budget) {
-  storage.resize(static_cast<size_t>(blocks));
+HostBlocks::HostBlocks(size_t blockBytes, int64_t blocks)
+    : size(blockBytes), storage(static_cast<size_t>(blocks)) {}
+
+uint8_t *HostBlocks::block(int32_t b) {
+  auto &slot = storage[static_cast<size_t>(b)];
+  if (!slot)
+    slot.reset(static_cast<uint8_t *>(::operator new[](size, std::align_val_t(64))));
+  return slot.get();
+}
+
+BlockPool::BlockPool(std::string name, size_t blockBytes, int64_t blocks, BudgetTracker &budget,
+                     std::unique_ptr<BlockMemory> memory)
+    : poolName(std::move(name)), size(blockBytes), budget(budget),
+      memory(memory ? std::move(memory) : std::make_unique<HostBlocks>(blockBytes, blocks)) {
   inUse.assign(static_cast<size_t>(blocks), 0);
   for (int64_t b = blocks - 1; b >= 0; --b)
     freeList.push_back(static_cast<int32_t>(b));
@@ -37,9 +48,7 @@ int32_t BlockPool::allocate() {
   int32_t block = freeList.back();
   freeList.pop_back();
   inUse[static_cast<size_t>(block)] = 1;
-  if (!storage[static_cast<size_t>(block)]) // 64-byte aligned for the kernels
-    storage[static_cast<size_t>(block)].reset(
-        static_cast<uint8_t *>(::operator new[](size, std::align_val_t(64))));
+  memory->block(block); // a lazy memory makes the block now, under the lock
   return block;
 }
 
@@ -50,6 +59,11 @@ void BlockPool::free(int32_t block) {
   inUse[static_cast<size_t>(block)] = 0;
   freeList.push_back(block);
   budget.release(static_cast<int64_t>(size));
+}
+
+bool BlockPool::allocated(int32_t block) const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return block >= 0 && block < blocks() && inUse[static_cast<size_t>(block)];
 }
 
 int64_t BlockPool::freeBlocks() const {
