@@ -59,6 +59,26 @@ const LoadedPlugin &cudaLayerPlugin() {
 
 } // namespace
 
+std::unique_ptr<memory::DeviceBackend> openCudaBackend(const std::shared_ptr<void> &device,
+                                                       std::string &error) {
+  const LoadedPlugin &loaded = cudaLayerPlugin();
+  if (!loaded.plugin) {
+    error = loaded.error;
+    return nullptr;
+  }
+  return loaded.plugin->openBackend(device, error);
+}
+
+bool cudaExpertFfn(const std::shared_ptr<void> &device, const memory::DeviceExpert &expert,
+                   const float *x, int64_t n, float *y, std::string &error) {
+  const LoadedPlugin &loaded = cudaLayerPlugin();
+  if (!loaded.plugin) {
+    error = loaded.error;
+    return false;
+  }
+  return loaded.plugin->expertFfn(device, expert, x, n, y, error);
+}
+
 std::shared_ptr<void> openCudaDevice(int ordinal, std::string &error) {
   const LoadedPlugin &loaded = cudaLayerPlugin();
   if (!loaded.plugin) {

@@ -1,4 +1,5 @@
 //===- CudaUnavailable.cpp - --device cuda in a build without CUDA ---------===//
+#include "switchyard/Executor/CudaExperts.h"
 #include "switchyard/Executor/CudaLayer.h"
 
 namespace switchyard::exec {
@@ -15,6 +16,18 @@ std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &, const model:
                                      std::string &error) {
   error = "--device cuda: this build has no CUDA support";
   return nullptr;
+}
+
+std::unique_ptr<memory::DeviceBackend> openCudaBackend(const std::shared_ptr<void> &,
+                                                       std::string &error) {
+  error = "device expert memory: this build has no CUDA support";
+  return nullptr;
+}
+
+bool cudaExpertFfn(const std::shared_ptr<void> &, const memory::DeviceExpert &, const float *,
+                   int64_t, float *, std::string &error) {
+  error = "device expert memory: this build has no CUDA support";
+  return false;
 }
 
 } // namespace switchyard::exec

@@ -7,10 +7,8 @@
 #include "CudaLayerPlugin.h"
 #include "switchyard/Runtime/CudaPolicy.h"
 
+#include "CudaContext.h"
 #include "CudaKernels.h"
-
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 
 #include <cstring>
 
@@ -18,53 +16,9 @@ namespace switchyard::exec {
 
 namespace {
 
-/// The device the layers share: one stream, one cuBLAS handle bound to it.
-struct CudaContext {
-  int ordinal = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  ~CudaContext() {
-    if (blas)
-      cublasDestroy(blas);
-    if (stream)
-      cudaStreamDestroy(stream);
-  }
-};
-
-std::string cudaText(cudaError_t status) {
-  return std::string(cudaGetErrorString(status)) + " (error " + std::to_string(int(status)) + ")";
-}
-
-/// A device allocation that grows as needed.
-struct DeviceBuffer {
-  void *ptr = nullptr;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  DeviceBuffer(DeviceBuffer &&other) noexcept : ptr(other.ptr), bytes(other.bytes) {
-    other.ptr = nullptr;
-    other.bytes = 0;
-  }
-  ~DeviceBuffer() {
-    if (ptr)
-      cudaFree(ptr);
-  }
-  cudaError_t reserve(size_t need) {
-    if (need <= bytes)
-      return cudaSuccess;
-    if (ptr)
-      cudaFree(ptr);
-    ptr = nullptr;
-    bytes = 0;
-    cudaError_t status = cudaMalloc(&ptr, need);
-    if (status == cudaSuccess)
-      bytes = need;
-    return status;
-  }
-  float *f32() const { return static_cast<float *>(ptr); }
-  int32_t *i32() const { return static_cast<int32_t *>(ptr); }
-};
+using cuda::CudaContext;
+using cuda::cudaText;
+using cuda::DeviceBuffer;
 
 struct DeviceFfn {
   DeviceBuffer gate, up, down;
@@ -135,30 +89,19 @@ bool uploadFfn(const model::SafetensorsCheckpoint &ckpt, const std::string &gate
 
 bool CudaLayer::gemm(const float *in, int64_t n, const DeviceBuffer &w, int64_t rows,
                      int64_t cols, float *out, std::string &error) {
-  // Row-major out[n, rows] = in[n, cols] . W[rows, cols]^T is column-major
-  // out^T = W^T(cols x rows)^T . in^T: cuBLAS sees W as a cols x rows matrix.
-  const float one = 1.0f, zero = 0.0f;
-  cublasStatus_t status =
-      cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(n), int(cols), &one,
-                  w.f32(), int(cols), in, int(cols), &zero, out, int(rows));
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    error = "layer " + std::to_string(layer) + ": cublasSgemm failed (status " +
-            std::to_string(int(status)) + ")";
-    return false;
-  }
-  return true;
+  if (cuda::gemmT(*ctx, in, n, w.f32(), rows, cols, out, error))
+    return true;
+  error = "layer " + std::to_string(layer) + ": " + error;
+  return false;
 }
 
 bool CudaLayer::ffn(const DeviceFfn &w, const float *in, int64_t n, float *out,
                     std::string &error) {
-  const int64_t h = config->hidden;
-  CHECK_CUDA(gateOut.reserve(size_t(n * w.width) * sizeof(float)));
-  CHECK_CUDA(upOut.reserve(size_t(n * w.width) * sizeof(float)));
-  if (!gemm(in, n, w.gate, w.width, h, gateOut.f32(), error) ||
-      !gemm(in, n, w.up, w.width, h, upOut.f32(), error))
-    return false;
-  CHECK_CUDA(cuda::siluMul(gateOut.f32(), upOut.f32(), n * w.width, ctx->stream));
-  return gemm(gateOut.f32(), n, w.down, h, w.width, out, error);
+  if (cuda::swigluFfn(*ctx, w.gate.f32(), w.up.f32(), w.down.f32(), config->hidden, w.width,
+                      in, n, out, gateOut, upOut, error))
+    return true;
+  error = "layer " + std::to_string(layer) + ": " + error;
+  return false;
 }
 
 /// Binds the policy's inputs by name to device copies of the batch's data, allocates
@@ -423,10 +366,18 @@ std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
 
 } // namespace switchyard::exec
 
+namespace switchyard::exec::cuda { // CudaExperts.cpp
+std::unique_ptr<memory::DeviceBackend> openBackend(const std::shared_ptr<void> &device,
+                                                   std::string &error);
+bool expertFfn(const std::shared_ptr<void> &device, const memory::DeviceExpert &expert,
+               const float *x, int64_t n, float *y, std::string &error);
+} // namespace switchyard::exec::cuda
+
 extern "C" __attribute__((visibility("default"))) const switchyard::exec::CudaLayerPlugin *
 switchyard_cuda_layer_plugin() {
   static const switchyard::exec::CudaLayerPlugin plugin{
       switchyard::exec::CudaLayerPlugin::kVersion, switchyard::exec::openDevice,
-      switchyard::exec::loadLayer};
+      switchyard::exec::loadLayer, switchyard::exec::cuda::openBackend,
+      switchyard::exec::cuda::expertFfn};
   return &plugin;
 }
