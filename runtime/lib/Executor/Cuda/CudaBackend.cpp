@@ -16,7 +16,14 @@ bool ok(cudaError_t status, const char *what, std::string &error) {
 }
 } // namespace
 
-std::string CudaBackend::name() const { return "cuda:" + std::to_string(ctx->ordinal); }
+std::string CudaBackend::name() const {
+  std::string name = "cuda:" + std::to_string(ctx->ordinal);
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, ctx->ordinal) == cudaSuccess)
+    name += std::string(" (") + props.name + ", sm_" + std::to_string(props.major) +
+            std::to_string(props.minor) + ")";
+  return name;
+}
 
 void *CudaBackend::allocateDevice(size_t bytes, std::string &error) {
   void *p = nullptr;
