@@ -19,6 +19,7 @@ STEP_WHAT = {
     "graphs": "graph capture + replay; knobs re-set with cudaGraphExecKernelNodeSetParams",
     "profile": "Nsight Compute: per-kernel time, registers, occupancy limits",
     "bench": "time per call vs PyTorch and the floor",
+    "fit": "the launch cost model's constants fitted to the bench",
 }
 
 
@@ -26,6 +27,10 @@ def summary(step):
     res = step.get("results") or {}
     if "passed" in res:
         return f"{res['passed']} passed, {res['failed']} failed"
+    if "rms_log_error" in res:
+        return (f"c = {res['cycles_per_instruction']:.1f}, cB = "
+                f"{res['batch_cycles_per_instruction']:.1f} cycles per warp instruction, rms log "
+                f"error {res['rms_log_error']:.2f}")
     if "rows" in res:
         return f"{len(res['rows'])} rows"
     return step.get("reason", "")

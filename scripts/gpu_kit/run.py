@@ -12,6 +12,7 @@ and the whole output to OUTDIR/gpu-kit.log.
   3 graphs     CUDA-graph capture, replay, knobs re-set with SetParams
   - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves
   6 bench      time per call vs PyTorch and the floor
+  - fit        the launch cost model's constants fitted to the bench (CPU)
 
     run.py --kit KIT [--dry] [--budget SECONDS] [--only a,b] OUTDIR
 """
@@ -68,6 +69,9 @@ def steps(kit, out, py, work):
                       "--json", f"{work}/profile.json"], None),
         ("bench", True, 300, [py, os.path.join(HERE, "step_bench.py"), "--kit", kit,
                               "--json", f"{work}/bench.json"], "bench.json"),
+        # CPU only, after the bench: the launch cost model's constants fitted to it.
+        ("fit", True, 60, [py, os.path.join(HERE, "fit_model.py"), f"{work}/results-so-far.json",
+                           "--kit", kit, "--json", f"{work}/fit.json"], "fit.json"),
     ]
 
 
@@ -189,6 +193,9 @@ def main():
                 results["steps"][name] = {"status": "skipped", "reason": "out of time"}
                 log(f"== {name}: skipped: out of time")
                 continue
+            if name == "fit":   # reads the bench step's results
+                with open(os.path.join(work, "results-so-far.json"), "w") as f:
+                    json.dump(results, f)
             step = run_step(log, name, min(seconds, left), command, env)
             if produced and os.path.exists(os.path.join(work, produced)):
                 with open(os.path.join(work, produced)) as f:

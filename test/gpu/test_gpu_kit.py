@@ -41,7 +41,7 @@ def main():
     for name in ("build", "inputs"):
         if steps.get(name, {}).get("status") != "passed":
             failures.append(f"step {name}: {steps.get(name)}")
-    for name in ("routers", "memcheck", "racecheck", "graphs", "profile", "bench"):
+    for name in ("routers", "memcheck", "racecheck", "graphs", "profile", "bench", "fit"):
         if steps.get(name, {}).get("status") != "skipped":
             failures.append(f"GPU step {name} in a dry run: {steps.get(name)}")
     if run.returncode != 0:

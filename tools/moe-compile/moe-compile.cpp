@@ -297,13 +297,15 @@ int main(int argc, char **argv) {
                        << " B/token + " << ws.getInteger("fixed").value_or(0) << " B\n";
         }
         if (const llvm::json::Object *model = meta.getObject("launch_model")) {
-          // Modeled, not measured (LaunchCostModel.h: an H100 SXM's clock and SMs).
+          // Modeled, not measured (LaunchCostModel.h: sm_90's limits, constants fitted
+          // to the GPU kit's measurements on an H200).
           llvm::outs() << llvm::formatv(
-              "  launch model (modeled H100, not measured; token work and launches, not the "
-              "whole-batch phases both classes share): {0:F0} warp instructions per token, {1} "
-              "values combined per CTA",
+              "  launch model (modeled sm_90, not measured; constants fitted on an H200): "
+              "{0:F0} warp instructions per token, {1} values combined per CTA, {2} resident "
+              "CTAs per SM",
               model->getNumber("token_instructions").value_or(0),
-              model->getInteger("combine_values").value_or(0));
+              model->getInteger("combine_values").value_or(0),
+              model->getInteger("resident_ctas_per_sm").value_or(0));
           if (std::optional<int64_t> cta = model->getInteger("cta_tokens"))
             llvm::outs() << "; cta-tokens " << *cta << ", tokens-per-cta "
                          << model->getInteger("tokens_per_cta").value_or(0);

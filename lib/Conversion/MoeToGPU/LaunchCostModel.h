@@ -2,28 +2,50 @@
 //
 // A static model of a router's GPU time, used to pick its launch thresholds (the most
 // tokens the one-CTA kernel serves, the tokens per CTA of the large-batch pair) when
-// the user does not set them, and shown by `moe-compile --report`. It is a MODEL,
-// not a measurement:
+// the user does not set them, and shown by `moe-compile --report`. It is a MODEL, not a
+// measurement; the GPU kit (scripts/gpu-kit.sh) measures the same routers and fits its
+// constants (scripts/gpu_kit/fit_model.py), which is where the FITTED values below
+// come from.
 //
-//   I      warp instructions per token: the ops of the router's token loops in the
-//          lane-parallel form, a lane-strided loop over E experts counted ceil(E/32)
-//          times, a sequential loop its trip count times (8 when data-dependent);
-//   c      cycles per warp instruction when a block's 8 warps share an SM (latency
-//          bound: 4);
-//   f      SM clock (H100 SXM: 1.755 GHz);  L  launch latency (3 us, back-to-back on
-//          a stream);  S  SMs (132);  W  warps per block;  C  values a CTA combines per
-//          other CTA in kernel 2 (E per batch fold).
+// Counted from the router's lane-parallel loops (exact, per router):
+//   I     warp instructions per token: the ops of the token loops, a lane-strided loop
+//         over E experts counted ceil(E/32) times, a sequential loop its trip count
+//         times (8 when data-dependent);
+//   B(T)  warp instructions of the whole-batch phases (set selection, compaction, block
+//         alignment, capacity admission, batch folds) for a batch of T tokens, run by
+//         one CTA after the token work: loops bounded by T (or an expression of it) run
+//         T times; ASSUMED: a data-dependent loop there (an expert's entries, a scan)
+//         runs T times; B1 with the batch folds (one CTA), B2 without (the pair folds
+//         per-CTA partials instead);
+//   C     values a CTA combines per other CTA in kernel 2 (E per batch fold);
+//   W     warps per block.
+// The machine (H100/H200 SXM, sm_90; hardware limits, not fitted): S = 132 SMs,
+//   f = 1.755 GHz, 2048 threads, 65536 registers, 228 KiB shared memory and 32 CTAs
+//   per SM, 4 warp instructions issued per cycle per SM.
+// ASSUMED: r = 40 registers per thread (ptxas decides later; 27..80 measured, median 40)
+//   and 1 KiB of static shared memory per CTA (768 B measured).
+// MEASURED: L = 3.5 us, one empty kernel's time on the GPU timeline (H200).
+// FITTED (H200, 2026-11-26, 90 kit measurements of 15 router builds, log least squares):
+//   c = 21.3 cycles per warp instruction of the token work (latency bound: few warps per
+//   SM scheduler), cB = 1.3 cycles per counted warp instruction of the whole-batch
+//   phases. The fit is loose (rms log error 1.10: typically within 3x, but the
+//   whole-batch phases' measured cost per token varies 90x between routers while B(T)
+//   counted here varies 4x: what is serial is decided by the GPU mapping, after this
+//   model runs). Good enough to rank the size classes of one router (it picks P = 8, the
+//   fastest measured), not to predict a router's time: the kit measures that.
 //
-//   one CTA (decode):        t1(T)    = L + ceil(T / W) * I * c / f
-//   two launches (large):    t2(T, P) = 2L + ceil(P / W) * I * c / f
-//                                       + ceil(ceil(T / P) * C / (32 W)) * c / f
-//   grid (token loops only): tg(T)    = L + ceil(T / (G W)) * I * c / f,
-//                            G = min(ceil(T / W), 8 S)
+//   resident CTAs per SM   R = min(2048 / 32W, 65536 / (32W r), 228K / smem, 32)
+//   one CTA (decode):      t1(T)    = L + (ceil(T / W) I c + B1(T) cB) / f
+//   two launches (large):  t2(T, P) = 2L + (waves(T,P) k1(P) + ceil(n C / (32 W)) c
+//                                     + B2(T) cB) / f,   n = ceil(T / P) CTAs,
+//                          waves = ceil(n / (S R)),
+//                          k1(P) = max(ceil(P / W) I c,  m W ceil(P / W) I / 4),
+//                          m = min(R, ceil(n / S)) CTAs sharing an SM's issue slots
+//   grid (token loops only): tg(T) = L + waves ceil(T / (G W)) I c / f,
+//                          G = min(ceil(T / W), S R) CTAs
 //
 // P minimises t2 at T = 4096 over W, 2W, 4W, ..., 256; the one-CTA bound is the
-// largest multiple of W up to 1024 where t1 <= t2. Whole-batch phases (set selection,
-// compaction, alignment, capacity admission) run on one CTA in both classes and are
-// left out of both.
+// largest multiple of W up to 1024 below the first batch where t2 < t1.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_LIB_CONVERSION_MOETOGPU_LAUNCHCOSTMODEL_H
@@ -32,26 +54,39 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <utility>
+#include <vector>
+
 namespace switchyard::moe {
 
 struct LaunchCostModel {
-  // The GPU the model describes (H100 SXM).
-  double clockGHz = 1.755, launchUs = 3.0, cyclesPerInstr = 4.0;
-  int64_t sms = 132, residentBlocksPerSm = 8;
+  // The GPU: hardware limits of sm_90 (H100/H200 SXM).
+  double clockGHz = 1.755;
+  int64_t sms = 132, threadsPerSm = 2048, registersPerSm = 65536,
+          sharedBytesPerSm = 228 * 1024, ctasPerSm = 32, issuePerCycle = 4;
+  // Assumed per kernel (known only after ptxas).
+  int64_t registersPerThread = 40, sharedBytesPerCta = 1024;
+  // Fitted to the kit's measurements (LaunchCostModel.h says where).
+  double launchUs = 3.5, cyclesPerInstr = 21.3, batchCyclesPerInstr = 1.3;
   // The router.
-  int64_t warps = 8;           // per block
+  int64_t warps = 8;           // W, per block
   double tokenInstr = 0;       // I
   int64_t combineValues = 0;   // C
+  /// B1(T) and B2(T) sampled at powers of two (tokens, warp instructions); linear in
+  /// between.
+  std::vector<std::pair<int64_t, double>> batchOneCta, batchPair;
   // The thresholds it picks.
   int64_t ctaTokens = 1024, tokensPerCta = 256;
 
+  int64_t residentCtasPerSm() const;
   double oneCtaUs(int64_t tokens) const;
   double pairUs(int64_t tokens, int64_t perCta) const;
   double gridUs(int64_t tokens) const;
   /// Which kernels the router got: the grid kernel, the one-CTA kernel alone (the
   /// policy does not split), or the one-CTA kernel and the pair.
   enum class Classes { Grid, OneCta, Pair };
-  /// The model's numbers as `moe.launch_model` (what --report prints).
+  /// The model's inputs and numbers as `moe.launch_model` (what --report prints and
+  /// what the GPU kit fits the constants to).
   mlir::DictionaryAttr toAttr(mlir::MLIRContext *ctx, Classes classes) const;
 };
 

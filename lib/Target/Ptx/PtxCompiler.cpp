@@ -258,12 +258,16 @@ static llvm::json::Value launchModelJson(DictionaryAttr model) {
     else if (auto f = dyn_cast<FloatAttr>(field.getValue()))
       out[key] = f.getValueAsDouble();
     else if (auto points = dyn_cast<ArrayAttr>(field.getValue())) {
-      llvm::json::Array list;
+      llvm::json::Array list;   // of points: {tokens, us} or {tokens, instructions}
       for (Attribute point : points) {
-        auto p = cast<DictionaryAttr>(point);
-        list.push_back(llvm::json::Object{
-            {"tokens", p.getAs<IntegerAttr>("tokens").getInt()},
-            {"us", p.getAs<FloatAttr>("us").getValueAsDouble()}});
+        llvm::json::Object row;
+        for (NamedAttribute value : cast<DictionaryAttr>(point)) {
+          if (auto i = dyn_cast<IntegerAttr>(value.getValue()))
+            row[value.getName().strref()] = i.getInt();
+          else if (auto f = dyn_cast<FloatAttr>(value.getValue()))
+            row[value.getName().strref()] = f.getValueAsDouble();
+        }
+        list.push_back(std::move(row));
       }
       out[key] = std::move(list);
     }
