@@ -1,24 +1,41 @@
 #!/usr/bin/python3
-"""Checks the generated CUDA C++ (NAME.cu) on the CPU: every shipped policy's kernel
-source is compiled as plain C++ (-DSWITCHYARD_CUDA_ON_HOST: 64 CPU threads = 2 warps
-run the block, with real block and warp barriers, shuffles through per-warp slots, and
-atomics) and called with the PTX entry's parameters (expanded memref descriptors +
-workspace); all outputs must equal the host target's (the sequential host form), ids
-and counts exactly, weights within 1e-5. This covers the GPU mapping (one warp per
-token with butterfly reductions and lane-0 broadcasts, strided loops, thread-0 phases,
-workspace layout) and the emitter without a GPU. Batches beyond the one-CTA size class
-run the large-batch pair (kernel 1 then kernel 2, each over ceil(T / tokens_per_cta)
-CTAs, the CTAs one after another): per-CTA token ranges, batch partials, per-CTA set
-selection, the ticket and the last CTA's tail. Policies of token loops only (libra's
-predictor, the route-only builds of topk_softmax and deepseek_v3) have one kernel for
-every size, its grid chosen at launch: here min(ceil(T / warps), 3 emulated SMs), so
-that the blocks take several tokens per warp. The policies are compiled with small
-size classes (one CTA up to 64 tokens, 48 tokens per CTA beyond) so that the CPU
-emulation stays quick: T = 130 and 300 run on 3 and 7 CTAs; XShare-spec's requests of
-5 tokens straddle CTA boundaries, and the workspace starts as garbage. The standard
-routers compiled with --input-dtype logits=bf16 (and topk_softmax with f16) take the
-logits as 16-bit values the kernel widens as it loads them (syBf16ToFloat /
-syHalfToFloat): their outputs must equal the float32 host router's on the widened values.
+"""Checks the generated CUDA C++ (NAME.cu) on the CPU in the geometry that ships: every
+GPU router (policy_shapes.GPU_ROUTERS, at its native shape) is compiled with
+`moe-compile --target=all` and the default size classes (no --cta-tokens or
+--tokens-per-cta: the launch cost model's thresholds, e.g. one CTA up to 8 tokens and 8
+tokens per CTA beyond), and its kernel source is compiled as plain C++
+(-DSWITCHYARD_CUDA_ON_HOST) and called with the PTX entry's parameters (expanded memref
+descriptors + workspace), each launch given the <<<grid, block>>> NAME_launch.cpp would
+use: the block is NAME.json's kernels[].block (checked equal to the block the launcher
+passes to cudaLaunchKernel, and the emulated kernel refuses any block but the one it was
+built for), i.e. 256 CPU threads = 8 warps per block, with real block and warp
+barriers, shuffles through per-warp slots, and atomics; the grid is ceil(T /
+tokens_per_cta) CTAs for the large-batch pair (kernel 1 then kernel 2) and 1 for the
+one-CTA class; a grid's CTAs run one after another. All outputs must equal the host
+target's (the sequential host form): ids and counts exactly, weights within 1e-5. This
+covers the GPU mapping (one warp per token with butterfly reductions and lane-0
+broadcasts, strided loops, thread-0 phases, per-CTA token ranges, batch partials, per-CTA
+set selection, the ticket and the last CTA's tail, workspace layout) and the emitter
+without a GPU.
+
+Batch sizes: T in {1, 8, 9, 17, 64, 130} plus each router's one-CTA bound M, M + 1 and,
+with P tokens per CTA, 2P + 1 when above M (M and P read from NAME.json: the cost
+model's, per router), so that every size class runs, the largest one-CTA batch (several
+tokens per warp where M > 8) and the smallest large batch, and up to 17 CTAs (P = 8: 9
+and 17 leave a last CTA of one token, 64 fills 8 CTAs, 130 takes 17 with a last of 2);
+XShare-spec's requests of 5 tokens straddle CTA boundaries, and the workspace starts
+as garbage. A router without the coverage (every size class, a run of 3 CTAs or more)
+fails. Policies of token loops only (libra's predictor, the route-only builds of
+topk_softmax and deepseek_v3) have one kernel for every size, its grid chosen at
+launch: here min(ceil(T / 8 warps), 3 emulated SMs), so that from T = 25 the blocks
+take several tokens per warp. The
+standard routers compiled with --input-dtype logits=bf16 (and topk_softmax with f16),
+at T in {8, 130} and M, M + 1, take the logits as 16-bit values the kernel widens as it
+loads them (syBf16ToFloat / syHalfToFloat): their outputs must equal the float32 host
+router's on the widened values. A second pass compiles each router of a one-CTA class
+with --cta-tokens=16 --tokens-per-cta=24 (same 256-thread block) and runs T = 60 on 3
+CTAs: 3 tokens per warp in the large-batch pair, and a last CTA of 12 tokens whose warps
+take 2 or 1.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -26,9 +43,11 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -43,6 +62,15 @@ from policy_shapes import (GPU_ROUTERS as POLICIES, import_switchyard, native_sh
 
 
 EMULATED_SMS = 3  # the grid size class's SM count in the emulation
+# Batch sizes every case runs (with the one-CTA class's bound M and M + 1 added): one
+# token; with 8 tokens per CTA, 9 and 17 tokens on 2 and 3 CTAs with a 1-token last CTA,
+# 64 on 8 full CTAs and 130 on 17 (XShare-spec's 5-token requests straddle CTAs).
+TOKENS = (1, 8, 9, 17, 64, 130)
+NARROW_TOKENS = (8, 130)  # the 16-bit logits cases: one CTA and many
+# The second pass: a geometry the flags give (one CTA up to 16 tokens, 24 per CTA
+# beyond), T = 60 on 3 CTAs of 24, 24 and 12 tokens.
+GEOMETRY = ("--cta-tokens=16", "--tokens-per-cta=24")
+GEOMETRY_TOKENS = 60
 
 
 def descriptor(arr):
@@ -63,6 +91,161 @@ def size_class_for(meta, tokens):
     raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
 
 
+def batch_sizes(meta, narrow):
+    """The batch sizes a case runs: TOKENS (NARROW_TOKENS for 16-bit logits) and, where
+    the router has a one-CTA class, its bound M (the largest one-CTA batch), M + 1 (the
+    smallest large batch) and, with P tokens per CTA, 2P + 1 when more than M (3 CTAs,
+    the last of one token)."""
+    sizes = set(NARROW_TOKENS if narrow else TOKENS)
+    bound = max([c["max_tokens"] for c in meta["size_classes"]
+                 if c["name"] != "grid" and c.get("max_tokens")], default=None)
+    if bound is not None:
+        sizes |= {bound, bound + 1}
+        per_cta = [k["tokens_per_cta"] for k in meta["kernels"] if k.get("tokens_per_cta")]
+        if per_cta and not narrow and 2 * per_cta[0] + 1 > bound:
+            sizes.add(2 * per_cta[0] + 1)
+    return sorted(sizes)
+
+
+def launch_block(kernel):
+    """The threads per block of a kernel's launch (NAME.json kernels[].block: x, 1, 1)."""
+    block = kernel["block"]
+    if len(block) != 3 or block[1:] != [1, 1] or block[0] <= 0 or block[0] % 32:
+        raise SystemExit(f"{kernel['name']}: unexpected block {block}")
+    return block[0]
+
+
+def launcher_blocks(path, meta):
+    """Kernel name -> the set of block sizes NAME_launch.cpp launches it with (its
+    cudaLaunchKernel calls' dim3 block, the occupancy query's block size)."""
+    src = open(path).read()
+    names = re.search(r"kKernelNames\[\d+\] = \{([^}]*)\}", src)
+    names = re.findall(r'"([^"]+)"', names.group(1)) if names else []
+    blocks = {}
+    for index, block in re.findall(r"cudaLaunchKernel\(\(const void \*\)kernels\[(\d+)\], "
+                                   r"dim3\([^()]*(?:\([^()]*\))?[^()]*\), dim3\((\d+)\)", src):
+        blocks.setdefault(names[int(index)], set()).add(int(block))
+    for index, block in re.findall(r"cudaOccupancyMaxActiveBlocksPerMultiprocessor\(&\w+, "
+                                   r"\(const void \*\)kernels\[(\d+)\], (\d+),", src):
+        blocks.setdefault(names[int(index)], set()).add(int(block))
+    if sorted(blocks) != sorted(k["name"] for k in meta["kernels"]):
+        raise SystemExit(f"{path}: launches {sorted(blocks)}, NAME.json lists "
+                         f"{[k['name'] for k in meta['kernels']]}")
+    return blocks
+
+
+def fail(tally, message):
+    """A failed check that is not an output comparison."""
+    tally.failed += 1
+    print(f"FAIL {message}")
+
+
+def bf16_bits(values):
+    """Round-to-nearest-even bfloat16 patterns of float32 values."""
+    u = values.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
+             narrow=None, geometry=(), tokens_list=None):
+    """Compiles one router (`geometry`: extra moe-compile flags, none for the shipped
+    launch) and runs its CUDA C++ on the CPU at each batch size (batch_sizes() unless
+    `tokens_list`); returns its launch metadata (NAME.json)."""
+    label = (f"{name}{' (ids, weights)' if selected else ''}"
+             f"{' logits=' + narrow if narrow else ''}"
+             f"{' ' + ' '.join(geometry) if geometry else ''}")
+    out = os.path.join(workdir, name + ("-route" if selected else "") +
+                       (f"-{narrow}" if narrow else "") + ("-geometry" if geometry else ""))
+    policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
+                    "--entry", name, "-o", out, *geometry]
+                   + (["--outputs", ",".join(selected)] if selected else [])
+                   + ([f"--input-dtype=logits={narrow}"] if narrow else [])
+                   + shape_flags(**native_shape(file)), check=True, capture_output=True)
+    lib_path = os.path.join(out, f"lib{name}_cu.so")
+    subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
+                    "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
+                    os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
+    lib = ctypes.CDLL(lib_path)
+    meta = json.load(open(os.path.join(out, f"{name}.json")))
+    kernels = {k["name"]: k for k in meta["kernels"]}
+    # The block the emulation runs is the launch metadata's, which must be the one
+    # the shipped launcher launches with.
+    for kernel, blocks in launcher_blocks(os.path.join(out, f"{name}_launch.cpp"), meta).items():
+        if blocks != {launch_block(kernels[kernel])}:
+            fail(tally, f"{label}: {name}_launch.cpp launches {kernel} with blocks "
+                        f"{sorted(blocks)}, {name}.json says {kernels[kernel]['block']}")
+    router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
+    info = entry_info(switchyard, policy, name, **native_shape(file))
+    ran = set()
+    for tokens in tokens_list or batch_sizes(meta, narrow):
+        started = time.time()
+        inputs = example_inputs(info, tokens, rng)
+        if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs
+            inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
+        bits = None
+        if narrow:  # the 16-bit logits, and the float32 values they stand for
+            if narrow == "bf16":
+                bits = bf16_bits(inputs["logits"])
+                inputs["logits"] = (bits.astype(np.uint32) << 16).view(np.float32)
+            else:
+                half = inputs["logits"].astype(np.float16)
+                bits = half.view(np.uint16)
+                inputs["logits"] = half.astype(np.float32)
+        expected = router(**inputs)
+        _, keep, outputs = abi_buffers(router, inputs)
+        if narrow:  # logits is the first buffer of every standard router
+            assert info["arguments"][0]["name"] == "logits"
+            keep[0] = np.ascontiguousarray(bits)
+        call = [ctypes.c_int64(tokens)]
+        k = 0
+        for port in info["arguments"]:
+            if port["kind"] == "scalar":
+                call.append(ctypes.c_int32(int(inputs[port["name"]])))
+                continue
+            for _ in range(2 if port["kind"] == "placement" else 1):
+                call += descriptor(keep[k])
+                k += 1
+        for arr in outputs.values():
+            call += descriptor(arr)
+        # Kernel parameters after the outputs: the knobs' defaults.
+        for knob in router.knobs.values():
+            ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
+            call.append(ctype(knob["default"]))
+        size_class = size_class_for(meta, tokens)
+        launches = [kernels[k] for k in size_class["launches"]]
+        workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +
+                                 k["workspace_bytes"]["fixed"] for k in launches),
+                             dtype=np.int8)
+        # Garbage, not zeros: code that reads what it has not written (or what another
+        # CTA has not written yet) shows.
+        workspace.fill(0x7f)
+        call += descriptor(workspace)
+        per_cta = launches[0].get("tokens_per_cta")
+        if size_class["name"] == "grid":
+            # The launcher's min(ceil(T / warps), SMs x blocks per SM) on a GPU of
+            # EMULATED_SMS one-block SMs: several tokens per warp from T = 25.
+            warps = launch_block(launches[0]) // 32
+            assert launches[0]["warps_per_block"] == warps, launches[0]
+            grid = min(-(-tokens // warps), EMULATED_SMS)
+        else:
+            grid = -(-tokens // per_cta) if per_cta else 1
+        for k in launches:  # <<<grid, block>>> as NAME_launch launches it
+            lib.switchyard_host_launch(ctypes.c_uint(grid), ctypes.c_uint(launch_block(k)))
+            getattr(lib, k["name"])(*call)
+        ran.add((size_class["name"], grid))
+        tally.record(f"{label} T={tokens} ({size_class['name']}, {len(launches)} "
+                     f"launch{'es' if len(launches) > 1 else ''} of {grid} x "
+                     f"{launch_block(launches[0])} threads, {time.time() - started:.1f} s)",
+                     differing_outputs(expected, outputs))
+    if not geometry and not narrow:  # the shipped geometry: every size class, many CTAs
+        missing = {c["name"] for c in meta["size_classes"]} - {c for c, _ in ran}
+        if missing or max(g for _, g in ran) < 3:
+            fail(tally, f"{label}: " + (f"size classes {sorted(missing)} not run" if missing
+                                        else "no run of 3 CTAs or more"))
+    return meta
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
@@ -72,90 +255,24 @@ def main():
     workdir = tempfile.mkdtemp(prefix="switchyard-cuda-host-")
     rng = np.random.default_rng(1)
     tally = CaseTally()
-    # Every GPU router, and the route-only builds of the two standard routers (token
-    # loops only: the grid size class, one launch at every size).
-    cases = [(file, name, None, None) for file, name in POLICIES]
-    cases += [(file, file, ("topk_ids", "topk_weights"), None)
-              for file in ("topk_softmax", "deepseek_v3")]
+    common = (args.build, switchyard, workdir, rng, tally)
+    # The shipped geometry: every GPU router, and the route-only builds of the two
+    # standard routers (token loops only: the grid size class, one launch at every size).
+    metas = {}
+    for file, name in POLICIES:
+        metas[name] = run_case(*common, file, name)
+    for file in ("topk_softmax", "deepseek_v3"):
+        run_case(*common, file, file, selected=("topk_ids", "topk_weights"))
     # Logits read in place as bfloat16 / float16 (--input-dtype).
-    cases += [(file, file, None, "bf16") for file in ("topk_softmax", "deepseek_v3", "xshare", "lynx")]
-    cases += [("topk_softmax", "topk_softmax", None, "f16")]
-    for file, name, selected, narrow in cases:
-        out = os.path.join(workdir, name + ("-route" if selected else "") +
-                           (f"-{narrow}" if narrow else ""))
-        policy = os.path.join(ROOT, "policies", f"{file}.mlir")
-        subprocess.run([os.path.join(args.build, "bin", "moe-compile"), policy, "--target=all",
-                        "--entry", name, "--cta-tokens=64", "--tokens-per-cta=48", "-o", out]
-                       + (["--outputs", ",".join(selected)] if selected else [])
-                       + ([f"--input-dtype=logits={narrow}"] if narrow else [])
-                       + shape_flags(**native_shape(file)), check=True, capture_output=True)
-        lib_path = os.path.join(out, f"lib{name}_cu.so")
-        subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
-                        "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
-                        os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
-        lib = ctypes.CDLL(lib_path)
-        meta = json.load(open(os.path.join(out, f"{name}.json")))
-        kernels = {k["name"]: k for k in meta["kernels"]}
-        router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
-        info = entry_info(switchyard, policy, name, **native_shape(file))
-        for tokens in (1, 7, 64, 130, 300) if not narrow else (7, 130):
-            inputs = example_inputs(info, tokens, rng)
-            if "request_ids" in inputs:  # requests of 5 tokens straddle the CTAs
-                inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
-            bits = None
-            if narrow:  # the 16-bit logits, and the float32 values they stand for
-                if narrow == "bf16":
-                    u = inputs["logits"].view(np.uint32).astype(np.uint64)
-                    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-                    inputs["logits"] = (bits.astype(np.uint32) << 16).view(np.float32)
-                else:
-                    half = inputs["logits"].astype(np.float16)
-                    bits = half.view(np.uint16)
-                    inputs["logits"] = half.astype(np.float32)
-            expected = router(**inputs)
-            _, keep, outputs = abi_buffers(router, inputs)
-            if narrow:  # logits is the first buffer of every standard router
-                assert info["arguments"][0]["name"] == "logits"
-                keep[0] = np.ascontiguousarray(bits)
-            call = [ctypes.c_int64(tokens)]
-            k = 0
-            for port in info["arguments"]:
-                if port["kind"] == "scalar":
-                    call.append(ctypes.c_int32(int(inputs[port["name"]])))
-                    continue
-                for _ in range(2 if port["kind"] == "placement" else 1):
-                    call += descriptor(keep[k])
-                    k += 1
-            for arr in outputs.values():
-                call += descriptor(arr)
-            # Kernel parameters after the outputs: the knobs' defaults.
-            for knob in router.knobs.values():
-                ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
-                call.append(ctype(knob["default"]))
-            size_class = size_class_for(meta, tokens)
-            launches = [kernels[k] for k in size_class["launches"]]
-            workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +
-                                     k["workspace_bytes"]["fixed"] for k in launches),
-                                 dtype=np.int8)
-            # Garbage, not zeros: code that reads what it has not written (or what another
-            # CTA has not written yet) shows.
-            workspace.fill(0x7f)
-            call += descriptor(workspace)
-            per_cta = launches[0].get("tokens_per_cta")
-            if size_class["name"] == "grid":
-                # The launcher's min(ceil(T / warps), SMs x blocks per SM) on a GPU
-                # of EMULATED_SMS one-block SMs: several tokens per warp from T = 7.
-                grid = min(-(-tokens // launches[0]["warps_per_block"]), EMULATED_SMS)
-            else:
-                grid = -(-tokens // per_cta) if per_cta else 1
-            lib.switchyard_host_grid(ctypes.c_uint(grid))
-            for k in launches:
-                getattr(lib, k["name"])(*call)
-            tally.record(f"{name}{' (ids, weights)' if selected else ''}"
-                         f"{' logits=' + narrow if narrow else ''} T={tokens} "
-                         f"({size_class['name']}, "
-                         f"{len(launches)} launch{'es' if len(launches) > 1 else ''})",
-                         differing_outputs(expected, outputs))
+    for file in ("topk_softmax", "deepseek_v3", "xshare", "lynx"):
+        run_case(*common, file, file, narrow="bf16")
+    run_case(*common, "topk_softmax", "topk_softmax", narrow="f16")
+    # Second pass, the routers of a one-CTA class in a geometry the flags give: several
+    # tokens per warp in the large-batch pair (3 on 8 warps), and a last CTA whose warps
+    # take 2 or 1.
+    for file, name in POLICIES:
+        if any(c["name"] != "grid" for c in metas[name]["size_classes"]):
+            run_case(*common, file, name, geometry=GEOMETRY, tokens_list=[GEOMETRY_TOKENS])
     return tally.finish()
 
 

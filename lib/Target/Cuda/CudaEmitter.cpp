@@ -5,8 +5,10 @@
 // so the generated launcher can launch either. EmitC cannot take dynamic shapes or
 // these loops, hence this small emitter over the few ops the lowering produces.
 //
-// The source also compiles as plain C++ (define SWITCHYARD_CUDA_ON_HOST): one "thread"
-// then runs the kernel, which is how the tests check the emitted code on a CPU.
+// The source also compiles as plain C++ (define SWITCHYARD_CUDA_ON_HOST): CPU threads
+// then run each block of the launch (switchyard_host_launch(grid, block) gives its
+// geometry, the kernel's own block size required), which is how the tests check the
+// emitted code on a CPU.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Target/Cuda/CudaEmitter.h"
@@ -31,12 +33,14 @@ namespace {
 const char *kPrelude = R"cpp(#include <stdint.h>
 #include <math.h>
 #ifdef SWITCHYARD_CUDA_ON_HOST
-// The block on a CPU: SWITCHYARD_HOST_THREADS (default 64, a multiple of the warp
-// size 32) threads run the kernel body with their own threadIdx; __syncthreads is a
-// barrier of the block, __syncwarp one of the thread's 32-thread warp, a shuffle an
-// exchange through the warp's slots between two warp barriers; atomics are atomic.
-// A grid (switchyard_host_grid(n) before the call) runs its blocks one after another,
-// a valid schedule of independent CTAs.
+// The launch on a CPU: switchyard_host_launch(grid, block) before the kernel call is
+// the <<<grid, block>>> of the launcher (NAME_launch.cpp; NAME.json kernels[].block),
+// and a kernel built for a block size (gpu.known_block_size, the PTX .maxntid) refuses
+// any other. `block` threads (a multiple of the warp size 32) run the kernel body with
+// their own threadIdx: __syncthreads is a barrier of the block, __syncwarp one of the
+// thread's 32-thread warp, a shuffle an exchange through the warp's slots across a
+// warp barrier; atomics are atomic. The grid's blocks run one after another, a valid
+// schedule of independent CTAs.
 #include <atomic>
 #include <barrier>
 #include <cstdio>
@@ -52,26 +56,33 @@ static thread_local SyDim threadIdx = {0};
 static thread_local SyDim blockDim = {1};
 static thread_local SyDim blockIdx = {0};
 static thread_local SyDim gridDim = {1};
-static unsigned syGridX = 1;
-extern "C" void switchyard_host_grid(unsigned blocks) { syGridX = blocks; }
+static unsigned syGridX = 0, syBlockX = 0;
+extern "C" void switchyard_host_launch(unsigned grid, unsigned block) {
+  syGridX = grid;
+  syBlockX = block;
+}
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static std::barrier<> *syBarrier = nullptr;
 static inline void __syncthreads() { syBarrier->arrive_and_wait(); }
 struct SyWarp {
   std::barrier<> bar{32};
-  uint64_t slot[32];
+  uint64_t slot[2][32]; // shuffles alternate between the two
 };
 static std::vector<std::unique_ptr<SyWarp>> syWarps;
 static inline SyWarp &syMyWarp() { return *syWarps[threadIdx.x / 32]; }
 static inline void __syncwarp(unsigned = 0xffffffffu) { syMyWarp().bar.arrive_and_wait(); }
+// The lanes of a warp run the same shuffles (a converged warp): a lane writes the slots
+// of shuffle n + 2 only after the barrier of shuffle n + 1, which every lane reaches
+// after reading shuffle n's, so one barrier per shuffle suffices.
+static thread_local unsigned syShuffles = 0;
 template <typename T> static T syShuffle(T v, unsigned srcLane) {
   SyWarp &w = syMyWarp();
+  uint64_t *slot = w.slot[syShuffles++ % 2];
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof v);
-  w.slot[threadIdx.x % 32] = bits;
+  slot[threadIdx.x % 32] = bits;
   w.bar.arrive_and_wait();
-  bits = w.slot[srcLane % 32];
-  w.bar.arrive_and_wait();
+  bits = slot[srcLane % 32];
   T r;
   std::memcpy(&r, &bits, sizeof r);
   return r;
@@ -86,13 +97,7 @@ static inline int32_t atomicAdd(int32_t *p, int32_t v) {
   return std::atomic_ref<int32_t>(*p).fetch_add(v);
 }
 static inline float __int_as_float(int32_t i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
-template <typename F> static void syRunBlock(unsigned block, F body) {
-  const char *env = std::getenv("SWITCHYARD_HOST_THREADS");
-  unsigned n = env ? (unsigned)std::atoi(env) : 64u;
-  if (n == 0 || n % 32 != 0 || n > 1024) {
-    std::fprintf(stderr, "SWITCHYARD_HOST_THREADS must be a multiple of 32 in [32, 1024]\n");
-    std::abort();
-  }
+template <typename F> static void syRunBlock(unsigned block, unsigned n, F body) {
   std::barrier<> bar(n);
   syBarrier = &bar;
   syWarps.clear();
@@ -103,9 +108,19 @@ template <typename F> static void syRunBlock(unsigned block, F body) {
     threads.emplace_back([&, i] { threadIdx.x = i; blockDim.x = n; blockIdx.x = block; gridDim.x = syGridX; body(); });
   for (auto &t : threads) t.join();
 }
-template <typename F> static void syRunGrid(F body) {
+// `kernel` built for `knownBlock`-thread blocks (0: any block size).
+template <typename F> static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
+  if (syGridX == 0 || syBlockX == 0 || syBlockX % 32 != 0 || syBlockX > 1024 ||
+      (knownBlock != 0 && syBlockX != knownBlock)) {
+    std::fprintf(stderr, "%s launched with <<<%u, %u>>>: call switchyard_host_launch(grid, "
+                 "block) first, with grid >= 1 and block %u%s\n", kernel, syGridX, syBlockX,
+                 knownBlock, knownBlock ? " (the kernel's block size)" : "");
+    if (knownBlock == 0)
+      std::fprintf(stderr, "(block: a multiple of 32 in [32, 1024])\n");
+    std::abort();
+  }
   for (unsigned block = 0; block < syGridX; ++block)
-    syRunBlock(block, body);
+    syRunBlock(block, syBlockX, body);
 }
 #endif
 #define SY_EXPORT extern "C"
@@ -677,9 +692,14 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   if (failed(emitBlock(kernel.getBody().front())))
     return failure();
   os << "}\n\n";
+  // The block size the kernel was built for (the launch metadata's block).
+  int64_t knownBlock = 0;
+  if (DenseI32ArrayAttr known = kernel.getKnownBlockSizeAttr())
+    knownBlock = known[0];
   os << "SY_EXPORT __global__ void " << kernel.getName() << "(" << paramList << ") {\n"
      << "#ifdef SWITCHYARD_CUDA_ON_HOST\n"
-     << "  syRunGrid([&] { " << kernel.getName() << "_body(" << argList << "); });\n"
+     << "  syRunGrid(\"" << kernel.getName() << "\", " << knownBlock << ", [&] { "
+     << kernel.getName() << "_body(" << argList << "); });\n"
      << "#else\n"
      << "  " << kernel.getName() << "_body(" << argList << ");\n"
      << "#endif\n}\n";
