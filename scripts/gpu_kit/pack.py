@@ -8,7 +8,7 @@ routers with knobs a second setting and its outputs (for the CUDA-graph step). T
 kit needs on the GPU machine only what its image has: Python with NumPy (and PyTorch
 for the baselines), a C++ compiler and the CUDA toolkit.
 
-    pack.py KIT_DIR [--build BUILD] [--max-mib 60]
+    pack.py KIT_DIR [--build BUILD] [--max-mib 60] [--no-exec]
 """
 import argparse
 import datetime
@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
 from gpu_cases import abi_arrays, entry_info, example_inputs, result_shape  # noqa: E402
 from policy_shapes import GPU_ROUTERS, import_switchyard, native_shape, shape_flags  # noqa: E402
 from kit_common import CASE_TOKENS, GRAPH_TOKENS, input_digest  # noqa: E402
+from pack_exec import pack_exec  # noqa: E402
 
 # Extra builds beside the native ones: (variant, policy file, entry, shape, extra
 # moe-compile flags). The test shape is the small-expert one the executor tests use;
@@ -140,7 +141,10 @@ def main():
     ap.add_argument("kit")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--max-mib", type=float, default=60)
+    ap.add_argument("--no-exec", action="store_true",
+                    help="leave out the executor bundle (routers only)")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
     sy = import_switchyard(args.build)
     kit = os.path.abspath(args.kit)
     shutil.rmtree(kit, ignore_errors=True)
@@ -152,6 +156,9 @@ def main():
     for variant, file, entry, shape, flags in EXTRA_VARIANTS:
         routers.append(pack_variant(sy, kit, variant, file, entry, shape, flags, args.build))
         print(f"packed {variant}", flush=True)
+    if not args.no_exec:
+        print(f"packed {os.path.basename(pack_exec(kit, args.build))} (executor, expert "
+              "memory, their libraries, precompiled policies)", flush=True)
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()
     manifest = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(),

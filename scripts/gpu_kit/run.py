@@ -5,11 +5,14 @@ box, writing OUTDIR/gpu-results.json after every step (a time-out keeps what fin
 and the whole output to OUTDIR/gpu-kit.log.
 
   0 build      launchers against cudart                        (also --dry)
+  - exec-plumbing  the executor bundle loads, one host moe-exec run (also --dry)
   - inputs     inputs regenerate to the packed hashes          (also --dry)
   1 routers    every router x T vs the host target; launch counts per size class
   2 memcheck   compute-sanitizer memcheck, T = 64 and 4096
   2 racecheck  compute-sanitizer racecheck, T = 64 and 4096
   3 graphs     CUDA-graph capture, replay, knobs re-set with SetParams
+  4 torch-op   (not in the kit yet: says why)
+  5 executor   moe-exec --device cuda vs host (5 families); device expert memory
   - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves
   6 bench      time per call vs PyTorch and the floor
   - fit        the launch cost model's constants fitted to the bench (CPU)
@@ -40,6 +43,9 @@ NCU_METRICS = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_siz
                "launch__waves_per_multiprocessor",
                "sm__warps_active.avg.pct_of_peak_sustained_active",
                "smsp__inst_executed.sum", "dram__bytes.sum"]
+# Steps the kit cannot run yet, and why.
+NOT_IN_KIT = {"torch-op": "the Python extension is not in the kit (it links the compiler, "
+                          "which a GPU image lacks; the image's Python is 3.12, ours 3.11)"}
 NATIVE_VARIANTS = ("topk_softmax,deepseek_v3,lynx,xshare,xshare_spec,xshare_ep,libra_predict,"
                    "expertflow_route,capacity_topk,expert_choice")
 
@@ -52,6 +58,9 @@ def steps(kit, out, py, work):
     # (name, needs a GPU, seconds, command, json written by the step)
     return [
         ("build", False, 180, [py, os.path.join(HERE, "build_kit.py"), "--kit", kit], None),
+        ("exec-plumbing", False, 120, [py, os.path.join(HERE, "step_exec.py"), "--kit", kit,
+                                       "--plumbing", "--json", f"{work}/exec-plumbing.json"],
+         "exec-plumbing.json"),
         ("inputs", False, 120, [py, os.path.join(HERE, "step_inputs.py"), "--kit", kit,
                                 "--json", f"{work}/inputs.json"], "inputs.json"),
         ("routers", True, 240, routers + ["--json", f"{work}/routers.json"], "routers.json"),
@@ -62,6 +71,9 @@ def steps(kit, out, py, work):
          + sanitized + ["--json", f"{work}/racecheck.json"], "racecheck.json"),
         ("graphs", True, 120, [py, os.path.join(HERE, "step_graphs.py"), "--kit", kit,
                                "--json", f"{work}/graphs.json"], "graphs.json"),
+        ("torch-op", True, 0, None, None),
+        ("executor", True, 240, [py, os.path.join(HERE, "step_exec.py"), "--kit", kit,
+                                 "--json", f"{work}/executor.json"], "executor.json"),
         ("profile", True, 150, [shutil.which("ncu") or os.path.join(cuda_home(), "bin", "ncu"),
                                 "--csv", "--log-file", f"{out}/profile.csv",
                                 "--metrics", ",".join(NCU_METRICS)]
@@ -184,7 +196,10 @@ def main():
     for name, needs_gpu, seconds, command, produced in steps(kit, out, sys.executable, work):
         if only and name not in only and name != "build":
             continue
-        if needs_gpu and not has_gpu:
+        if command is None:   # not in the kit yet: say so
+            log(f"== {name}: skipped: {NOT_IN_KIT[name]}")
+            results["steps"][name] = {"status": "skipped", "reason": NOT_IN_KIT[name]}
+        elif needs_gpu and not has_gpu:
             log(f"== {name}: skipped: no GPU")
             results["steps"][name] = {"status": "skipped", "reason": "no GPU"}
         else:

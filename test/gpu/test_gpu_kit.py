@@ -38,10 +38,11 @@ def main():
     with open(os.path.join(out, "gpu-results.json")) as f:
         results = json.load(f)
     steps = results["steps"]
-    for name in ("build", "inputs"):
+    for name in ("build", "exec-plumbing", "inputs"):
         if steps.get(name, {}).get("status") != "passed":
             failures.append(f"step {name}: {steps.get(name)}")
-    for name in ("routers", "memcheck", "racecheck", "graphs", "profile", "bench", "fit"):
+    for name in ("routers", "memcheck", "racecheck", "graphs", "torch-op", "executor",
+                 "profile", "bench", "fit"):
         if steps.get(name, {}).get("status") != "skipped":
             failures.append(f"GPU step {name} in a dry run: {steps.get(name)}")
     if run.returncode != 0:
