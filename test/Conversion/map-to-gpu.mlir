@@ -112,15 +112,16 @@
 // LARGE: memref.view {{.*}} : memref<?xi8> to memref<16xi8>
 // LARGE: memref.view {{.*}} : memref<?xi8> to memref<16xf32>
 // LARGE: %[[MINE:.*]] = memref.view {{.*}} : memref<?xi8> to memref<16xi8>
-// The partials combined in CTA order.
-// LARGE: scf.for %{{.*}} = %c0{{.*}} to %[[GRID]] step %c1{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// The partials combined in CTA order, 8 CTAs' loads in flight a step.
+// LARGE: scf.for %{{.*}} = %c0{{.*}} to %[[GRID]] step %c8{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
 // LARGE:   memref.load %[[MASS2]]
 // LARGE:   arith.addf
 // Greedy fill rounds: block arg-max, the winner marked in the private copy.
 // LARGE: scf.for %{{.*}} = %c0{{.*}} to %c4 step
 // LARGE: memref.store %c1_i8, %[[MINE]]
-// CTA 0 copies it out.
+// CTA 0 copies it out, a thread an element.
 // LARGE: arith.cmpi eq, %[[CTA2]], %c0
+// LARGE: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %block_dim_x
 // LARGE: memref.store %{{.*}}, %[[SELECTED]][%{{.*}}] : memref<16xi8>
 // Routing of this CTA's tokens against the private copy.
 // LARGE: scf.for %{{.*}} = %{{.*}} to %[[LAST2]] step

@@ -490,6 +490,106 @@ void hoistAllocs(Block &body) {
       moveToFront(&op);
 }
 
+/// Moves `op` (and, first, the pure code in `body` its operands need) in front of
+/// `pos`; false, with nothing moved, when an operand is made by code that is not pure.
+bool moveWithOperandsBefore(Operation *op, Operation *pos, Block &body) {
+  llvm::SetVector<Operation *> needed; // pure producers at or after pos, uses first
+  bool movable = true;
+  std::function<void(Operation *)> collect = [&](Operation *user) {
+    user->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || def->getBlock() != &body || def->isBeforeInBlock(pos) ||
+            needed.contains(def))
+          continue;
+        if (!isPure(*def)) {
+          movable = false;
+          return;
+        }
+        collect(def);
+        needed.insert(def);
+      }
+    });
+  };
+  collect(op);
+  if (!movable)
+    return false;
+  SmallVector<Operation *> order(needed.begin(), needed.end());
+  llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *def : order)
+    def->moveBefore(pos);
+  op->moveBefore(pos);
+  return true;
+}
+
+/// Moves the token stage's work up: a token loop writing its own tokens' rows, or a
+/// token fold, that the source (stage formation) placed after routing, counting or
+/// whole-batch code it does not depend on (union_topk after the counts) goes in front
+/// of that code, as far up as its accesses allow, so that the split runs it in kernel 1
+/// on every CTA's own tokens instead of in the last CTA's tail over the whole batch.
+void hoistTokenWork(Block &body, Value tokens) {
+  // Token work as the split sees it: a token loop writing its own rows, a token fold,
+  // reading the rows earlier token work writes at their own row only.
+  SmallVector<Operation *> candidates;
+  llvm::DenseSet<Value> rows;
+  for (Operation &op : body.without_terminator()) {
+    if (isTokenLoop(&op, tokens)) {
+      auto loop = cast<scf::ParallelOp>(op);
+      if (writesOwnRows(loop) && readsOnlyRow(&op, loop.getInductionVars()[0], rows)) {
+        candidates.push_back(&op);
+        Accesses a = accessesOf(&op);
+        rows.insert(a.writes.begin(), a.writes.end());
+      }
+    } else if (std::optional<TokenFold> fold = asTokenFold(&op, tokens);
+               fold && readsOnlyRow(fold->tokens, fold->tokens.getInductionVar(), rows)) {
+      candidates.push_back(&op);
+    }
+  }
+  // Where the token stage ends: the first code that is not token work. Work moves up
+  // to there at most (the token stage keeps its order).
+  llvm::SmallPtrSet<Operation *, 8> isCandidate(candidates.begin(), candidates.end());
+  Operation *boundary = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (!isPure(op) && !isa<memref::AllocOp>(op) && !isCandidate.contains(&op)) {
+      boundary = &op;
+      break;
+    }
+  if (!boundary)
+    return;
+  for (Operation *op : candidates) {
+    if (op->isBeforeInBlock(boundary))
+      continue;
+    Accesses mine = accessesOf(op);
+    if (mine.unknown)
+      continue;
+    Operation *target = nullptr;
+    for (Operation *prev = op->getPrevNode(); prev && !prev->isBeforeInBlock(boundary);
+         prev = prev->getPrevNode()) {
+      if (isPure(*prev) || isa<memref::AllocOp>(prev))
+        continue;
+      // Stop at code it depends on (or that depends on it).
+      Accesses a = accessesOf(prev);
+      auto any = [](const llvm::SetVector<Value> &xs, const llvm::SetVector<Value> &ys) {
+        return llvm::any_of(xs, [&](Value v) { return ys.contains(v); });
+      };
+      if (a.unknown || any(mine.reads, a.writes) || any(mine.writes, a.writes) ||
+          any(mine.writes, a.reads) ||
+          llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() == prev; }))
+        break;
+      bool usesResult = false;
+      op->walk([&](Operation *inner) {
+        for (Value v : inner->getOperands())
+          usesResult |= v.getDefiningOp() == prev;
+      });
+      if (usesResult)
+        break;
+      target = prev;
+    }
+    if (target)
+      (void)moveWithOperandsBefore(op, target, body);
+  }
+}
+
 /// Replaces T <op> constant by the answer it has for every T >= minTokens (a phase
 /// gate's `max_tokens` below the size class), then folds the branches it decides.
 void assumeLargeBatch(gpu::GPUFuncOp kernel, Value tokens, int64_t minTokens) {
@@ -578,6 +678,56 @@ LogicalResult finishKernel1(Block &body, Location loc, Plan &plan, const Prologu
   return success();
 }
 
+/// Rewrites a token fold of the tail (one thread per expert folding over the whole
+/// batch) to take kFoldUnroll tokens a step: their loads first (in flight together; a
+/// step past the end reloads the last token), then the combines in token order, one past
+/// the end skipped - the same result, float additions included, with a latency chain
+/// kFoldUnroll times shorter.
+void unrollTailFold(TokenFold &fold) {
+  constexpr int64_t kFoldUnroll = 8;
+  scf::ForOp loop = fold.tokens;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value lb = loop.getLowerBound(), ub = loop.getUpperBound();
+  Value acc = loop.getRegionIterArgs()[0];
+  Value iv = loop.getInductionVar();
+  Block *body = loop.getBody();
+  Value lastToken = arith::SubIOp::create(b, loc, ub, arith::ConstantIndexOp::create(b, loc, 1));
+  auto unrolled = scf::ForOp::create(
+      b, loc, lb, ub, arith::ConstantIndexOp::create(b, loc, kFoldUnroll), loop.getInitArgs(),
+      [&](OpBuilder &nb, Location, Value t0, ValueRange it) {
+        SmallVector<Value> values, valid;
+        for (int64_t j = 0; j < kFoldUnroll; ++j) {
+          Value t = arith::AddIOp::create(nb, loc, t0, arith::ConstantIndexOp::create(nb, loc, j));
+          valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, t, ub));
+          IRMapping mapping;
+          mapping.map(iv, arith::MinUIOp::create(nb, loc, t, lastToken).getResult());
+          for (Operation &op : body->without_terminator())
+            if (&op != fold.combine)
+              nb.clone(op, mapping);
+          Value x;
+          for (Value operand : fold.combine->getOperands())
+            if (operand != acc)
+              x = mapping.lookupOrDefault(operand);
+          values.push_back(x);
+        }
+        Value accValue = it[0];
+        for (auto [x, ok] : llvm::zip(values, valid)) {
+          IRMapping mapping;
+          mapping.map(acc, accValue);
+          for (Value operand : fold.combine->getOperands())
+            if (operand != acc)
+              mapping.map(operand, x);
+          Value next = nb.clone(*fold.combine, mapping)->getResult(0);
+          accValue = arith::SelectOp::create(nb, loc, ok, next, accValue);
+        }
+        scf::YieldOp::create(nb, loc, accValue);
+      });
+  loop.getResult(0).replaceAllUsesWith(unrolled.getResult(0));
+  loop.erase();
+  fold.tokens = unrolled;
+}
+
 /// Kernel 2: partials combined, set selection into private copies (outputs copied out
 /// by CTA 0), routing on this CTA's tokens, the tail in the last CTA.
 LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location loc, Plan &plan,
@@ -594,20 +744,37 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
     Value acc = fold.tokens.getRegionIterArgs()[0];
     Value e = fold.loop.getInductionVars()[0];
     Value extent = arith::ConstantIndexOp::create(b, loc, fold.extent);
-    // The partials in CTA order.
+    // The partials in CTA order, kCombineUnroll CTAs a step: their loads first (in
+    // flight together; a step past the last CTA reloads the last one), then the
+    // combines in order, a combine past the last CTA skipped (the same result as one
+    // CTA a step, float additions included).
+    constexpr int64_t kCombineUnroll = 8;
+    Value lastPartial =
+        arith::SubIOp::create(b, loc, p.grid, arith::ConstantIndexOp::create(b, loc, 1));
     auto combined = scf::ForOp::create(
         b, loc, arith::ConstantIndexOp::create(b, loc, 0), p.grid,
-        arith::ConstantIndexOp::create(b, loc, 1), fold.tokens.getInitArgs(),
-        [&](OpBuilder &nb, Location, Value c, ValueRange it) {
-          Value at = arith::AddIOp::create(nb, loc, arith::MulIOp::create(nb, loc, c, extent), e);
-          Value v = memref::LoadOp::create(nb, loc, partial, ValueRange{at});
-          IRMapping mapping;
-          mapping.map(acc, it[0]);
-          for (Value operand : fold.combine->getOperands())
-            if (operand != acc)
-              mapping.map(operand, v);
-          Value next = nb.clone(*fold.combine, mapping)->getResult(0);
-          scf::YieldOp::create(nb, loc, next);
+        arith::ConstantIndexOp::create(b, loc, kCombineUnroll), fold.tokens.getInitArgs(),
+        [&](OpBuilder &nb, Location, Value c0, ValueRange it) {
+          SmallVector<Value> values, valid;
+          for (int64_t j = 0; j < kCombineUnroll; ++j) {
+            Value c = arith::AddIOp::create(nb, loc, c0, arith::ConstantIndexOp::create(nb, loc, j));
+            valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, c, p.grid));
+            Value clamped = arith::MinUIOp::create(nb, loc, c, lastPartial);
+            Value at = arith::AddIOp::create(
+                nb, loc, arith::MulIOp::create(nb, loc, clamped, extent), e);
+            values.push_back(memref::LoadOp::create(nb, loc, partial, ValueRange{at}));
+          }
+          Value accValue = it[0];
+          for (auto [v, ok] : llvm::zip(values, valid)) {
+            IRMapping mapping;
+            mapping.map(acc, accValue);
+            for (Value operand : fold.combine->getOperands())
+              if (operand != acc)
+                mapping.map(operand, v);
+            Value next = nb.clone(*fold.combine, mapping)->getResult(0);
+            accValue = arith::SelectOp::create(nb, loc, ok, next, accValue);
+          }
+          scf::YieldOp::create(nb, loc, accValue);
         });
     fold.tokens.getResult(0).replaceAllUsesWith(combined.getResult(0));
     fold.tokens.erase();
@@ -631,8 +798,10 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
       Value zero = arith::ConstantIndexOp::create(b, loc, 0);
       Value one = arith::ConstantIndexOp::create(b, loc, 1);
       auto dim = [&](int d) { return arith::ConstantIndexOp::create(b, loc, type.getDimSize(d)); };
-      scf::ForOp::create(b, loc, zero, dim(0), one, ValueRange{},
-                         [&](OpBuilder &nb, Location, Value i, ValueRange) {
+      // Spread over the block (one element or row a thread), not a thread-0 loop.
+      scf::ParallelOp::create(b, loc, ValueRange{zero}, ValueRange{dim(0)}, ValueRange{one},
+                              [&](OpBuilder &nb, Location, ValueRange ivs) {
+        Value i = ivs[0];
         if (type.getRank() == 1) {
           memref::StoreOp::create(nb, loc, memref::LoadOp::create(nb, loc, copy, i), buffer, i);
         } else {
@@ -643,7 +812,6 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
             scf::YieldOp::create(nn, loc);
           });
         }
-        scf::YieldOp::create(nb, loc);
       });
     });
   }
@@ -666,6 +834,11 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
       arith::SubIOp::create(b, loc, p.grid, arith::ConstantIndexOp::create(b, loc, 1)));
   Value isLast = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, done, lastCta);
   auto tail = scf::IfOp::create(b, loc, isLast, /*withElseRegion=*/false);
+  // The tail's folds over the whole batch, unrolled (before the tail moves: a fold is
+  // a top-level op of the body).
+  for (Operation *op = plan.tailStart; op && op != body.getTerminator(); op = op->getNextNode())
+    if (std::optional<TokenFold> fold = asTokenFold(op, body.getArgument(0)))
+      unrollTailFold(*fold);
   Operation *end = body.getTerminator();
   for (Operation *op = plan.tailStart; op != end;) {
     Operation *next = op->getNextNode();
@@ -688,6 +861,7 @@ LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target, gpu::GPUFuncOp 
   kernel.walk([](memref::DeallocOp op) { op.erase(); });
   assumeLargeBatch(kernel, tokens, minTokens);
   hoistAllocs(body);
+  hoistTokenWork(body, tokens);
   Plan plan;
   if (failed(makePlan(body, tokens, plan, reason)))
     return failure();
