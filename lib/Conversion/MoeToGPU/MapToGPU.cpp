@@ -28,6 +28,7 @@
 
 #include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace switchyard::moe {
@@ -141,6 +142,44 @@ LogicalResult mapKernel(const switchyard::moe::GpuTargetInfo &target, gpu::GPUFu
   return success();
 }
 
+/// The largest batch bound of a phase gate of `f`: T <= M (or T < M + 1) in the
+/// condition of an scf.if around parallel loops (moe.when max_tokens = M), 0 if none.
+/// A large-batch pair that starts at or below M cannot decide the gate, and an undecided
+/// gate is whole-batch code: the last CTA's tail would run both branches' token loops
+/// over the whole batch.
+int64_t largestGateBound(func::FuncOp f) {
+  Value tokens = f.getArgument(0);
+  int64_t bound = 0;
+  f.walk([&](scf::IfOp gate) {
+    if (!containsParallel(gate))
+      return;
+    SmallVector<Value> work{gate.getCondition()};
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || !seen.insert(def).second)
+        continue;
+      if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(def)) {
+        work.append(def->operand_begin(), def->operand_end());
+        continue;
+      }
+      auto cmp = dyn_cast<arith::CmpIOp>(def);
+      if (!cmp || cmp.getLhs() != tokens)
+        continue;
+      std::optional<int64_t> c = getConstantIntValue(cmp.getRhs());
+      if (!c)
+        continue;
+      if (cmp.getPredicate() == arith::CmpIPredicate::ule ||
+          cmp.getPredicate() == arith::CmpIPredicate::ugt)
+        bound = std::max(bound, *c);
+      else if (cmp.getPredicate() == arith::CmpIPredicate::ult ||
+               cmp.getPredicate() == arith::CmpIPredicate::uge)
+        bound = std::max(bound, *c - 1);
+    }
+  });
+  return bound;
+}
+
 struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass> {
   using MoeMapToGPUBase::MoeMapToGPUBase;
   const switchyard::moe::GpuTargetInfo &target = switchyard::moe::getNvvmTargetInfo();
@@ -229,6 +268,10 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       auto gpuModule = gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
       // Thresholds the user left open come from the launch cost model.
       switchyard::moe::LaunchCostModel model = switchyard::moe::modelLaunches(f, blockSize);
+      // The one-CTA kernel takes the batches a phase gate's bound does not decide (up
+      // to 1024 tokens): the pair then runs the gate's large-batch branch only.
+      if (int64_t gate = largestGateBound(f); gate > model.ctaTokens && gate <= 1024)
+        model.ctaTokens = gate;
       model.ctaTokens = ctaTokens > 0 ? int64_t(ctaTokens) : model.ctaTokens;
       model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
       bool failedToMap = false;
