@@ -211,6 +211,47 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
       return SmallVector<Value>{em.andI(it[0], ok)};
     })[0];
   };
+  if (L.blockParallelHere()) {
+    // The GPU form, a stable partition spread over the block: each token's flag (a
+    // token loop: kernel 1 of the large-batch pair), each chunk of consecutive tokens
+    // counts its ready ones, then places its tokens in order: a ready token after the
+    // ready ones of earlier chunks, any other after all ready tokens and the other
+    // tokens before it. The same order as the sequential form below.
+    OpBuilder &b = em.builder();
+    int64_t maxChunks = 128;
+    Value flags = L.temporary(MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
+                              L.tokens());
+    Value readyIn = L.temporary(MemRefType::get({maxChunks}, b.getI32Type()), {});
+    L.parallelLoop(L.tokens(), [&](Value t) {
+      em.store(em.select(isReady(t), em.i32(1), em.i32(0)), flags, t);
+    });
+    Value chunks = em.idx(maxChunks);
+    chunkedLoop(L, L.tokens(), chunks, [&](Value c, Value first, Value last) {
+      Value sum = em.loopCarried(first, last, {em.i32(0)}, [&](Value t, ValueRange it) {
+        return SmallVector<Value>{em.addI(it[0], em.load(flags, t))};
+      })[0];
+      em.store(sum, readyIn, c);
+    });
+    chunkedLoop(L, L.tokens(), chunks, [&](Value c, Value first, Value last) {
+      auto sums = em.loopCarried(em.idx(0), chunks, {em.i32(0), em.i32(0)},
+                                 [&](Value d, ValueRange it) {
+        Value v = em.load(readyIn, d);
+        Value earlier = em.cmpI(P::ult, d, c);
+        return SmallVector<Value>{em.addI(it[0], v),
+                                  em.addI(it[1], em.select(earlier, v, em.i32(0)))};
+      });
+      Value total = sums[0];
+      em.loopCarried(first, last, {sums[1]}, [&](Value t, ValueRange it) {
+        Value r = em.load(flags, t);
+        Value isR = em.cmpI(P::ne, r, em.i32(0));
+        Value other = em.addI(total, em.subI(em.toI32(t), it[0]));
+        em.store(em.toI32(t), order, em.toIndex(em.select(isR, it[0], other)));
+        return SmallVector<Value>{em.addI(it[0], r)};
+      });
+      em.ifThen(em.cmpI(P::eq, c, em.idx(0)), [&] { em.store(total, ready, em.idx(0)); });
+    });
+    return success();
+  }
   Value first = em.loopCarried(em.idx(0), L.tokens(), {em.idx(0)}, [&](Value t, ValueRange it) {
     Value r = isReady(t);
     em.ifThen(r, [&] { em.store(em.toI32(t), order, it[0]); });
