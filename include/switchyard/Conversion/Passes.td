@@ -118,9 +118,10 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
 
     Unless `cta-tokens` / `tokens-per-cta` are given, each router's come from a
     static launch cost model (lib/Conversion/MoeToGPU/LaunchCostModel.h: warp
-    instructions per token counted in its token loops, launch latency, SM count,
-    the values kernel 2 combines per CTA): the one-CTA kernel serves a batch while it
-    is modeled no slower than the pair. The kernels carry the model
+    instructions per token counted in its token loops, the whole-batch phases'
+    instructions as a function of T, the values kernel 2 combines per CTA, sm_90's
+    occupancy limits and waves, constants fitted to GPU measurements): the one-CTA
+    kernel serves batches up to the first size where the pair is modeled faster. The kernels carry the model
     (`moe.launch_model`: its inputs, the thresholds and modeled times), which
     `moe-compile --report` prints.
 
