@@ -12,7 +12,9 @@
 // that key and the last tied token it takes (ties go to the lower token index):
 // token t is taken by e iff key(t,e) > K[e], or key(t,e) == K[e] and t <= last[e].
 // The per-token view and the grouped layout are read off that rule, so both forms
-// (one thread per expert / per token) give the sequential result exactly.
+// give the sequential result exactly. In the GPU form the select and the grouped
+// layout's placement are spread over the block: slices of consecutive tokens per
+// expert (n x slices work items), two bits of the key a step.
 //
 //===----------------------------------------------------------------------===//
 #include "OpLowerings.h"
@@ -168,6 +170,114 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
 
   // 1. Per expert: K = the largest key with at least `take` keys >= K (the take-th
   //    best key), then the token of the last tie it takes.
+  if (L.blockParallelHere()) {
+    // The GPU form, spread over the block: `slices` consecutive token ranges per
+    // expert (n x slices work items, about one per thread). The select takes two bits
+    // a step (16 steps): each item counts its range's keys >= prefix | j << shift for
+    // j = 1..3, then per expert the largest j whose total reaches `take` extends the
+    // prefix, which is the same as the two one-bit steps of the sequential form (the
+    // counts fall with j). Then each item counts its keys above K and tied with K, per
+    // expert the slice holding the need-th tie is found, and that slice's item finds
+    // the tied token. The same K and last tie as the sequential form.
+    OpBuilder &b = em.builder();
+    Location loc = em.location();
+    int64_t slicesPer = std::clamp<int64_t>(256 / n, 1, 32);
+    Value slices = em.idx(slicesPer), items = em.idx(n * slicesPer);
+    // partial[j * slices + s, e]: count j of slice s of expert e.
+    Value partial = L.temporary(MemRefType::get({3 * slicesPer, n}, i32), {});
+    auto row = [&](int64_t j, Value s) { return em.addI(em.idx(j * slicesPer), s); };
+    Value tieAt = L.temporary(MemRefType::get({n, 2}, i32), {});
+    Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
+    // Work item i: expert i % n (consecutive threads read one score row), slice i / n.
+    auto sliceLoop = [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
+      L.parallelLoop(items, [&](Value i) {
+        Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
+        Value first = em.minUI(em.mulI(s, length), tokens);
+        body(e, s, first, em.minUI(em.addI(first, length), tokens));
+      });
+    };
+    auto shl = [&](Value v, int64_t bits) {
+      return arith::ShLIOp::create(b, loc, v, em.i32(bits)).getResult();
+    };
+    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), threshold, e); });
+    for (int64_t shift = 30; shift >= 0; shift -= 2) {
+      sliceLoop([&](Value e, Value s, Value first, Value last) {
+        Value prefix = em.load(threshold, e);
+        Value a1 = em.orI(prefix, shl(em.i32(1), shift));
+        Value a2 = em.orI(prefix, shl(em.i32(2), shift));
+        Value a3 = em.orI(prefix, shl(em.i32(3), shift));
+        auto one = [&](Value c) { return em.select(c, em.i32(1), em.i32(0)); };
+        auto c = em.loopCarried(first, last, {em.i32(0), em.i32(0), em.i32(0)},
+                                [&](Value t, ValueRange it) {
+          Value k = key(t, e);
+          return SmallVector<Value>{em.addI(it[0], one(em.cmpI(P::uge, k, a1))),
+                                    em.addI(it[1], one(em.cmpI(P::uge, k, a2))),
+                                    em.addI(it[2], one(em.cmpI(P::uge, k, a3)))};
+        });
+        for (int64_t j = 0; j < 3; ++j)
+          em.store(c[j], partial, {row(j, s), e});
+      });
+      L.parallelLoop(em.idx(n), [&](Value e) {
+        auto c = em.loopCarried(em.idx(0), slices, {em.i32(0), em.i32(0), em.i32(0)},
+                                [&](Value s, ValueRange it) {
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < 3; ++j)
+            next.push_back(em.addI(it[j], em.load(partial, {row(j, s), e})));
+          return next;
+        });
+        Value prefix = em.load(threshold, e), best = prefix;
+        for (int64_t j = 1; j <= 3; ++j)
+          best = em.select(em.cmpI(P::sge, c[j - 1], take),
+                           em.orI(prefix, shl(em.i32(j), shift)), best);
+        em.store(best, threshold, e);
+      });
+    }
+    sliceLoop([&](Value e, Value s, Value first, Value last) {
+      Value best = em.load(threshold, e);
+      auto c = em.loopCarried(first, last, {em.i32(0), em.i32(0)}, [&](Value t, ValueRange it) {
+        Value k = key(t, e);
+        return SmallVector<Value>{
+            em.addI(it[0], em.select(em.cmpI(P::ugt, k, best), em.i32(1), em.i32(0))),
+            em.addI(it[1], em.select(em.cmpI(P::eq, k, best), em.i32(1), em.i32(0)))};
+      });
+      em.store(c[0], partial, {row(0, s), e});
+      em.store(c[1], partial, {row(1, s), e});
+    });
+    // Per expert: the slice holding the need-th tie (-1: none, need <= 0) and the
+    // tie's rank within it.
+    L.parallelLoop(em.idx(n), [&](Value e) {
+      Value above = em.loopCarried(em.idx(0), slices, {em.i32(0)}, [&](Value s, ValueRange it) {
+        return SmallVector<Value>{em.addI(it[0], em.load(partial, {row(0, s), e}))};
+      })[0];
+      Value need = em.subI(take, above);
+      auto at = em.loopCarried(em.idx(0), slices, {em.i32(0), em.i32(-1), em.i32(0)},
+                               [&](Value s, ValueRange it) {
+        Value ties = em.load(partial, {row(1, s), e});
+        Value here = em.andI(em.andI(em.cmpI(P::slt, it[1], em.i32(0)),
+                                     em.cmpI(P::sgt, need, em.i32(0))),
+                             em.cmpI(P::sge, em.addI(it[0], ties), need));
+        return SmallVector<Value>{em.addI(it[0], ties),
+                                  em.select(here, em.toI32(s), it[1]),
+                                  em.select(here, em.subI(need, it[0]), it[2])};
+      });
+      em.store(at[1], tieAt, {e, em.idx(0)});
+      em.store(at[2], tieAt, {e, em.idx(1)});
+      em.store(em.i32(-1), lastTie, e);
+    });
+    sliceLoop([&](Value e, Value s, Value first, Value last) {
+      em.ifThen(em.cmpI(P::eq, em.load(tieAt, {e, em.idx(0)}), em.toI32(s)), [&] {
+        Value best = em.load(threshold, e), rank = em.load(tieAt, {e, em.idx(1)});
+        Value found = em.loopCarried(first, last, {em.i32(0), em.i32(-1)},
+                                     [&](Value t, ValueRange it) {
+          Value tie = em.cmpI(P::eq, key(t, e), best);
+          Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+          Value isLast = em.andI(tie, em.cmpI(P::eq, seen, rank));
+          return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
+        })[1];
+        em.store(found, lastTie, e);
+      });
+    });
+  } else
   L.parallelLoop(em.idx(n), [&](Value e) {
     Value best = em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
       Value bit = em.toI32(em.subI(em.idx(31), b));
@@ -239,6 +349,8 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     em.loop(em.idx(0), em.toIndex(perExpert), [&](Value i) {
       em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i));
     });
+    if (L.blockParallelHere())
+      return;  // The tokens are placed below, spread over the block.
     Value start = em.mulI(first, em.i32(block));
     em.loopCarried(em.idx(0), tokens, {start}, [&](Value t, ValueRange it) {
       Value s = em.load(scores, {t, e});
@@ -250,6 +362,43 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
       return SmallVector<Value>{em.select(in, em.addI(it[0], em.i32(1)), it[0])};
     });
   });
+  if (L.blockParallelHere()) {
+    // The GPU form: each (expert, slice of consecutive tokens) counts its taken
+    // tokens, then places them after the earlier slices' ones: the sequential order.
+    int64_t slicesPer = std::clamp<int64_t>(256 / n, 1, 32);
+    Value slices = em.idx(slicesPer), items = em.idx(n * slicesPer);
+    Value taken = L.temporary(MemRefType::get({slicesPer, n}, i32), {});
+    Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
+    auto sliceLoop = [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
+      L.parallelLoop(items, [&](Value i) {
+        Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
+        Value first = em.minUI(em.mulI(s, length), tokens);
+        body(e, s, first, em.minUI(em.addI(first, length), tokens));
+      });
+    };
+    sliceLoop([&](Value e, Value s, Value first, Value last) {
+      Value count = em.loopCarried(first, last, {em.i32(0)}, [&](Value t, ValueRange it) {
+        Value in = chosen(t, e, key(t, e));
+        return SmallVector<Value>{em.addI(it[0], em.select(in, em.i32(1), em.i32(0)))};
+      })[0];
+      em.store(count, taken, {s, e});
+    });
+    sliceLoop([&](Value e, Value s, Value first, Value last) {
+      Value start = em.mulI(em.mulI(em.toI32(e), perExpert), em.i32(block));
+      Value base = em.loopCarried(em.idx(0), s, {start}, [&](Value d, ValueRange it) {
+        return SmallVector<Value>{em.addI(it[0], em.load(taken, {d, e}))};
+      })[0];
+      em.loopCarried(first, last, {base}, [&](Value t, ValueRange it) {
+        Value sc = em.load(scores, {t, e});
+        Value in = chosen(t, e, scoreKey(em, sc));
+        em.ifThen(in, [&] {
+          em.store(em.toI32(t), sorted, em.toIndex(it[0]));
+          em.store(sc, sortedW, em.toIndex(it[0]));
+        });
+        return SmallVector<Value>{em.select(in, em.addI(it[0], em.i32(1)), it[0])};
+      });
+    });
+  }
   em.store(em.mulI(em.mulI(perExpert, em.i32(block)), em.i32(n)), padded, em.idx(0));
 
   // 4. Tokens no expert took: their first column is empty.
