@@ -11,12 +11,15 @@ import sys
 
 STEP_WHAT = {
     "build": "launchers built against cudart",
+    "exec-plumbing": "the executor bundle loads; one host moe-exec run through it",
     "inputs": "inputs regenerated to the packed hashes",
     "routers": "every router × T vs the host target (ids exact, weights ≤ 1e-5), "
                "launches per size class counted in a captured graph",
     "memcheck": "compute-sanitizer memcheck, T = 64 and 4096",
     "racecheck": "compute-sanitizer racecheck, T = 64 and 4096",
     "graphs": "graph capture + replay; knobs re-set with cudaGraphExecKernelNodeSetParams",
+    "torch-op": "the torch custom op on CUDA tensors",
+    "executor": "CUDA executor layer vs host executor (5 families); device expert memory",
     "profile": "Nsight Compute: per-kernel time, registers, occupancy limits",
     "bench": "time per call vs PyTorch and the floor",
     "fit": "the launch cost model's constants fitted to the bench",

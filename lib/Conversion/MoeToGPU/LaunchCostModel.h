@@ -24,15 +24,16 @@
 //   per SM, 4 warp instructions issued per cycle per SM.
 // ASSUMED: r = 40 registers per thread (ptxas decides later; 27..80 measured, median 40)
 //   and 1 KiB of static shared memory per CTA (768 B measured).
-// MEASURED: L = 3.5 us, one empty kernel's time on the GPU timeline (H200).
-// FITTED (H200, 2026-11-26, 90 kit measurements of 15 router builds, log least squares):
-//   c = 21.3 cycles per warp instruction of the token work (latency bound: few warps per
-//   SM scheduler), cB = 1.3 cycles per counted warp instruction of the whole-batch
-//   phases. The fit is loose (rms log error 1.10: typically within 3x, but the
-//   whole-batch phases' measured cost per token varies 90x between routers while B(T)
-//   counted here varies 4x: what is serial is decided by the GPU mapping, after this
-//   model runs). Good enough to rank the size classes of one router (it picks P = 8, the
-//   fastest measured), not to predict a router's time: the kit measures that.
+// MEASURED: L = 3.6 us, one empty kernel's time on the GPU timeline (H200).
+// FITTED (H200, 2026-11-26, the kit's fit step: 90 measurements of 15 router builds,
+//   log least squares): c = 16.5 cycles per warp instruction of the token work (latency
+//   bound: few warps per SM scheduler), cB = 0.4 cycles per counted warp instruction of
+//   the whole-batch phases. The fit is loose (rms log error 0.74: typically within 2x;
+//   worst xshare_spec 9x under, libra_predict 5x under, the P = 128 variants 7x over at
+//   T = 16): what is serial in the whole-batch phases is decided by the GPU mapping,
+//   after this model runs, and a loop bound the counter cannot evaluate is taken as T.
+//   It ranks one router's size classes (it picks P = 8, the fastest measured) rather
+//   than predicting its time: the kit measures that.
 //
 //   resident CTAs per SM   R = min(2048 / 32W, 65536 / (32W r), 228K / smem, 32)
 //   one CTA (decode):      t1(T)    = L + (ceil(T / W) I c + B1(T) cB) / f
@@ -67,7 +68,7 @@ struct LaunchCostModel {
   // Assumed per kernel (known only after ptxas).
   int64_t registersPerThread = 40, sharedBytesPerCta = 1024;
   // Fitted to the kit's measurements (LaunchCostModel.h says where).
-  double launchUs = 3.5, cyclesPerInstr = 21.3, batchCyclesPerInstr = 1.3;
+  double launchUs = 3.6, cyclesPerInstr = 16.5, batchCyclesPerInstr = 0.4;
   // The router.
   int64_t warps = 8;           // W, per block
   double tokenInstr = 0;       // I
