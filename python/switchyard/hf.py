@@ -55,9 +55,10 @@ Inputs of the compiled router, bound by name:
   `batch_metadata(...)` context). An input nobody supplies is an error naming it.
 
 A slot the policy leaves empty (id -1, weight 0: fewer eligible experts than k) is
-given to transformers' sentinel expert (index == number of experts), which the experts
-implementations skip (GPT-OSS, whose eager experts have no sentinel: the token's first
-expert again, with weight 0). The routing weights are not differentiable (inference only).
+given to the token's first routed expert (expert 0 if it has none) with weight 0. Not
+transformers' sentinel index (== number of experts): its grouped_mm experts leave a
+sentinel row uninitialised outside expert parallelism, and 0 * NaN poisons the output.
+The routing weights are not differentiable (inference only).
 A router compiled for the host (`target="host"`, the default) runs on the CPU: logits on
 a GPU are copied there and the routing back; with `target="cuda"` it runs on the logits'
 GPU.
@@ -73,17 +74,14 @@ __all__ = ["patch", "unpatch", "native_policy", "is_patched", "SUPPORTED_ROUTERS
 
 # Router module classes this module patches (matched by class name along the MRO, so
 # that transformers need not import every model): how the original routing is made.
-#   weights: the dtype of the original top-k weights ("float32" or "logits");
-#   sentinel: whether the experts module skips index == number of experts (an empty
-#   slot goes there; else to the token's first expert, with weight 0).
+#   weights: the dtype of the original top-k weights ("float32" or "logits").
 SUPPORTED_ROUTERS = {
-    "MixtralTopKRouter": {"family": "Mixtral", "weights": "float32", "sentinel": True},
-    "Qwen2MoeTopKRouter": {"family": "Qwen2-MoE", "weights": "logits", "sentinel": True},
-    "Qwen3MoeTopKRouter": {"family": "Qwen3-MoE", "weights": "logits", "sentinel": True},
-    "OlmoeTopKRouter": {"family": "OLMoE", "weights": "logits", "sentinel": True},
-    "DeepseekV3TopkRouter": {"family": "DeepSeek-V3", "weights": "float32", "sentinel": True},
-    # GPT-OSS's eager experts one-hot the ids over exactly E classes: no sentinel.
-    "GptOssTopKRouter": {"family": "GPT-OSS", "weights": "logits", "sentinel": False},
+    "MixtralTopKRouter": {"family": "Mixtral", "weights": "float32"},
+    "Qwen2MoeTopKRouter": {"family": "Qwen2-MoE", "weights": "logits"},
+    "Qwen3MoeTopKRouter": {"family": "Qwen3-MoE", "weights": "logits"},
+    "OlmoeTopKRouter": {"family": "OLMoE", "weights": "logits"},
+    "DeepseekV3TopkRouter": {"family": "DeepSeek-V3", "weights": "float32"},
+    "GptOssTopKRouter": {"family": "GPT-OSS", "weights": "logits"},
 }
 
 _PHASES = {"prefill": 0, "decode": 1, "mixed": 2}
@@ -216,7 +214,6 @@ def _make_hook(state, name, module, kind):
 
     inputs = list(state.router.inputs)
     extra = [n for n in inputs if n != "logits" and not (n == "bias" and hasattr(module, "e_score_correction_bias"))]
-    num_experts = int(module.weight.shape[0])
     weights_dtype = kind["weights"]
     on_gpu = getattr(state.router, "target", "host") == "cuda"
 
@@ -248,15 +245,11 @@ def _make_hook(state, name, module, kind):
             ids = ids.to(dtype=torch.int64)
             empty = ids < 0
             if bool(empty.any()):
+                # A real expert with weight 0: the token's first routed one (or 0). Every
+                # experts implementation computes it and adds 0 (see the module notes).
                 w = torch.where(empty, torch.zeros_like(w), w)
-                if kind["sentinel"]:
-                    # transformers' sentinel expert (index E): skipped by the experts.
-                    fill = torch.full_like(ids, num_experts)
-                else:
-                    # A real expert with weight 0: the token's first routed one (or 0).
-                    first = ids[:, :1].clamp(min=0)
-                    fill = first.expand_as(ids)
-                ids = torch.where(empty, fill, ids)
+                first = ids[:, :1].clamp(min=0)
+                ids = torch.where(empty, first.expand_as(ids), ids)
             ids = ids.to(device=device, dtype=orig_ids.dtype)
             dtype = torch.float32 if weights_dtype == "float32" else orig_weights.dtype
             w = w.to(device=orig_weights.device, dtype=dtype)

@@ -312,6 +312,11 @@ def check_xshare(sy, hf, model_type, budget, seq=5, **overrides):
     hf.unpatch(model)
     probe.remove()
 
+    # Empty slots reach the experts as real experts (weight 0), never as transformers'
+    # sentinel E: its grouped_mm experts leave that row uninitialised (0 * NaN = NaN).
+    for layer, routed in shared_ids.items():
+        assert bool(((routed >= 0) & (routed < E)).all()), \
+            f"{layer}: ids outside [0, {E}) reach the experts: {routed.tolist()}"
     deviation = (shared - native).abs().max().item()
     assert deviation > 10 * TOLERANCE, f"XShare (budget {budget}) equals top-k ({deviation:.3g}): no deviation shown"
     counts = []
