@@ -58,6 +58,9 @@ std::string MoeConfig::postAttentionNorm(int64_t l) const {
 }
 
 namespace {
+/// The largest config.json read (the hub's biggest are a few KiB).
+constexpr off_t kMaxConfigBytes = off_t(16) << 20;
+
 struct Reader {
   const nlohmann::json &j;
   std::string file;
@@ -96,6 +99,15 @@ struct Reader {
       return fail(key, "= " + j[key].dump() + " must be positive");
     return true;
   }
+  /// A string field; absent or null keeps `out` (the default).
+  bool string(const char *key, std::string &out) {
+    if (!has(key))
+      return true;
+    if (!j[key].is_string())
+      return fail(key, "must be a string, got " + j[key].dump());
+    out = j[key].get<std::string>();
+    return true;
+  }
   bool boolean(const char *key, bool &out) {
     if (!has(key))
       return true;
@@ -112,6 +124,13 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     file = path + "/config.json";
+  // A config is a small regular file: a FIFO would block and /dev/zero never ends.
+  if (stat(file.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > kMaxConfigBytes)) {
+    error = file + (S_ISREG(st.st_mode) ? ": " + std::to_string(st.st_size) +
+                                              " bytes, more than a config.json has (16 MiB)"
+                                        : ": not a regular file");
+    return false;
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     error = "cannot open '" + file + "' (a Hugging Face checkpoint directory has config.json)";
@@ -127,7 +146,9 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   Reader r{j, file, error};
   MoeConfig c;
   c.path = file;
-  std::string modelType = j.value("model_type", "");
+  std::string modelType;
+  if (!r.string("model_type", modelType))
+    return false;
   if (j.contains("architectures") && j["architectures"].is_array() &&
       !j["architectures"].empty() && j["architectures"][0].is_string())
     c.architecture = j["architectures"][0].get<std::string>();
@@ -218,21 +239,31 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       return false;
     c.sharedIntermediate = shared * c.expertIntermediate;
     c.sigmoidScoring = true;
-    std::string scoring = j.value("scoring_func", "sigmoid");
+    std::string scoring = "sigmoid";
+    if (!r.string("scoring_func", scoring))
+      return false;
     if (scoring != "sigmoid")
       return r.fail("scoring_func", "= \"" + scoring + "\": DeepSeek-V3 routing scores with sigmoid");
     if (c.experts % c.groups != 0 || c.topkGroups > c.groups)
       return r.fail("n_group", "= " + std::to_string(c.groups) + " must divide the " +
                                    std::to_string(c.experts) + " experts and be >= topk_group");
+    // The kept groups must hold the top-k, else every token gets empty slots.
+    if (c.topK > c.topkGroups * (c.experts / c.groups))
+      return r.fail("num_experts_per_tok",
+                    "= " + std::to_string(c.topK) + " is more than the " +
+                        std::to_string(c.topkGroups * (c.experts / c.groups)) +
+                        " experts of the topk_group = " + std::to_string(c.topkGroups) +
+                        " kept groups (n_group = " + std::to_string(c.groups) + ")");
     break;
   }
   default:
     break;
   }
+  std::sort(mlpOnly.begin(), mlpOnly.end()); // one lookup per layer: log, not linear
   for (int64_t l = 0; l < c.layers; ++l) {
     bool moe = c.family == Family::DeepseekV3
                    ? l >= firstDense && l % moeFreq == 0
-                   : std::find(mlpOnly.begin(), mlpOnly.end(), l) == mlpOnly.end() &&
+                   : !std::binary_search(mlpOnly.begin(), mlpOnly.end(), l) &&
                          (l + 1) % sparseStep == 0;
     if (moe)
       c.moeLayers.push_back(l);
