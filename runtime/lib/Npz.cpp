@@ -3,6 +3,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace switchyard::npy {
@@ -10,6 +11,12 @@ namespace switchyard::npy {
 /// The most bytes one member may expand to (a hostile archive may claim anything).
 constexpr uint64_t kMaxMemberBytes = uint64_t(1) << 34;
 constexpr int64_t kMaxMembers = 1 << 16;
+/// Deflate expands at most 1032:1 (RFC 1951's longest match per shortest code); a
+/// stored member is as long as its data.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+/// Members are read in pieces of this size, so that memory follows the bytes that
+/// arrive, not the size a member claims.
+constexpr uint64_t kReadChunk = uint64_t(1) << 20;
 
 bool loadNpz(const std::string &path, const std::string &what,
              std::map<std::string, Array> &arrays, std::string &error) {
@@ -46,14 +53,34 @@ bool loadNpz(const std::string &path, const std::string &what,
       error = what + ": member '" + name + "' claims " + std::to_string(st.size) + " bytes";
       return false;
     }
+    if ((st.valid & ZIP_STAT_COMP_SIZE) &&
+        st.size > st.comp_size * kMaxDeflateRatio + 1024) {
+      error = what + ": member '" + name + "' claims " + std::to_string(st.size) +
+              " bytes from " + std::to_string(st.comp_size) +
+              " compressed bytes: more than any zip member expands to";
+      return false;
+    }
     std::unique_ptr<zip_file_t, decltype(&zip_fclose)> file(zip_fopen_index(archive.get(), i, 0),
                                                             zip_fclose);
-    std::string bytes(static_cast<size_t>(st.size), '\0');
-    zip_int64_t got = file ? zip_fread(file.get(), bytes.data(), st.size) : -1;
-    if (got != static_cast<zip_int64_t>(st.size)) {
-      error = what + ": member '" + name + "' is truncated or corrupt (" +
+    if (!file) {
+      error = what + ": member '" + name + "' cannot be opened (" +
               zip_strerror(archive.get()) + ")";
       return false;
+    }
+    std::string bytes;
+    while (bytes.size() < st.size) {
+      size_t at = bytes.size();
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, st.size - at));
+      bytes.resize(at + want);
+      zip_int64_t got = zip_fread(file.get(), bytes.data() + at, want);
+      if (got <= 0) {
+        zip_error_t *z = zip_file_get_error(file.get());
+        error = what + ": member '" + name + "' is truncated or corrupt: it ends after " +
+                std::to_string(at) + " of the " + std::to_string(st.size) + " bytes it claims" +
+                (got < 0 ? std::string(" (") + zip_error_strerror(z) + ")" : "");
+        return false;
+      }
+      bytes.resize(at + static_cast<size_t>(got));
     }
     std::string key = name.substr(0, name.size() - 4);
     if (!loadBytes(bytes, what + "['" + key + "']", arrays[key], error))
