@@ -1,0 +1,66 @@
+//===- SharedLibraryTest.cpp - a policy library the runtime cannot trust ----===//
+//
+// A cached policy library is a file anyone may have damaged: a truncated one is
+// refused before dlopen maps it (else SIGBUS), a non-ELF one is named, and a manifest's
+// symbol must be defined by the library itself, not by a dependency (libc's free).
+//
+//===----------------------------------------------------------------------===//
+#include "switchyard/Runtime/SharedLibrary.h"
+#include "switchyard/Runtime/Npy.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+using namespace switchyard::runtime;
+
+namespace {
+
+/// libSwitchyardRuntime.so, which this test links: a real shared library.
+std::string runtimeLibrary() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void *>(&switchyard::npy::dtypeDescr), &info);
+  return info.dli_fname ? info.dli_fname : "";
+}
+
+class SharedLibraryTest : public ::testing::Test {
+protected:
+  std::string scratch = "/tmp/switchyard-lib-test-" + std::to_string(getpid()) + ".so";
+  void TearDown() override { std::remove(scratch.c_str()); }
+};
+
+TEST_F(SharedLibraryTest, OnlyTheLibrarysOwnSymbolsAreFound) {
+  std::string error;
+  std::unique_ptr<SharedLibrary> lib = SharedLibrary::open(runtimeLibrary(), error);
+  ASSERT_TRUE(lib) << error;
+  EXPECT_TRUE(lib->symbol("_ZN10switchyard3npy10dtypeDescrENS0_5DTypeE", error)) << error;
+  EXPECT_EQ(lib->symbol("free", error), nullptr);
+  EXPECT_NE(error.find("does not define 'free'"), std::string::npos) << error;
+  EXPECT_EQ(lib->symbol("no_such_symbol", error), nullptr);
+  EXPECT_NE(error.find("has no symbol 'no_such_symbol'"), std::string::npos) << error;
+}
+
+TEST_F(SharedLibraryTest, ATruncatedLibraryIsAnErrorNotASigbus) {
+  std::ifstream in(runtimeLibrary(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 4096u);
+  std::ofstream(scratch, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  std::string error;
+  EXPECT_FALSE(SharedLibrary::open(scratch, error));
+  EXPECT_NE(error.find("is truncated"), std::string::npos) << error;
+}
+
+TEST_F(SharedLibraryTest, NotAnElfLibraryIsNamed) {
+  std::ofstream(scratch, std::ios::binary) << "not a library";
+  std::string error;
+  EXPECT_FALSE(SharedLibrary::open(scratch, error));
+  EXPECT_NE(error.find("is not a 64-bit ELF shared library"), std::string::npos) << error;
+}
+
+} // namespace
