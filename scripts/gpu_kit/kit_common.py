@@ -1,6 +1,8 @@
 """What the GPU kit's packing (here) and run (on the GPU machine) agree on: the token
 counts of the cases and how a case's inputs are fingerprinted."""
+import argparse
 import hashlib
+import json
 
 import numpy as np
 
@@ -19,3 +21,24 @@ def input_digest(tokens, arrays):
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def step_arguments(doc=None):
+    """A kit step's parser: --kit KIT and --json FILE (add the step's own options)."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--kit", required=True)
+    ap.add_argument("--json", required=True)
+    return ap
+
+
+def save(path, results):
+    """Writes a step's results (after every case: a time-out keeps what finished)."""
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+def finish(path, results):
+    """Saves the results, prints the tally and returns the step's exit status."""
+    save(path, results)
+    print(f"{results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0

@@ -12,9 +12,7 @@ prediction (launch metadata `launch_model.modeled`, interpolated) is printed bes
 
     step_bench.py --kit KIT --json FILE
 """
-import argparse
 import ctypes
-import json
 import os
 import statistics
 import sys
@@ -26,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cases import CaseInputs, DeviceCall, launch_metadata, load_kit, load_launcher  # noqa: E402
 from cudart import Cudart  # noqa: E402
-from kit_common import BENCH_TOKENS  # noqa: E402
+from kit_common import BENCH_TOKENS, save, step_arguments  # noqa: E402
 from torch_routers import baselines  # noqa: E402
 
 CALLS, WARMUP = 200, 20
@@ -74,10 +72,7 @@ def modeled_us(meta, tokens):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kit", required=True)
-    ap.add_argument("--json", required=True)
-    args = ap.parse_args()
+    args = step_arguments().parse_args()
     kit = load_kit(args.kit)
     cuda = Cudart()
     torch.cuda.init()
@@ -140,10 +135,8 @@ def main():
             if "error" in row:
                 text += "  ERROR " + row["error"]
             print(text, flush=True)
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
+            save(args.json, results)
+    save(args.json, results)
     return 0
 
 

@@ -9,7 +9,6 @@ libraries and precompiled policies, so that a dry run shows the bundle loads her
 
     step_exec.py --kit KIT --json FILE [--plumbing]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from cudart import cuda_home  # noqa: E402
+from kit_common import finish, step_arguments  # noqa: E402
 
 
 def unpack(kit):
@@ -62,9 +62,7 @@ def plumbing(exe, env, work, log):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kit", required=True)
-    ap.add_argument("--json", required=True)
+    ap = step_arguments()
     ap.add_argument("--plumbing", action="store_true")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(args.kit, "exec.tar.xz")):
@@ -87,10 +85,7 @@ def main():
         if os.path.exists(memory_json):
             with open(memory_json) as f:
                 results["expert_memory"] = json.load(f)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"{results['passed']} passed, {results['failed']} failed")
-    return 1 if results["failed"] else 0
+    return finish(args.json, results)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ and copying the defaults back must give the defaults' again.
 
     step_graphs.py --kit KIT --json FILE
 """
-import argparse
-import json
 import os
 import sys
 
@@ -19,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cases import CaseInputs, DeviceCall, compare, load_kit, load_launcher  # noqa: E402
 from cudart import Cudart  # noqa: E402
-from kit_common import GRAPH_TOKENS  # noqa: E402
+from kit_common import GRAPH_TOKENS, finish, save, step_arguments  # noqa: E402
 
 
 def replay(cuda, call, exe, stream, expected):
@@ -66,10 +64,7 @@ def check_case(cuda, kit, router, case, stream):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kit", required=True)
-    ap.add_argument("--json", required=True)
-    args = ap.parse_args()
+    args = step_arguments().parse_args()
     kit = load_kit(args.kit)
     cuda = Cudart()
     stream = cuda.stream()
@@ -94,12 +89,8 @@ def main():
                   + (f" (knobs {case['knobs']['values']} re-set in the graph)"
                      if case.get("knobs") else "")
                   + ("" if ok else ": " + "; ".join(problems)), flush=True)
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"{results['passed']} passed, {results['failed']} failed")
-    return 1 if results["failed"] else 0
+            save(args.json, results)
+    return finish(args.json, results)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,6 @@ result (so that the GPU steps' comparisons can fail).
 
     step_inputs.py --kit KIT --json FILE
 """
-import argparse
-import json
 import os
 import sys
 
@@ -14,13 +12,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cases import CaseInputs, compare, load_kit  # noqa: E402
+from kit_common import save, step_arguments  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kit", required=True)
-    ap.add_argument("--json", required=True)
-    args = ap.parse_args()
+    args = step_arguments().parse_args()
     kit = load_kit(args.kit)
     passed, failures = 0, []
     for router in kit["routers"]:
@@ -41,9 +37,7 @@ def main():
                 failures.append(f"{label}: {e}")
                 print(f"FAIL {label}: {e}", flush=True)
     print(f"inputs of {passed} cases regenerated and checked, {len(failures)} failed")
-    with open(args.json, "w") as f:
-        json.dump({"passed": passed, "failed": len(failures), "failures": failures}, f,
-                  indent=1)
+    save(args.json, {"passed": passed, "failed": len(failures), "failures": failures})
     return 1 if failures else 0
 
 

@@ -7,8 +7,6 @@ results to --json after every case (a time-out keeps what finished).
 
     step_routers.py --kit KIT --json FILE [--tokens 64,4096] [--variants a,b] [--no-count]
 """
-import argparse
-import json
 import os
 import sys
 import time
@@ -18,6 +16,7 @@ sys.path.insert(0, HERE)
 from cases import (CaseInputs, DeviceCall, compare, launch_metadata, load_kit,  # noqa: E402
                    load_launcher, size_class)
 from cudart import Cudart  # noqa: E402
+from kit_common import finish, save, step_arguments  # noqa: E402
 
 
 def count_launches(cuda, call, stream):
@@ -29,9 +28,7 @@ def count_launches(cuda, call, stream):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kit", required=True)
-    ap.add_argument("--json", required=True)
+    ap = step_arguments()
     ap.add_argument("--tokens", default="")
     ap.add_argument("--variants", default="")
     ap.add_argument("--no-count", action="store_true")
@@ -42,10 +39,6 @@ def main():
     cuda = Cudart()
     stream = cuda.stream()
     results = {"cases": [], "passed": 0, "failed": 0}
-
-    def save():
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
 
     for router in kit["routers"]:
         if only_v and router["variant"] not in only_v:
@@ -91,10 +84,8 @@ def main():
             results["cases"].append(row)
             print(f"{'ok  ' if ok else 'FAIL'} {label}"
                   + ("" if ok else ": " + "; ".join(bad)), flush=True)
-            save()
-    save()
-    print(f"{results['passed']} passed, {results['failed']} failed")
-    return 1 if results["failed"] else 0
+            save(args.json, results)
+    return finish(args.json, results)
 
 
 if __name__ == "__main__":
