@@ -9,7 +9,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   cmake ninja-build g++-12 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
-  libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind
+  libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind clang-format
   libopenmpi-dev openmpi-bin libomp-dev
   python3 python3-venv python3-numpy python3-matplotlib
 )

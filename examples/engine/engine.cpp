@@ -18,9 +18,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,16 +61,26 @@ int main(int argc, char **argv) {
       }
       return n;
     };
-    if (a == "--policy") policy = value();
-    else if (a == "--experts") experts = number();
-    else if (a == "--top-k") topK = number();
-    else if (a == "--tokens") tokens = number();
-    else if (a == "--repeat") repeat = number();
-    else if (a == "--set") knobs.push_back(value());
-    else if (a == "--device") device = value();
-    else if (a == "--logits") logitsPath = value();
-    else if (a == "--out-ids") outIds = value();
-    else return fail("unknown option '" + a + "'");
+    if (a == "--policy")
+      policy = value();
+    else if (a == "--experts")
+      experts = number();
+    else if (a == "--top-k")
+      topK = number();
+    else if (a == "--tokens")
+      tokens = number();
+    else if (a == "--repeat")
+      repeat = number();
+    else if (a == "--set")
+      knobs.push_back(value());
+    else if (a == "--device")
+      device = value();
+    else if (a == "--logits")
+      logitsPath = value();
+    else if (a == "--out-ids")
+      outIds = value();
+    else
+      return fail("unknown option '" + a + "'");
   }
   if (device != "host" && device != "cuda")
     return fail("--device must be host or cuda, got '" + device + "'");
@@ -89,7 +99,8 @@ int main(int argc, char **argv) {
   bool hit = false;
   if (!cache.artifacts(request, dir, error, &hit))
     return fail(error);
-  std::printf("policy %s: %s (%s)\n", policy.c_str(), dir.c_str(), hit ? "cached" : "compiled");
+  std::printf("policy %s: %s (%s)\n", policy.c_str(), dir.c_str(),
+              hit ? "cached" : "compiled");
 
   // 2. The batch's router logits: a file, or random.
   npy::Array array;
@@ -123,7 +134,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < params.size(); ++i) {
       if (params[i].kind == "scalar")
         continue;
-      size_t bytes = size_t(params[i].elementsFor(tokens).value_or(0) * params[i].elementBytes());
+      size_t bytes =
+          size_t(params[i].elementsFor(tokens).value_or(0) * params[i].elementBytes());
       cudaMalloc(&buffers[i], bytes ? bytes : 1);
       if (!params[i].isOutput)
         cudaMemcpy(buffers[i], host.buffers()[i], bytes, cudaMemcpyHostToDevice);
@@ -181,8 +193,10 @@ int main(int argc, char **argv) {
       if (!route(again))
         return fail(error);
     }
-    double us = std::chrono::duration<double, std::micro>(
-                    std::chrono::steady_clock::now() - start).count() / double(repeat);
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        double(repeat);
     std::printf("per call: %.2f us (T=%lld, E=%lld, k=%lld, bind + run)\n", us,
                 (long long)tokens, (long long)experts, (long long)topK);
   }

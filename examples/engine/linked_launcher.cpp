@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
   const auto &params = host->signature().params;
   std::vector<void *> device(params.size(), nullptr);
   for (size_t i = 0; i < params.size(); ++i) {
-    size_t bytes = size_t(params[i].elementsFor(tokens).value_or(0) * params[i].elementBytes());
+    size_t bytes =
+        size_t(params[i].elementsFor(tokens).value_or(0) * params[i].elementBytes());
     cudaMalloc(&device[i], bytes ? bytes : 1);
     if (!params[i].isOutput)
       cudaMemcpy(device[i], call.buffers()[i], bytes, cudaMemcpyHostToDevice);
@@ -64,7 +65,8 @@ int main(int argc, char **argv) {
       static_cast<float *>(device[2]), static_cast<uint8_t *>(device[3]),
       static_cast<int32_t *>(device[4]), static_cast<int32_t *>(device[5]),
       static_cast<int32_t *>(device[6]), static_cast<int32_t *>(device[7]),
-      static_cast<int32_t *>(device[8]), static_cast<int32_t *>(device[9]), workspace, nullptr);
+      static_cast<int32_t *>(device[8]), static_cast<int32_t *>(device[9]), workspace,
+      nullptr);
   if (status != 0 || cudaDeviceSynchronize() != cudaSuccess) {
     std::fprintf(stderr, "linked_launcher: launch failed (%d)\n", status);
     return 1;

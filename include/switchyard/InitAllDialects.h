@@ -16,6 +16,7 @@
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,10 +25,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
-#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
-#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -36,16 +35,17 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 namespace switchyard {
 
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<moe::MoeDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                  mlir::tensor::TensorDialect, mlir::scf::SCFDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect,
-                  mlir::cf::ControlFlowDialect, mlir::index::IndexDialect,
-                  mlir::LLVM::LLVMDialect, mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect,
-                  mlir::omp::OpenMPDialect>();
+  registry
+      .insert<moe::MoeDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
+              mlir::tensor::TensorDialect, mlir::scf::SCFDialect, mlir::math::MathDialect,
+              mlir::memref::MemRefDialect, mlir::cf::ControlFlowDialect,
+              mlir::index::IndexDialect, mlir::LLVM::LLVMDialect, mlir::gpu::GPUDialect,
+              mlir::NVVM::NVVMDialect, mlir::omp::OpenMPDialect>();
   // How each moe op is written as loops (moe-lower-to-loops).
   moe::registerLoopLoweringModels(registry);
   // The LLVM lowering of each dialect (used by the host pipeline's conversions).

@@ -88,8 +88,9 @@ struct HostThreadsPass : PassWrapper<HostThreadsPass, OperationPass<ModuleOp>> {
         }
         OpBuilder b(loop);
         Location loc = loop.getLoc();
-        Value large = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, tokens,
-                                            arith::ConstantIndexOp::create(b, loc, minTokens));
+        Value large =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, tokens,
+                                  arith::ConstantIndexOp::create(b, loc, minTokens));
         auto branch = scf::IfOp::create(b, loc, large, /*withElseRegion=*/true);
         loop->moveBefore(branch.thenBlock()->getTerminator());
         OpBuilder e = OpBuilder::atBlockTerminator(branch.elseBlock());

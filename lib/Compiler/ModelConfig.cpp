@@ -125,7 +125,8 @@ bool host::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
     return false;
   }
   ConfigReader r{path.str(), *object, error};
-  if (!r.readInt({"num_local_experts", "num_experts", "n_routed_experts"}, request.experts) ||
+  if (!r.readInt({"num_local_experts", "num_experts", "n_routed_experts"},
+                 request.experts) ||
       !r.readInt({"num_experts_per_tok", "experts_per_token"}, request.topK) ||
       !r.readInt({"n_group"}, request.groups) ||
       !r.readInt({"topk_group"}, request.topkGroups) ||

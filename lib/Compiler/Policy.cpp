@@ -2,17 +2,17 @@
 #include "switchyard/Compiler/Policy.h"
 #include "llvm/ADT/StringSet.h"
 
+#include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Dialect/Moe/IR/MoeStages.h"
-#include "switchyard/Compiler/Pipelines.h"
 
 #include "switchyard/InitAllDialects.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
@@ -79,7 +79,8 @@ bool checkPolicyText(llvm::SourceMgr &mgr, unsigned bufferId) {
       continue;
     }
     unsigned length = llvm::getNumBytesForUTF8(c);
-    if (length > static_cast<unsigned>(end - p) || !llvm::isLegalUTF8Sequence(p, p + length))
+    if (length > static_cast<unsigned>(end - p) ||
+        !llvm::isLegalUTF8Sequence(p, p + length))
       return error(reinterpret_cast<const char *>(p),
                    "invalid UTF-8 (byte 0x" + llvm::utohexstr(c, true, 2) +
                        "): a policy file must be UTF-8 text");
@@ -169,8 +170,9 @@ static Port portFor(StringRef name, Type type, std::array<int64_t, 3> rule) {
     port.kind = "placement";
     port.dtype = "int32";
     port.shape = {placement.getExperts(), placement.getMaxReplicas()};
-    port.shapeText = "[" + std::to_string(placement.getExperts()) + ", <=" +
-                     std::to_string(placement.getMaxReplicas()) + "] log2phy, -1 padded";
+    port.shapeText = "[" + std::to_string(placement.getExperts()) +
+                     ", <=" + std::to_string(placement.getMaxReplicas()) +
+                     "] log2phy, -1 padded";
     return port;
   } else if (auto tensor = dyn_cast<RankedTensorType>(type)) {
     port.dtype = dtypeOf(tensor.getElementType());
@@ -254,7 +256,8 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
   }
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{{"entries", std::move(entries)}}));
+  os << llvm::formatv(
+      "{0:2}", llvm::json::Value(llvm::json::Object{{"entries", std::move(entries)}}));
   return text;
 }
 
@@ -369,8 +372,8 @@ bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> reques
         port = &p;
     }
     if (!port) {
-      error = flag + ": @" + info.name + " has no input '" + name.str() + "' (its inputs: " +
-              (names.empty() ? "none" : names) + ")";
+      error = flag + ": @" + info.name + " has no input '" + name.str() +
+              "' (its inputs: " + (names.empty() ? "none" : names) + ")";
       return false;
     }
     if (port->kind != "tensor" || port->dtype != "float32") {
@@ -407,8 +410,8 @@ bool selectRouter(ModuleOp module, StringRef name, std::string &error) {
       r.getOperation()->erase();
   }
   if (!found)
-    error = "no router or rule @" + name.str() + " in the policy (entries: " +
-            (known.empty() ? "none" : known) + ")";
+    error = "no router or rule @" + name.str() +
+            " in the policy (entries: " + (known.empty() ? "none" : known) + ")";
   return found;
 }
 

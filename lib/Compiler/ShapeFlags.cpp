@@ -23,9 +23,9 @@ static cl::opt<int64_t> experts("experts", cl::desc("bind the number of routed e
                                 cl::value_desc("E"), cl::cat(category()));
 static cl::opt<int64_t> topK("top-k", cl::desc("bind the experts per token k"),
                              cl::value_desc("k"), cl::cat(category()));
-static cl::opt<int64_t> groups("groups",
-                               cl::desc("bind the expert groups (moe.group_limit, moe.eplb)"),
-                               cl::value_desc("n"), cl::cat(category()));
+static cl::opt<int64_t>
+    groups("groups", cl::desc("bind the expert groups (moe.group_limit, moe.eplb)"),
+           cl::value_desc("n"), cl::cat(category()));
 static cl::opt<int64_t> topkGroups("topk-groups",
                                    cl::desc("bind the groups each token keeps"),
                                    cl::value_desc("n"), cl::cat(category()));
@@ -56,8 +56,9 @@ static cl::opt<std::string> model("model",
 
 static cl::opt<bool> allowUnused(
     "allow-unused-sizes",
-    cl::desc("ignore shape values no policy in the file has a parameter for (what an engine "
-             "binding any policy to a model wants), instead of reporting them"),
+    cl::desc(
+        "ignore shape values no policy in the file has a parameter for (what an engine "
+        "binding any policy to a model wants), instead of reporting them"),
     cl::cat(category()));
 
 static std::string formatNumber(double value) {
@@ -91,8 +92,8 @@ bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
          mergeFlag(request.nodes, nodes, text(nodes), error) &&
          mergeFlag(request.hidden, hiddenSize, text(hiddenSize), error) &&
          mergeFlag(request.sharedExperts, sharedExperts, text(sharedExperts), error) &&
-         mergeFlag(request.scaling, scaling, "--scaling " + formatNumber(scaling.getValue()),
-                   error) &&
+         mergeFlag(request.scaling, scaling,
+                   "--scaling " + formatNumber(scaling.getValue()), error) &&
          mergeFlag(request.normTopkProb, normTopkProb,
                    std::string("--norm-topk-prob=") + (normTopkProb ? "true" : "false"),
                    error);

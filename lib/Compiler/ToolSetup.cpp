@@ -20,7 +20,8 @@ static cl::list<std::string> knobs("set", cl::desc("override a policy knob"),
 
 static cl::list<std::string> outputs(
     "outputs", cl::CommaSeparated,
-    cl::desc("compile only these results (and what feeds them), e.g. topk_ids,topk_weights"),
+    cl::desc(
+        "compile only these results (and what feeds them), e.g. topk_ids,topk_weights"),
     cl::value_desc("name,..."), cl::cat(category()));
 
 static cl::list<std::string> inputDtypeFlags(
@@ -29,9 +30,10 @@ static cl::list<std::string> inputDtypeFlags(
              "(the compiled entry takes that dtype and widens at each load; repeatable)"),
     cl::value_desc("name=bf16|f16|f32"), cl::cat(category()));
 
-static cl::opt<bool> freeze("freeze-knobs",
-                            cl::desc("compile the knobs' values in (no run-time knob struct)"),
-                            cl::cat(category()));
+static cl::opt<bool>
+    freeze("freeze-knobs",
+           cl::desc("compile the knobs' values in (no run-time knob struct)"),
+           cl::cat(category()));
 
 static cl::opt<int64_t> threadMinWork(
     "host-threads-min-work",
@@ -62,8 +64,9 @@ void parseCommandLine(int argc, char **argv, llvm::StringRef overview) {
   cl::HideUnrelatedOptions(category());
   cl::ParseCommandLineOptions(argc, argv, overview);
   if (threadMinWork < 0) {
-    llvm::errs() << llvm::sys::path::filename(argv[0]) << ": error: --host-threads-min-work="
-                 << threadMinWork << " must be >= 0 (0: single-threaded)\n";
+    llvm::errs() << llvm::sys::path::filename(argv[0])
+                 << ": error: --host-threads-min-work=" << threadMinWork
+                 << " must be >= 0 (0: single-threaded)\n";
     std::exit(1);
   }
 }

@@ -29,13 +29,13 @@ using Ints = nb::ndarray<nb::numpy, int32_t>;
 template <typename T>
 nb::ndarray<nb::numpy, T> toNumpy(const std::vector<T> &values, std::vector<size_t> shape) {
   auto *copy = new std::vector<T>(values);
-  nb::capsule owner(copy, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
+  nb::capsule owner(copy,
+                    [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
   return nb::ndarray<nb::numpy, T>(copy->data(), shape.size(), shape.data(), owner);
 }
 
 /// Host memory of `array` as `T` values (converted as the tools convert .npy data).
-template <typename T>
-std::vector<T> hostValues(nb::handle array, const std::string &what) {
+template <typename T> std::vector<T> hostValues(nb::handle array, const std::string &what) {
   nb::ndarray<> a;
   if (!nb::try_cast(array, a))
     fail(what + ": expected an array");
@@ -64,9 +64,10 @@ std::vector<T> hostValues(nb::handle array, const std::string &what) {
 
 class PyExecutor {
 public:
-  PyExecutor(const std::string &modelDir, const std::string &policy, const std::string &entry,
-             const std::vector<std::string> &knobs, std::optional<std::pair<int64_t, int64_t>> layers,
-             const std::string &device, const std::string &cacheDir)
+  PyExecutor(const std::string &modelDir, const std::string &policy,
+             const std::string &entry, const std::vector<std::string> &knobs,
+             std::optional<std::pair<int64_t, int64_t>> layers, const std::string &device,
+             const std::string &cacheDir)
       : cache(cacheDir.empty() ? runtime::PolicyCache::defaultRoot() : cacheDir) {
     exec::ExecutorOptions options;
     options.modelDir = modelDir;
@@ -96,8 +97,9 @@ public:
     if (!nb::try_cast(hidden, hiddenArray))
       fail("hidden: expected a float array [T, " + std::to_string(h) + "]");
     if (hiddenArray.ndim() != 2 || int64_t(hiddenArray.shape(1)) != h)
-      fail("hidden: expected [T, " + std::to_string(h) + "] (the model's hidden size), got " +
-           std::to_string(hiddenArray.ndim()) + " dimensions");
+      fail("hidden: expected [T, " + std::to_string(h) +
+           "] (the model's hidden size), got " + std::to_string(hiddenArray.ndim()) +
+           " dimensions");
     std::vector<float> x = hostValues<float>(hidden, "hidden");
     exec::BatchInfo batch;
     batch.tokens = int64_t(hiddenArray.shape(0));
@@ -139,7 +141,7 @@ public:
     nb::dict routed;
     for (const auto &[layer, r] : routings)
       routed[nb::int_(layer)] = nb::make_tuple(toNumpy(r.ids, {t, size_t(r.k)}),
-                                                toNumpy(r.weights, {t, size_t(r.k)}));
+                                               toNumpy(r.weights, {t, size_t(r.k)}));
     nb::object output;
     if (blockOnly) {
       nb::dict byLayer;
@@ -171,7 +173,8 @@ public:
   }
 
 private:
-  void readReplay(nb::dict replay, int64_t tokens, std::map<int64_t, exec::Routing> &fixed) {
+  void readReplay(nb::dict replay, int64_t tokens,
+                  std::map<int64_t, exec::Routing> &fixed) {
     for (const auto &layer : executor->layers()) {
       int64_t l = layer->index();
       std::string what = "replay[" + std::to_string(l) + "]";

@@ -17,19 +17,27 @@ static bool dtypeOf(nb::dlpack::dtype t, npy::DType &out) {
     return false;
   switch (static_cast<Code>(t.code)) {
   case Code::Float:
-    if (t.bits == 32) out = npy::DType::F32;
-    else if (t.bits == 16) out = npy::DType::F16;
-    else if (t.bits == 64) out = npy::DType::F64;
-    else return false;
+    if (t.bits == 32)
+      out = npy::DType::F32;
+    else if (t.bits == 16)
+      out = npy::DType::F16;
+    else if (t.bits == 64)
+      out = npy::DType::F64;
+    else
+      return false;
     return true;
   case Code::Bfloat:
     out = npy::DType::BF16;
     return t.bits == 16;
   case Code::Int:
-    if (t.bits == 32) out = npy::DType::I32;
-    else if (t.bits == 64) out = npy::DType::I64;
-    else if (t.bits == 8) out = npy::DType::I8;
-    else return false;
+    if (t.bits == 32)
+      out = npy::DType::I32;
+    else if (t.bits == 64)
+      out = npy::DType::I64;
+    else if (t.bits == 8)
+      out = npy::DType::I8;
+    else
+      return false;
     return true;
   case Code::UInt:
     out = npy::DType::U8;

@@ -176,7 +176,8 @@ private:
     if (device)
       for (const runtime::Param &p : sig.params)
         if (p.isOutput && !outputs.contains(p.name.c_str()))
-          fail("result '" + p.name + "': a CUDA launch needs device memory for every result");
+          fail("result '" + p.name +
+               "': a CUDA launch needs device memory for every result");
     if (!call.finish(error))
       fail(error);
   }
@@ -257,8 +258,9 @@ private:
         release.emplace();
       ok = call->run(tokens, inputs, types, results, knobBytes, error);
       if (ok && fill)
-        filled = runtime::fillEmptySlots(static_cast<int32_t *>(results[0]),
-                                         static_cast<float *>(results[1]), tokens, k, experts);
+        filled =
+            runtime::fillEmptySlots(static_cast<int32_t *>(results[0]),
+                                    static_cast<float *>(results[1]), tokens, k, experts);
     }
     if (!ok)
       fail(error);
@@ -290,9 +292,8 @@ void bindPolicies(nb::module_ &m) {
       .def("launch", &Policy::launch, nb::arg("inputs"), nb::arg("outputs"),
            nb::arg("knobs"), nb::arg("workspace"), nb::arg("stream"))
       .def("workspace_bytes", &Policy::workspaceBytes, nb::arg("tokens"))
-      .def("check_knobs", [](const Policy &p, const std::vector<std::string> &knobs) {
-        p.packKnobs(knobs);
-      })
+      .def("check_knobs", [](const Policy &p,
+                             const std::vector<std::string> &knobs) { p.packKnobs(knobs); })
       .def("knob_struct", &Policy::knobStruct, nb::arg("knobs"))
       .def(
           "bind_call",

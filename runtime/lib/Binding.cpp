@@ -20,8 +20,8 @@ bool CallBuffers::isInput(const std::string &name, std::string &error) const {
   std::string names;
   for (const std::string &n : sig.inputNames())
     names += (names.empty() ? "" : ", ") + n;
-  error = "unknown argument '" + name + "' for @" + sig.entry + " (its arguments: " +
-          names + ")";
+  error = "unknown argument '" + name + "' for @" + sig.entry +
+          " (its arguments: " + names + ")";
   return false;
 }
 
@@ -108,9 +108,10 @@ static bool checkHalfDtype(const Param &p, npy::DType dtype, const std::string &
   npy::DType want = p.dtype == "bfloat16" ? npy::DType::BF16 : npy::DType::F16;
   if (dtype == want)
     return true;
-  error = what + ": the entry reads " + p.dtype + " in place (compiled with --input-dtype " +
-          p.name + "=" + (p.dtype == "bfloat16" ? "bf16" : "f16") + "), got " +
-          npy::dtypeName(dtype) + "; pass " + p.dtype +
+  error = what + ": the entry reads " + p.dtype +
+          " in place (compiled with --input-dtype " + p.name + "=" +
+          (p.dtype == "bfloat16" ? "bf16" : "f16") + "), got " + npy::dtypeName(dtype) +
+          "; pass " + p.dtype +
           " data or compile without --input-dtype (narrowing would round)";
   return false;
 }
@@ -203,7 +204,8 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
       std::memcpy(bytes.data(), v.data(), bytes.size());
   } else if (p.dtype == "int32") {
     std::vector<int32_t> v;
-    if (!npy::toInt32(a, what, v, error) || !checkValues(p, v.data(), v.size(), what, error))
+    if (!npy::toInt32(a, what, v, error) ||
+        !checkValues(p, v.data(), v.size(), what, error))
       return false;
     bytes.resize(v.size() * 4);
     if (!v.empty())
@@ -212,7 +214,8 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     // The entry reads these 16-bit values in place: the array must hold them already
     // (narrowing float32 would round: the caller decides that, not the binding).
     if (!checkHalfDtype(p, a.dtype, what, error) ||
-        (sig.isRule() && !checkHalfFinite(p, a.bytes.data(), a.bytes.size() / 2, what, error)))
+        (sig.isRule() &&
+         !checkHalfFinite(p, a.bytes.data(), a.bytes.size() / 2, what, error)))
       return false;
     bytes = a.bytes;
   } else {
@@ -269,7 +272,8 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
   npy::Array shapeOnly; // shapeMatches reads the shape only
   shapeOnly.shape = view.shape;
   if (!shapeMatches(shapeOnly, p)) {
-    error = what + ": expected " + expected(p) + ", got shape " + npy::formatShape(view.shape);
+    error =
+        what + ": expected " + expected(p) + ", got shape " + npy::formatShape(view.shape);
     return false;
   }
   if (!p.shape.empty() && p.shape[0] < 0 && !noteTokens(view.shape[0], what, error))
@@ -320,7 +324,8 @@ bool CallBuffers::bindOutput(const std::string &name, const TensorView &view,
     for (const Param &p : sig.params)
       if (p.isOutput)
         names += (names.empty() ? "" : ", ") + p.name;
-    error = "unknown result '" + name + "' of @" + sig.entry + " (its results: " + names + ")";
+    error =
+        "unknown result '" + name + "' of @" + sig.entry + " (its results: " + names + ")";
     return false;
   }
   const Param &p = sig.params[static_cast<size_t>(i)];
@@ -428,7 +433,9 @@ bool CallBuffers::finish(std::string &error) {
   }
   pointers.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i)
-    pointers[i] = external[i] ? external[i] : storage[i].empty() ? nullptr : storage[i].data();
+    pointers[i] = external[i]          ? external[i]
+                  : storage[i].empty() ? nullptr
+                                       : storage[i].data();
   return true;
 }
 
@@ -436,7 +443,7 @@ npy::Array CallBuffers::output(size_t index) const {
   const Param &p = sig.params[index];
   std::vector<int64_t> shape = *p.shapeFor(tokens());
   const uint8_t *data = external[index] ? static_cast<const uint8_t *>(external[index])
-                                         : storage[index].data();
+                                        : storage[index].data();
   if (p.kind == "set")
     return npy::makeBool(shape, data);
   if (p.dtype == "float32")

@@ -35,8 +35,8 @@ std::unique_ptr<BoundCall> BoundCall::create(const HostPolicy &policy,
   }
   for (size_t i = 0; i < sig.params.size(); ++i)
     if (!sig.params[i].isOutput && call->inputSlot[i] < 0) {
-      error = "missing required argument '" + sig.params[i].inputName() + "' of @" +
-              sig.entry;
+      error =
+          "missing required argument '" + sig.params[i].inputName() + "' of @" + sig.entry;
       return nullptr;
     }
   for (size_t j = 0; j < results.size(); ++j) {
@@ -97,8 +97,8 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
         continue;
       }
       npy::DType dtype = dtypes[slot];
-      bool widened = p.dtype == "float32" && (dtype == npy::DType::BF16 ||
-                                              dtype == npy::DType::F16);
+      bool widened =
+          p.dtype == "float32" && (dtype == npy::DType::BF16 || dtype == npy::DType::F16);
       // An entry compiled with --input-dtype NAME=bf16 reads the caller's bf16 in place.
       bool exact = (p.dtype == "float32" && dtype == npy::DType::F32) ||
                    (p.dtype == "int32" && dtype == npy::DType::I32) ||
@@ -135,14 +135,15 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
     }
     std::optional<int64_t> n = p.elementsFor(tokens);
     if (!n || *n > kMaxOutputBytes / p.elementBytes()) {
-      error = "result '" + p.name + "' for " + std::to_string(tokens) +
-              " tokens is too large";
+      error =
+          "result '" + p.name + "' for " + std::to_string(tokens) + " tokens is too large";
       return false;
     }
     temp[i].resize(std::max<size_t>(1, static_cast<size_t>(*n * p.elementBytes())));
     buffers[i] = temp[i].data();
   }
-  PackedArguments packed(sig, tokens, buffers, scalars, sig.knobs.empty() ? nullptr : knobs);
+  PackedArguments packed(sig, tokens, buffers, scalars,
+                         sig.knobs.empty() ? nullptr : knobs);
   return policy.call(packed, error);
 }
 

@@ -25,22 +25,24 @@ static std::string missingCudaRuntime(const std::string &why) {
 #endif
 }
 
-std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir, const std::string &name,
-                                             std::string &error) {
+std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir,
+                                             const std::string &name, std::string &error) {
   std::unique_ptr<CudaPolicy> policy(new CudaPolicy);
   if (!readManifestEntry(dir, name, policy->entry, error))
     return nullptr;
   if (policy->entry.gpuLibrary.empty()) {
-    error = "@" + policy->entry.signature.entry + " in '" + dir +
-            "' has no GPU launcher library (compile it with --target=ptx --launcher-library)";
+    error =
+        "@" + policy->entry.signature.entry + " in '" + dir +
+        "' has no GPU launcher library (compile it with --target=ptx --launcher-library)";
     return nullptr;
   }
   policy->library = SharedLibrary::open(dir + "/" + policy->entry.gpuLibrary, error);
   if (!policy->library) {
     if (const std::string missing = missingCudaRuntime(error); !missing.empty())
-      error += ". The GPU launcher needs the CUDA runtime (" + missing +
-               ") and a CUDA driver: install them (the CUDA toolkit or NVIDIA's CUDA runtime "
-               "package) or add the directory that holds them to LD_LIBRARY_PATH";
+      error +=
+          ". The GPU launcher needs the CUDA runtime (" + missing +
+          ") and a CUDA driver: install them (the CUDA toolkit or NVIDIA's CUDA runtime "
+          "package) or add the directory that holds them to LD_LIBRARY_PATH";
     return nullptr;
   }
   policy->launcher = reinterpret_cast<void (*)(void **)>(
@@ -51,8 +53,9 @@ std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir, const std::
 }
 
 bool CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
-                        const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
-                        void *workspacePtr, void *stream, std::string &error) const {
+                        const std::vector<int64_t> &scalars,
+                        const std::vector<uint8_t> &knobs, void *workspacePtr, void *stream,
+                        std::string &error) const {
   // The launcher's parameters: those of the host entry, then workspace and stream.
   PackedArguments packed(entry.signature, tokens, buffers, scalars,
                          knobs.empty() ? nullptr : knobs.data(), {workspacePtr, stream});
@@ -60,8 +63,9 @@ bool CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
   int32_t status = packed.status();
   if (status == 0)
     return true;
-  error = "@" + entry.signature.entry + " GPU launch returned " + std::to_string(status) +
-          (status < 0 ? ": " + statusMessage(entry.signature, -status) : " (a cudaError_t)");
+  error =
+      "@" + entry.signature.entry + " GPU launch returned " + std::to_string(status) +
+      (status < 0 ? ": " + statusMessage(entry.signature, -status) : " (a cudaError_t)");
   return false;
 }
 

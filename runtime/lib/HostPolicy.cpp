@@ -1,11 +1,10 @@
 //===- HostPolicy.cpp - a compiled policy entry loaded for the host -------===//
 #include "switchyard/Runtime/HostPolicy.h"
 
-
 namespace switchyard::runtime {
 
-std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir, const std::string &name,
-                                             std::string &error) {
+std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir,
+                                             const std::string &name, std::string &error) {
   std::unique_ptr<HostPolicy> policy(new HostPolicy);
   policy->dir = dir;
   if (!readManifestEntry(dir, name, policy->entry, error))
@@ -18,8 +17,8 @@ std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir, const std::
   policy->library = SharedLibrary::open(dir + "/" + policy->entry.hostLibrary, error);
   if (!policy->library)
     return nullptr;
-  policy->function = reinterpret_cast<PackedFn>(
-      policy->library->symbol(policy->entry.hostSymbol, error));
+  policy->function =
+      reinterpret_cast<PackedFn>(policy->library->symbol(policy->entry.hostSymbol, error));
   return policy->function ? std::move(policy) : nullptr;
 }
 

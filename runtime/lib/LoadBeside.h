@@ -34,7 +34,7 @@ inline void *loadBeside(const void *anchor, const char *file, const char *symbol
     if (slash != std::string::npos)
       path = self.substr(0, slash + 1) + file;
   }
-  struct stat st{};
+  struct stat st {};
   if (path.find('/') != std::string::npos && stat(path.c_str(), &st) != 0) {
     missing = true;
     why = "no such file";

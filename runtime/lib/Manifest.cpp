@@ -27,8 +27,8 @@ const ManifestEntry *Manifest::find(const std::string &name, std::string &error)
   }
   error = name.empty() ? "the policy has " + std::to_string(routers.size()) +
                              " routers; name one (its entries: " + names + ")"
-                       : "no entry @" + name + " in the compiled policy (its entries: " +
-                             names + ")";
+                       : "no entry @" + name +
+                             " in the compiled policy (its entries: " + names + ")";
   return nullptr;
 }
 
@@ -41,29 +41,25 @@ std::string toJson(const Manifest &manifest) {
                              {"min_tokens", c.minTokens},
                              {"max_tokens", c.maxTokens},
                              {"launches", c.launches}});
-    entries.push_back({{"entry", e.signature.entry},
-                       {"signature", nlohmann::json::parse(toJson(e.signature))},
-                       {"shape",
-                        {{"experts", e.experts},
-                         {"top_k", e.topK},
-                         {"shared_experts", e.sharedExperts}}},
-                       {"host_library", e.hostLibrary},
-                       {"host_symbol", e.hostSymbol},
-                       {"ptx", e.ptx},
-                       {"cubin", e.cubin},
-                       {"gpu_arch", e.gpuArch},
-                       {"launch_metadata", e.launchMetadata},
-                       {"gpu_library", e.gpuLibrary},
-                       {"gpu_symbol", e.gpuSymbol},
-                       {"workspace_symbol", e.workspaceSymbol},
-                       {"size_classes", sizeClasses}});
+    entries.push_back(
+        {{"entry", e.signature.entry},
+         {"signature", nlohmann::json::parse(toJson(e.signature))},
+         {"shape",
+          {{"experts", e.experts}, {"top_k", e.topK}, {"shared_experts", e.sharedExperts}}},
+         {"host_library", e.hostLibrary},
+         {"host_symbol", e.hostSymbol},
+         {"ptx", e.ptx},
+         {"cubin", e.cubin},
+         {"gpu_arch", e.gpuArch},
+         {"launch_metadata", e.launchMetadata},
+         {"gpu_library", e.gpuLibrary},
+         {"gpu_symbol", e.gpuSymbol},
+         {"workspace_symbol", e.workspaceSymbol},
+         {"size_classes", sizeClasses}});
   }
-  nlohmann::json j = {{"format", "switchyard-artifacts"},
-                      {"version", Manifest::kVersion},
-                      {"policy", manifest.policy},
-                      {"target", manifest.target},
-                      {"command", manifest.command},
-                      {"entries", entries}};
+  nlohmann::json j = {{"format", "switchyard-artifacts"}, {"version", Manifest::kVersion},
+                      {"policy", manifest.policy},        {"target", manifest.target},
+                      {"command", manifest.command},      {"entries", entries}};
   return j.dump(2) + "\n";
 }
 
@@ -100,7 +96,8 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
   std::string file = dir + "/manifest.json";
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    error = "cannot open '" + file + "' (is '" + dir + "' a directory written by moe-compile?)";
+    error =
+        "cannot open '" + file + "' (is '" + dir + "' a directory written by moe-compile?)";
     return false;
   }
   std::stringstream text;
@@ -111,14 +108,17 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
     return r.fail("the file", "is not a JSON object");
   std::string format;
   int64_t version = 0;
-  if (!r.string(j, "format", format, "manifest") || !r.integer(j, "version", version, "manifest"))
+  if (!r.string(j, "format", format, "manifest") ||
+      !r.integer(j, "version", version, "manifest"))
     return false;
   if (format != "switchyard-artifacts" || version != Manifest::kVersion)
-    return r.fail("manifest", "is format '" + format + "' version " + std::to_string(version) +
-                                  "; this runtime reads switchyard-artifacts version " +
-                                  std::to_string(Manifest::kVersion) + " (recompile the policy)");
+    return r.fail("manifest",
+                  "is format '" + format + "' version " + std::to_string(version) +
+                      "; this runtime reads switchyard-artifacts version " +
+                      std::to_string(Manifest::kVersion) + " (recompile the policy)");
   Manifest m;
-  if (!r.string(j, "policy", m.policy, "manifest") || !r.string(j, "target", m.target, "manifest"))
+  if (!r.string(j, "policy", m.policy, "manifest") ||
+      !r.string(j, "target", m.target, "manifest"))
     return false;
   if (auto it = j.find("command"); it != j.end() && it->is_array())
     for (const nlohmann::json &a : *it)
@@ -146,8 +146,9 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
         !r.integer(*shape, "top_k", e.topK, where + ".shape") ||
         !r.integer(*shape, "shared_experts", e.sharedExperts, where + ".shape") ||
         !r.string(o, "host_library", e.hostLibrary, where) ||
-        !r.string(o, "host_symbol", e.hostSymbol, where) || !r.string(o, "ptx", e.ptx, where) ||
-        !r.string(o, "cubin", e.cubin, where) || !r.string(o, "gpu_arch", e.gpuArch, where) ||
+        !r.string(o, "host_symbol", e.hostSymbol, where) ||
+        !r.string(o, "ptx", e.ptx, where) || !r.string(o, "cubin", e.cubin, where) ||
+        !r.string(o, "gpu_arch", e.gpuArch, where) ||
         !r.string(o, "launch_metadata", e.launchMetadata, where) ||
         !r.string(o, "gpu_library", e.gpuLibrary, where) ||
         !r.string(o, "gpu_symbol", e.gpuSymbol, where) ||
@@ -176,8 +177,8 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
   return true;
 }
 
-bool readManifestEntry(const std::string &dir, const std::string &name, ManifestEntry &entry,
-                       std::string &error) {
+bool readManifestEntry(const std::string &dir, const std::string &name,
+                       ManifestEntry &entry, std::string &error) {
   Manifest manifest;
   if (!readManifest(dir, manifest, error))
     return false;

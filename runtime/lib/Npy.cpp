@@ -21,8 +21,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <sstream>
 #include <system_error>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -399,8 +399,7 @@ private:
     }
     if (at('L') || at('l'))
       ++pos;
-    out =
-        negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    out = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
     return true;
   }
 
@@ -618,8 +617,7 @@ bool save(const std::string &path, const Array &a, std::string &error) {
 
   // The header exactly as np.save writes it (see _write_array_header).
   std::string dict = std::string("{'descr': '") + dtypeDescr(a.dtype) +
-                     "', 'fortran_order': False, 'shape': " + formatShape(a.shape) +
-                     ", }";
+                     "', 'fortran_order': False, 'shape': " + formatShape(a.shape) + ", }";
   if (!a.shape.empty())
     dict.append(kGrowthAxisMaxDigits - std::to_string(a.shape[0]).size(), ' ');
   // With at most kMaxRank dimensions of at most 19 digits the header always fits
@@ -729,8 +727,8 @@ bool toInt32(const Array &in, const std::string &what, std::vector<int32_t> &out
   case DType::U8:
     out.resize(n);
     for (int64_t i = 0; i < n; ++i)
-      out[i] = in.dtype == DType::I8 ? loadElement<int8_t>(in, i)
-                                     : loadElement<uint8_t>(in, i);
+      out[i] =
+          in.dtype == DType::I8 ? loadElement<int8_t>(in, i) : loadElement<uint8_t>(in, i);
     return true;
   case DType::I64: {
     std::vector<int32_t> result(n);

@@ -21,13 +21,13 @@ constexpr uint64_t kReadChunk = uint64_t(1) << 20;
 bool loadNpz(const std::string &path, const std::string &what,
              std::map<std::string, Array> &arrays, std::string &error) {
   int code = 0;
-  std::unique_ptr<zip_t, decltype(&zip_discard)> archive(zip_open(path.c_str(), ZIP_RDONLY, &code),
-                                                          zip_discard);
+  std::unique_ptr<zip_t, decltype(&zip_discard)> archive(
+      zip_open(path.c_str(), ZIP_RDONLY, &code), zip_discard);
   if (!archive) {
     zip_error_t z;
     zip_error_init_with_code(&z, code);
-    error = what + ": cannot read '" + path + "' as an .npz (zip) archive: " +
-            zip_error_strerror(&z);
+    error = what + ": cannot read '" + path +
+            "' as an .npz (zip) archive: " + zip_error_strerror(&z);
     zip_error_fini(&z);
     return false;
   }
@@ -46,7 +46,8 @@ bool loadNpz(const std::string &path, const std::string &what,
     }
     std::string name = st.name;
     if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0) {
-      error = what + ": member '" + name + "' is not a .npy array (np.savez writes name.npy)";
+      error =
+          what + ": member '" + name + "' is not a .npy array (np.savez writes name.npy)";
       return false;
     }
     if (st.size > kMaxMemberBytes) {
@@ -60,8 +61,8 @@ bool loadNpz(const std::string &path, const std::string &what,
               " compressed bytes: more than any zip member expands to";
       return false;
     }
-    std::unique_ptr<zip_file_t, decltype(&zip_fclose)> file(zip_fopen_index(archive.get(), i, 0),
-                                                            zip_fclose);
+    std::unique_ptr<zip_file_t, decltype(&zip_fclose)> file(
+        zip_fopen_index(archive.get(), i, 0), zip_fclose);
     if (!file) {
       error = what + ": member '" + name + "' cannot be opened (" +
               zip_strerror(archive.get()) + ")";
@@ -76,7 +77,8 @@ bool loadNpz(const std::string &path, const std::string &what,
       if (got <= 0) {
         zip_error_t *z = zip_file_get_error(file.get());
         error = what + ": member '" + name + "' is truncated or corrupt: it ends after " +
-                std::to_string(at) + " of the " + std::to_string(st.size) + " bytes it claims" +
+                std::to_string(at) + " of the " + std::to_string(st.size) +
+                " bytes it claims" +
                 (got < 0 ? std::string(" (") + zip_error_strerror(z) + ")" : "");
         return false;
       }

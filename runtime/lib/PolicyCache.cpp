@@ -159,8 +159,8 @@ bool PolicyCache::artifacts(const CompileRequest &request, std::string &dir,
     error = "cannot create a directory in '" + rootDir + "': " + std::strerror(errno);
     return false;
   }
-  std::vector<std::string> argv{compilerPath(), request.policyPath, "--target=" + request.target,
-                                "-o", scratch};
+  std::vector<std::string> argv{compilerPath(), request.policyPath,
+                                "--target=" + request.target, "-o", scratch};
   argv.insert(argv.end(), request.flags.begin(), request.flags.end());
   std::vector<char *> cargv;
   for (std::string &a : argv)
@@ -169,7 +169,8 @@ bool PolicyCache::artifacts(const CompileRequest &request, std::string &dir,
   std::string log = scratch + "/compile.log";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid;
   int spawned = posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), environ);
@@ -181,8 +182,9 @@ bool PolicyCache::artifacts(const CompileRequest &request, std::string &dir,
     while (!output.empty() && output.back() == '\n')
       output.pop_back();
     error = "compiling '" + request.policyPath + "' failed" +
-            (spawned != 0 ? std::string(": cannot run ") + cargv[0] + ": " + std::strerror(spawned)
-                          : ":\n" + output);
+            (spawned != 0
+                 ? std::string(": cannot run ") + cargv[0] + ": " + std::strerror(spawned)
+                 : ":\n" + output);
     removeTree(scratch);
     return false;
   }

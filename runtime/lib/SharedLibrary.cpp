@@ -28,7 +28,8 @@ std::string realPath(const std::string &path) {
 /// process dies of SIGBUS on the first page past its end, so this is checked first.
 bool wholeElf(const std::string &path, std::string &error) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxLibraryBytes) {
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_size > kMaxLibraryBytes) {
     error = "'" + path + "' is not a regular file of at most 1 GiB";
     return false;
   }
@@ -52,7 +53,8 @@ bool wholeElf(const std::string &path, std::string &error) {
   }
   std::vector<Elf64_Phdr> ph(eh.e_phnum);
   in.seekg(std::streamoff(eh.e_phoff));
-  if (!in.read(reinterpret_cast<char *>(ph.data()), std::streamsize(ph.size() * sizeof ph[0]))) {
+  if (!in.read(reinterpret_cast<char *>(ph.data()),
+               std::streamsize(ph.size() * sizeof ph[0]))) {
     error = "'" + path + "' is truncated (its program headers cannot be read)";
     return false;
   }
@@ -67,7 +69,8 @@ bool wholeElf(const std::string &path, std::string &error) {
 
 } // namespace
 
-std::unique_ptr<SharedLibrary> SharedLibrary::open(const std::string &path, std::string &error) {
+std::unique_ptr<SharedLibrary> SharedLibrary::open(const std::string &path,
+                                                   std::string &error) {
   if (!wholeElf(path, error)) {
     error = "cannot load " + error + " (a damaged cache entry? remove it to recompile)";
     return nullptr;

@@ -127,7 +127,8 @@ bool packKnobs(const std::vector<Knob> &knobs, const std::vector<std::string> &o
     put(j, knobs[j].floatDefault, knobs[j].intDefault);
   for (const std::string &entry : overrides) {
     size_t eq = entry.find('=');
-    std::string name = entry.substr(0, eq), text = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    std::string name = entry.substr(0, eq),
+                text = eq == std::string::npos ? "" : entry.substr(eq + 1);
     auto it = std::find_if(knobs.begin(), knobs.end(),
                            [&](const Knob &k) { return k.name == name; });
     if (it == knobs.end()) {
@@ -175,10 +176,14 @@ std::string statusMessage(const Signature &signature, int32_t status) {
 }
 
 static nlohmann::json ruleToJson(const KnobRule &r) {
-  nlohmann::json j = {{"text", r.text},           {"op", r.op},
-                      {"float", r.range.isFloat}, {"lo", r.range.lo},
-                      {"finite", r.range.finite}, {"not_nan", r.range.notNaN},
-                      {"nonzero", r.range.nonzero}, {"min_open", r.range.minOpen},
+  nlohmann::json j = {{"text", r.text},
+                      {"op", r.op},
+                      {"float", r.range.isFloat},
+                      {"lo", r.range.lo},
+                      {"finite", r.range.finite},
+                      {"not_nan", r.range.notNaN},
+                      {"nonzero", r.range.nonzero},
+                      {"min_open", r.range.minOpen},
                       {"max_open", r.range.maxOpen}};
   if (r.range.hi)
     j["hi"] = *r.range.hi;
@@ -213,8 +218,10 @@ std::string toJson(const Signature &signature) {
                                              : nlohmann::json(k.intDefault)},
                      {"rules", rules}});
   }
-  nlohmann::json j = {{"entry", signature.entry}, {"kind", signature.kind},
-                      {"params", params}, {"knobs", knobs}};
+  nlohmann::json j = {{"entry", signature.entry},
+                      {"kind", signature.kind},
+                      {"params", params},
+                      {"knobs", knobs}};
   return j.dump(2);
 }
 
@@ -277,8 +284,8 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       p.sizeRule[k] = (*rule)[k].get<int64_t>();
     }
     if (auto values = o.find("values"); values != o.end()) {
-      if (!values->is_string() || (*values != "" && *values != "phase" &&
-                                   *values != "expert_ids")) {
+      if (!values->is_string() ||
+          (*values != "" && *values != "phase" && *values != "expert_ids")) {
         error = where + ": 'values' must be \"\", \"phase\" or \"expert_ids\"";
         return false;
       }
@@ -306,7 +313,8 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       const nlohmann::json &o = (*knobs)[i];
       std::string where = "signature: knobs[" + std::to_string(i) + "]";
       Knob k;
-      if (!o.is_object() || !str(o, "name", k.name, where) || !str(o, "dtype", k.dtype, where))
+      if (!o.is_object() || !str(o, "name", k.name, where) ||
+          !str(o, "dtype", k.dtype, where))
         return false;
       auto def = o.find("default");
       if ((k.dtype != "int64" && k.dtype != "float32") || def == o.end() ||
@@ -325,7 +333,8 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       }
       for (const nlohmann::json &r : *rules) {
         KnobRule rule;
-        if (!r.is_object() || !str(r, "text", rule.text, where) || !str(r, "op", rule.op, where))
+        if (!r.is_object() || !str(r, "text", rule.text, where) ||
+            !str(r, "op", rule.op, where))
           return false;
         bool typed = true;
         auto flag = [&](const char *key) {

@@ -101,10 +101,14 @@ struct HostExperts {
       }
       for (int b = 0; b < 2; ++b) {
         model::TensorView &v = b ? bf16Views[i] : f32Views[i];
-        v.name = "experts." + std::to_string(i / 3) + (j == 0 ? ".gate" : j == 1 ? ".up" : ".down");
+        v.name = "experts." + std::to_string(i / 3) +
+                 (j == 0   ? ".gate"
+                  : j == 1 ? ".up"
+                           : ".down");
         v.dtype = b ? model::DType::BF16 : model::DType::F32;
         v.dtypeText = b ? "BF16" : "F32";
-        v.shape = j == 2 ? std::vector<int64_t>{hidden, width} : std::vector<int64_t>{width, hidden};
+        v.shape = j == 2 ? std::vector<int64_t>{hidden, width}
+                         : std::vector<int64_t>{width, hidden};
         v.data = b ? reinterpret_cast<const uint8_t *>(bf16[i].data())
                    : reinterpret_cast<const uint8_t *>(f32[i].data());
         v.bytes = f32[i].size() * (b ? 2 : 4);
@@ -122,7 +126,8 @@ struct HostExperts {
 /// The expert's FFN in float64 on the host from its (already widened) weights.
 std::vector<double> hostFfn(const std::vector<float> w[3], const float *x, int64_t n,
                             int64_t hidden, int64_t width) {
-  std::vector<double> y(static_cast<size_t>(n * hidden), 0.0), h(static_cast<size_t>(width));
+  std::vector<double> y(static_cast<size_t>(n * hidden), 0.0),
+      h(static_cast<size_t>(width));
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t r = 0; r < width; ++r) {
       double g = 0, u = 0;
@@ -168,9 +173,9 @@ struct Device {
 /// acquire, read back image and dequantised staging, run the FFN, evict the previous
 /// one (the next migration reuses its slot while the FFN may still run); compared
 /// after one synchronisation at the end.
-void roundTrips(const std::shared_ptr<void> &device, DeviceBackend &backend, DeviceExperts &d,
-                const std::vector<exec::FfnWeights> &source, Precision p, const char *label,
-                const Options &o) {
+void roundTrips(const std::shared_ptr<void> &device, DeviceBackend &backend,
+                DeviceExperts &d, const std::vector<exec::FfnWeights> &source, Precision p,
+                const char *label, const Options &o) {
   std::string error;
   const VersionLayout &layout = d.layout(p);
   const int64_t E = d.experts(), H = o.hidden, W = o.width, n = o.tokens;
@@ -200,18 +205,21 @@ void roundTrips(const std::shared_ptr<void> &device, DeviceBackend &backend, Dev
     float *stagingOut = reinterpret_cast<float *>(mine + imageBytes);
     float *yHost = stagingOut + 3 * partFloats;
     float *yDev = xDev + size_t(n * H) * size_t(1 + e);
-    float *st[3] = {reinterpret_cast<float *>(staging.p), reinterpret_cast<float *>(staging.p) + partFloats,
+    float *st[3] = {reinterpret_cast<float *>(staging.p),
+                    reinterpret_cast<float *>(staging.p) + partFloats,
                     reinterpret_cast<float *>(staging.p) + 2 * partFloats};
     const float *resolved[3];
     DeviceExpert expert;
     ok = d.migrate(e, p, error) && d.acquire(e, p, compute, expert, error) &&
-         backend.copyAsync(mine, expert.image, imageBytes, CopyKind::DeviceToHost, compute, error) &&
+         backend.copyAsync(mine, expert.image, imageBytes, CopyKind::DeviceToHost, compute,
+                           error) &&
          resolveExpert(backend, expert, st, resolved, compute, error);
     for (int j = 0; ok && j < 3; ++j)
-      ok = backend.copyAsync(stagingOut + size_t(j) * partFloats, resolved[j], partFloats * 4,
-                             CopyKind::DeviceToHost, compute, error);
+      ok = backend.copyAsync(stagingOut + size_t(j) * partFloats, resolved[j],
+                             partFloats * 4, CopyKind::DeviceToHost, compute, error);
     ok = ok && exec::cudaExpertFfn(device, expert, xDev, n, yDev, error) &&
-         backend.copyAsync(yHost, yDev, size_t(n * H) * 4, CopyKind::DeviceToHost, compute, error);
+         backend.copyAsync(yHost, yDev, size_t(n * H) * 4, CopyKind::DeviceToHost, compute,
+                           error);
     if (ok && prev >= 0)
       ok = d.evict(prev, p, compute, error);
     reusedSlots += std::find(slots.begin(), slots.end(), expert.slot) != slots.end();
@@ -219,13 +227,15 @@ void roundTrips(const std::shared_ptr<void> &device, DeviceBackend &backend, Dev
     prev = e;
   }
   ok = ok && d.evict(prev, p, compute, error) && backend.synchronize(compute, error);
-  check(ok, std::string(label) + ": migrate, acquire, dequantise, FFN and evict every expert",
+  check(ok,
+        std::string(label) + ": migrate, acquire, dequantise, FFN and evict every expert",
         ok ? "" : error);
   if (!ok)
     return;
   check(reusedSlots > 0 || d.devicePool(p).blocks() >= E,
         std::string(label) + ": slots are reused",
-        std::to_string(reusedSlots) + " of " + std::to_string(E) + " migrations into a used slot");
+        std::to_string(reusedSlots) + " of " + std::to_string(E) +
+            " migrations into a used slot");
   double imageRel = 0, ffnRel = 0;
   bool imageSame = true, dequantSame = true;
   for (int64_t e = 0; e < E; ++e) {
@@ -279,7 +289,8 @@ void roundTrips(const std::shared_ptr<void> &device, DeviceBackend &backend, Dev
   check(dequantSame, key + ": dequantised weights equal the host reference bit for bit");
   char text[64];
   std::snprintf(text, sizeof text, "max relative error %.3g", ffnRel);
-  check(ffnRel <= 1e-4, key + ": expert FFN (cuBLAS) equals the host FFN within 1e-4", text);
+  check(ffnRel <= 1e-4, key + ": expert FFN (cuBLAS) equals the host FFN within 1e-4",
+        text);
 }
 
 /// One big f32 expert migrated `repeats` times back to back: GB/s and asynchrony.
@@ -298,7 +309,8 @@ void timeMigration(DeviceBackend &backend, const Options &o) {
   }
   const double bytes = double(d->layout(Precision::High).bytes);
   // Warm-up (first-touch costs), then the timed copies back to back.
-  bool ok = d->migrate(0, Precision::High, error) && d->evict(0, Precision::High, nullptr, error) &&
+  bool ok = d->migrate(0, Precision::High, error) &&
+            d->evict(0, Precision::High, nullptr, error) &&
             backend.synchronize(d->migrationStream(), error);
   double issueSeconds = 0;
   bool landedAtReturn = true;
@@ -306,7 +318,8 @@ void timeMigration(DeviceBackend &backend, const Options &o) {
   for (int64_t r = 0; ok && r < o.repeats; ++r) {
     const auto before = Clock::now();
     ok = d->migrate(0, Precision::High, error);
-    issueSeconds = std::max(issueSeconds, std::chrono::duration<double>(Clock::now() - before).count());
+    issueSeconds = std::max(issueSeconds,
+                            std::chrono::duration<double>(Clock::now() - before).count());
     bool landed = false;
     if (ok && r == 0)
       ok = d->landed(0, Precision::High, landed, error);
@@ -316,23 +329,29 @@ void timeMigration(DeviceBackend &backend, const Options &o) {
   }
   ok = ok && backend.synchronize(d->migrationStream(), error);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  check(ok, "timing: " + std::to_string(o.repeats) + " migrations of " +
-                std::to_string(int64_t(bytes) >> 20) + " MiB", ok ? "" : error);
+  check(ok,
+        "timing: " + std::to_string(o.repeats) + " migrations of " +
+            std::to_string(int64_t(bytes) >> 20) + " MiB",
+        ok ? "" : error);
   if (!ok)
     return;
   const double gbps = bytes * double(o.repeats) / seconds / 1e9;
   const double perCopy = seconds / double(o.repeats);
   char text[160];
-  std::snprintf(text, sizeof text, "%.1f GB/s host -> device (%.2f ms per %.0f MiB copy)", gbps,
-                perCopy * 1e3, bytes / (1 << 20));
+  std::snprintf(text, sizeof text, "%.1f GB/s host -> device (%.2f ms per %.0f MiB copy)",
+                gbps, perCopy * 1e3, bytes / (1 << 20));
   std::printf("     %s\n", text);
-  report["migration"] = {{"bytes", int64_t(bytes)},         {"repeats", o.repeats},
-                         {"seconds", seconds},              {"gb_per_s", gbps},
-                         {"max_issue_seconds", issueSeconds}, {"landed_at_return", landedAtReturn}};
+  report["migration"] = {{"bytes", int64_t(bytes)},
+                         {"repeats", o.repeats},
+                         {"seconds", seconds},
+                         {"gb_per_s", gbps},
+                         {"max_issue_seconds", issueSeconds},
+                         {"landed_at_return", landedAtReturn}};
   std::snprintf(text, sizeof text, "migrate() returned in %.1f us, a copy takes %.2f ms",
                 issueSeconds * 1e6, perCopy * 1e3);
   check(!landedAtReturn && issueSeconds < perCopy / 2,
-        "timing: migrate() returns before the copy lands (asynchronous, no host sync)", text);
+        "timing: migrate() returns before the copy lands (asynchronous, no host sync)",
+        text);
   check(gbps > 1.0, "timing: the migration runs at more than 1 GB/s (pinned memory)", text);
 }
 
@@ -351,24 +370,26 @@ bool parse(int argc, char **argv, Options &o) {
       o.json = argv[++i];
     else if (a == "--device" && i + 1 < argc)
       o.device = std::atoi(argv[++i]);
-    else if (a == "--experts" ? value(o.experts)
-             : a == "--hidden" ? value(o.hidden)
-             : a == "--width"  ? value(o.width)
-             : a == "--tokens" ? value(o.tokens)
+    else if (a == "--experts"     ? value(o.experts)
+             : a == "--hidden"    ? value(o.hidden)
+             : a == "--width"     ? value(o.width)
+             : a == "--tokens"    ? value(o.tokens)
              : a == "--timing-mb" ? value(o.timingMb)
-             : a == "--repeats" ? value(o.repeats)
-                                : (n = -1, false))
+             : a == "--repeats"   ? value(o.repeats)
+                                  : (n = -1, false))
       continue;
     else {
       std::fprintf(stderr, "expert-memory-gpu: bad argument '%s'%s\n", a.c_str(),
                    n < 0 ? "" : " (a positive integer follows it)");
-      std::fprintf(stderr, "usage: expert-memory-gpu [--device N] [--json FILE] [--experts E] "
-                           "[--hidden H] [--width W] [--tokens T] [--timing-mb MB] [--repeats R]\n");
+      std::fprintf(
+          stderr, "usage: expert-memory-gpu [--device N] [--json FILE] [--experts E] "
+                  "[--hidden H] [--width W] [--tokens T] [--timing-mb MB] [--repeats R]\n");
       return false;
     }
   }
   if (o.experts < 3) {
-    std::fprintf(stderr, "expert-memory-gpu: --experts must be at least 3 (slots are reused)\n");
+    std::fprintf(stderr,
+                 "expert-memory-gpu: --experts must be at least 3 (slots are reused)\n");
     return false;
   }
   return true;
@@ -411,7 +432,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   report["device"] = backend->name();
-  report["shape"] = {{"experts", o.experts}, {"hidden", o.hidden}, {"width", o.width},
+  report["shape"] = {{"experts", o.experts},
+                     {"hidden", o.hidden},
+                     {"width", o.width},
                      {"tokens", o.tokens}};
   HostExperts host(o.experts, o.hidden, o.width, 1);
   const int64_t hiBytes = 3 * o.hidden * o.width * 4;

@@ -19,25 +19,25 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Compiler/Pipelines.h"
-#include "switchyard/Target/Host/HostCompiler.h"
-#include "switchyard/Target/Ptx/PtxCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
-#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Runtime/Manifest.h"
+#include "switchyard/Target/Host/HostCompiler.h"
+#include "switchyard/Target/Ptx/PtxCompiler.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "llvm/IR/Module.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -53,12 +53,14 @@ static cl::opt<std::string> outDir("o", cl::desc("output directory"), cl::value_
                                    cl::Required, cl::cat(tools::category()));
 static cl::opt<std::string> target("target", cl::desc("host | ptx | cuda | all"),
                                    cl::init("host"), cl::cat(tools::category()));
-static cl::opt<std::string> gpuArch("gpu-arch", cl::desc("GPU architecture (sm_80, sm_90, "
-                                                         "sm_100)"),
+static cl::opt<std::string> gpuArch("gpu-arch",
+                                    cl::desc("GPU architecture (sm_80, sm_90, "
+                                             "sm_100)"),
                                     cl::init("sm_90"), cl::cat(tools::category()));
 static cl::opt<bool> laneParallel(
     "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"), cl::cat(tools::category()));
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
+    cl::cat(tools::category()));
 static cl::opt<int64_t> ctaTokens(
     "cta-tokens",
     cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
@@ -75,11 +77,14 @@ static cl::opt<bool> launcherLibrary(
     cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
              "cudart from the CUDA toolkit): what the runtime loads for --device cuda"),
     cl::cat(tools::category()));
-static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"), cl::cat(tools::category()));
-static cl::opt<bool> report("report", cl::desc("print a static cost report per router: "
-                                               "kernels, launch shape, registers and "
-                                               "shared memory (ptxas -v), workspace and "
-                                               "bytes moved per token"), cl::cat(tools::category()));
+static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"),
+                             cl::cat(tools::category()));
+static cl::opt<bool> report("report",
+                            cl::desc("print a static cost report per router: "
+                                     "kernels, launch shape, registers and "
+                                     "shared memory (ptxas -v), workspace and "
+                                     "bytes moved per token"),
+                            cl::cat(tools::category()));
 
 static int fail(const llvm::Twine &message) { return tools::fail("moe-compile", message); }
 
@@ -103,10 +108,12 @@ static std::string path(llvm::StringRef dir, llvm::StringRef file) {
 
 /// The launch size classes of a GPU entry, from the launcher metadata JSON.
 static bool describeSizeClasses(const std::string &json,
-                                std::vector<runtime::SizeClass> &classes, std::string &error) {
+                                std::vector<runtime::SizeClass> &classes,
+                                std::string &error) {
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  const llvm::json::Array *list =
-      parsed && parsed->getAsObject() ? parsed->getAsObject()->getArray("size_classes") : nullptr;
+  const llvm::json::Array *list = parsed && parsed->getAsObject()
+                                      ? parsed->getAsObject()->getArray("size_classes")
+                                      : nullptr;
   if (!list) {
     if (!parsed)
       llvm::consumeError(parsed.takeError());
@@ -135,11 +142,13 @@ int main(int argc, char **argv) {
     return fail("unknown --target=" + target + " (host, ptx, cuda or all)");
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
   if (!arches.contains(gpuArch))
-    return fail("unsupported --gpu-arch=" + gpuArch + " (sm_80, sm_86, sm_89, sm_90, sm_100)");
+    return fail("unsupported --gpu-arch=" + gpuArch +
+                " (sm_80, sm_86, sm_89, sm_90, sm_100)");
   if (ctaTokens.getNumOccurrences() && (ctaTokens < 1 || ctaTokens > 1024))
     return fail("--cta-tokens=" + std::to_string(ctaTokens) + " is outside [1, 1024]");
   if (tokensPerCta.getNumOccurrences() && (tokensPerCta < 1 || tokensPerCta > 65536))
-    return fail("--tokens-per-cta=" + std::to_string(tokensPerCta) + " is outside [1, 65536]");
+    return fail("--tokens-per-cta=" + std::to_string(tokensPerCta) +
+                " is outside [1, 65536]");
   moe::MoeMapToGPUOptions mapping;
   mapping.ctaTokens = ctaTokens;
   mapping.tokensPerCta = tokensPerCta;
@@ -163,8 +172,8 @@ int main(int argc, char **argv) {
     bool bindsWhole;
     {
       mlir::OwningOpRef<mlir::ModuleOp> trial(module->clone());
-      mlir::ScopedDiagnosticHandler quiet(context.get(),
-                                          [](mlir::Diagnostic &) { return mlir::success(); });
+      mlir::ScopedDiagnosticHandler quiet(
+          context.get(), [](mlir::Diagnostic &) { return mlir::success(); });
       bindsWhole = host::bindShapeWithKnobs(*trial, shape, tools::knobOverrides());
     }
     for (moe::PolicyOpInterface p : moe::getPolicyOps(*module))
@@ -184,9 +193,8 @@ int main(int argc, char **argv) {
   if (routers.empty())
     return fail("'" + inputFile + "' has no moe.router to compile");
   const std::string &entry = tools::entryName();
-  if (!entry.empty() && llvm::none_of(routers, [&](const host::RouterInfo &r) {
-        return r.name == entry;
-      })) {
+  if (!entry.empty() &&
+      llvm::none_of(routers, [&](const host::RouterInfo &r) { return r.name == entry; })) {
     std::string error;
     host::selectRouter(*module, tools::entryName(), error);
     return fail(error);
@@ -230,7 +238,8 @@ int main(int argc, char **argv) {
       std::string cu = path(info.name + ".cu");
       if ((target == "cuda" || target == "all") && !writeText(cu, artifacts.cuda, error))
         return fail(error);
-      if (!writeText(ptx, artifacts.ptx, error) || !writeText(json, artifacts.json, error) ||
+      if (!writeText(ptx, artifacts.ptx, error) ||
+          !writeText(json, artifacts.json, error) ||
           !writeText(launchH, artifacts.launchHeader, error) ||
           !writeText(launchCpp, artifacts.launchSource, error))
         return fail(error);
@@ -267,7 +276,9 @@ int main(int argc, char **argv) {
           bool narrow = llvm::is_contained(inputDtypes, port.name + "=bf16") ||
                         llvm::is_contained(inputDtypes, port.name + "=f16");
           if (!port.shape.empty() && port.shape[0] < 0)
-            perTokenIo += (port.dtype == "bool" ? 1 : narrow ? 2 : 4) *
+            perTokenIo += (port.dtype == "bool" ? 1
+                           : narrow             ? 2
+                                                : 4) *
                           (port.shape.size() > 1 ? port.shape[1] : 1);
         }
         for (const host::Port &port : info.outputs)
@@ -275,9 +286,9 @@ int main(int argc, char **argv) {
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
         llvm::json::Value parsed = *llvm::json::parse(artifacts.json);
         const llvm::json::Object &meta = *parsed.getAsObject();
-        llvm::outs() << "report @" << info.name << " (" << gpuArch << "): "
-                     << meta.getArray("kernels")->size() << " kernels; inputs+outputs = "
-                     << perTokenIo << " B/token\n";
+        llvm::outs() << "report @" << info.name << " (" << gpuArch
+                     << "): " << meta.getArray("kernels")->size()
+                     << " kernels; inputs+outputs = " << perTokenIo << " B/token\n";
         for (const llvm::json::Value &sizeClass : *meta.getArray("size_classes")) {
           const llvm::json::Object &c = *sizeClass.getAsObject();
           std::optional<int64_t> maxTokens = c.getInteger("max_tokens");
@@ -301,7 +312,8 @@ int main(int argc, char **argv) {
           // to the GPU kit's measurements on an H200).
           llvm::outs() << llvm::formatv(
               "  launch model (modeled sm_90, not measured; constants fitted on an H200): "
-              "{0:F0} warp instructions per token, {1} values combined per CTA, {2} resident "
+              "{0:F0} warp instructions per token, {1} values combined per CTA, {2} "
+              "resident "
               "CTAs per SM",
               model->getNumber("token_instructions").value_or(0),
               model->getInteger("combine_values").value_or(0),
@@ -312,7 +324,8 @@ int main(int argc, char **argv) {
           llvm::outs() << "\n    modeled:";
           for (const llvm::json::Value &point : *model->getArray("modeled")) {
             const llvm::json::Object &p = *point.getAsObject();
-            llvm::outs() << llvm::formatv(" T={0}: {1:F1} us", p.getInteger("tokens").value_or(0),
+            llvm::outs() << llvm::formatv(" T={0}: {1:F1} us",
+                                          p.getInteger("tokens").value_or(0),
                                           p.getNumber("us").value_or(0));
           }
           llvm::outs() << "\n";
@@ -327,7 +340,7 @@ int main(int argc, char **argv) {
     if (!host::selectRouter(*copy, info.name, error))
       return fail(error);
     if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
-                                   tools::hostThreadMinWork(), inputDtypes)))
+                                 tools::hostThreadMinWork(), inputDtypes)))
       return 1;
     std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
     std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);
@@ -358,9 +371,9 @@ int main(int argc, char **argv) {
       if (!writeText(ir, text, error))
         return fail(error);
     }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
     llvm::outs() << "moe-compile: @" << info.name << " -> " << header << ", " << object
                  << ", " << library << ", " << signature;
     if (verbose)

@@ -31,7 +31,8 @@ using namespace switchyard;
 namespace {
 
 const char *kUsage =
-    "usage: moe-exec MODEL_DIR (--input hidden.npy | --batches FILE.npz) --out DIR [options]\n"
+    "usage: moe-exec MODEL_DIR (--input hidden.npy | --batches FILE.npz) --out DIR "
+    "[options]\n"
     "  --policy P.mlir        routing policy (default: the model's native routing)\n"
     "  --entry NAME           the router in the policy file\n"
     "  --set knob=value       a run-time knob of the policy (repeatable)\n"
@@ -40,9 +41,11 @@ const char *kUsage =
     "  --phase P              prefill | decode | mixed (default: derived)\n"
     "  --layers A:B           checkpoint layers A <= l < B (default: all)\n"
     "  --block-only           each MoE block on the same input: DIR/block_<l>.npy\n"
-    "  --replay DIR           replay the routing recorded in DIR/topk_{ids,weights}_<l>.npy\n"
+    "  --replay DIR           replay the routing recorded in "
+    "DIR/topk_{ids,weights}_<l>.npy\n"
     "  --batches FILE.npz     run a sequence of batches instead of --input: hidden_<i>\n"
-    "                         [T_i, H], optional request_ids_<i>, positions_<i>, phase_<i>;\n"
+    "                         [T_i, H], optional request_ids_<i>, positions_<i>, "
+    "phase_<i>;\n"
     "                         results in DIR/batch_<i>/, a per-batch table\n"
     "  --device host          where to run (host)\n"
     "  --ep N                 expert parallelism over the N ranks of an MPI job\n"
@@ -50,12 +53,14 @@ const char *kUsage =
     "  --eplb W               live EPLB with --ep: re-plan every W steps (batches) with\n"
     "                         the compiled policies/eplb.mlir and move expert weights\n"
     "  --eplb-slots S         physical slots (default E + E/8, a multiple of N)\n"
-    "  --eplb-step-bytes B    expert weight bytes moved per layer and step (default 64 MiB)\n"
+    "  --eplb-step-bytes B    expert weight bytes moved per layer and step (default 64 "
+    "MiB)\n"
     "  --libra                Libra with --ep: each layer predicts the next one's routing\n"
     "                         (policies/libra.mlir @libra_predict), plans and copies its\n"
     "                         replicas (@libra) while it computes; two-stage execution\n"
     "                         with token sharding (@libra_shard) on a CPU thread\n"
-    "  --libra-set K=V        a knob of policies/libra.mlir (extra_experts, alpha, epsilon)\n"
+    "  --libra-set K=V        a knob of policies/libra.mlir (extra_experts, alpha, "
+    "epsilon)\n"
     "  --memory MODE          experts in a device budget (host emulation): resident,\n"
     "                         static-lo, dynaexq (policies/dynaexq.mlir), offload\n"
     "                         (policies/expertflow.mlir prefetch), on-demand\n"
@@ -112,7 +117,6 @@ bool parseRange(const std::string &text, int64_t &first, int64_t &last) {
   return b.empty() || !*end;
 }
 
-
 /// "123", "64M", "1.5G", "512KiB": bytes (K, M, G powers of 1024; KB, MB, GB of 1000).
 bool parseBytes(const std::string &text, int64_t &out) {
   char *end = nullptr;
@@ -120,14 +124,14 @@ bool parseBytes(const std::string &text, int64_t &out) {
   if (end == text.c_str() || !(value >= 0))
     return false;
   std::string unit(end);
-  double scale = unit.empty() || unit == "B" ? 1
+  double scale = unit.empty() || unit == "B"    ? 1
                  : unit == "K" || unit == "KiB" ? 1024.0
                  : unit == "M" || unit == "MiB" ? 1024.0 * 1024
                  : unit == "G" || unit == "GiB" ? 1024.0 * 1024 * 1024
-                 : unit == "KB" ? 1e3
-                 : unit == "MB" ? 1e6
-                 : unit == "GB" ? 1e9
-                                : -1;
+                 : unit == "KB"                 ? 1e3
+                 : unit == "MB"                 ? 1e6
+                 : unit == "GB"                 ? 1e9
+                                                : -1;
   if (scale < 0 || value * scale > 9e18)
     return false;
   out = static_cast<int64_t>(value * scale);
@@ -138,7 +142,8 @@ bool parseBytes(const std::string &text, int64_t &out) {
 bool parseNumber(const std::string &text, double &out, bool positive) {
   char *end = nullptr;
   out = std::strtod(text.c_str(), &end);
-  return end != text.c_str() && !*end && std::isfinite(out) && (positive ? out > 0 : out >= 0);
+  return end != text.c_str() && !*end && std::isfinite(out) &&
+         (positive ? out > 0 : out >= 0);
 }
 
 /// One batch to run: its hidden states, structure, and where its results go.
@@ -152,8 +157,8 @@ struct Job {
   std::string out, replay;
 };
 
-bool checkHidden(const npy::Array &a, const std::string &what, const model::MoeConfig &config,
-                 Job &job, std::string &error) {
+bool checkHidden(const npy::Array &a, const std::string &what,
+                 const model::MoeConfig &config, Job &job, std::string &error) {
   if (!npy::toFloat32(a, what, job.hidden, error))
     return false;
   if (a.shape.size() != 2 || a.shape[1] != config.hidden) {
@@ -181,7 +186,8 @@ bool readBatches(const std::string &path, const model::MoeConfig &config,
     job.name = "batch " + n + ": ";
     job.out = out + "/batch_" + n;
     job.replay = replay.empty() ? "" : replay + "/batch_" + n;
-    if (!checkHidden(arrays["hidden_" + n], what + "hidden_" + n + "']", config, job, error))
+    if (!checkHidden(arrays["hidden_" + n], what + "hidden_" + n + "']", config, job,
+                     error))
       return false;
     ++used;
     job.batch.tokens = job.tokens;
@@ -219,11 +225,12 @@ bool readBatches(const std::string &path, const model::MoeConfig &config,
     std::string names;
     for (const auto &[name, a] : arrays)
       names += (names.empty() ? "" : ", ") + name;
-    error = "--batches (" + path + "): " +
-            (jobs.empty() ? std::string("no hidden_0")
-                          : "members other than hidden_<i>, request_ids_<i>, positions_<i>, "
-                            "phase_<i> for consecutive i") +
-            " (it holds: " + names + ")";
+    error =
+        "--batches (" + path + "): " +
+        (jobs.empty() ? std::string("no hidden_0")
+                      : "members other than hidden_<i>, request_ids_<i>, positions_<i>, "
+                        "phase_<i> for consecutive i") +
+        " (it holds: " + names + ")";
     return false;
   }
   return true;
@@ -273,8 +280,8 @@ bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
                             : std::pair<int64_t, int64_t>{0, t};
   std::vector<float> slice(job.hidden.begin() + first * h, job.hidden.begin() + end * h);
   for (int64_t run = 0; run < repeat; ++run) {
-    bool ok = blockOnly ? executor.runBlocks(job.hidden, job.tokens, job.batch, fixed, routings,
-                                             blocks, metrics, error)
+    bool ok = blockOnly ? executor.runBlocks(job.hidden, job.tokens, job.batch, fixed,
+                                             routings, blocks, metrics, error)
                         : executor.runStack(result = slice, end - first, job.batch, fixed,
                                             routings, metrics, error);
     if (!ok)
@@ -304,18 +311,20 @@ bool runJob(exec::Executor &executor, Job &job, bool blockOnly, int64_t repeat,
       if (!npy::save(job.out + "/block_" + std::to_string(layer) + ".npy",
                      npy::makeF32({t, h}, y.data()), error))
         return false;
-  } else if (!npy::save(job.out + "/hidden.npy", npy::makeF32({t, h}, result.data()), error)) {
+  } else if (!npy::save(job.out + "/hidden.npy", npy::makeF32({t, h}, result.data()),
+                        error)) {
     return false;
   }
   for (const auto &[layer, r] : routings) {
     std::string l = std::to_string(layer);
-    if (!npy::save(job.out + "/topk_ids_" + l + ".npy", npy::makeI32({t, r.k}, r.ids.data()),
-                   error) ||
+    if (!npy::save(job.out + "/topk_ids_" + l + ".npy",
+                   npy::makeI32({t, r.k}, r.ids.data()), error) ||
         !npy::save(job.out + "/topk_weights_" + l + ".npy",
                    npy::makeF32({t, r.k}, r.weights.data()), error))
       return false;
   }
-  std::ofstream(job.out + "/metrics.json") << exec::metricsToJson(best, executor.memoryMetrics());
+  std::ofstream(job.out + "/metrics.json")
+      << exec::metricsToJson(best, executor.memoryMetrics());
   return true;
 }
 
@@ -361,7 +370,8 @@ int main(int argc, char **argv) {
     } else if (a == "--layers") {
       value(v);
       if (!parseRange(v, options.firstLayer, options.lastLayer))
-        return fail("--layers '" + v + "' is not A:B (checkpoint layer indices, A <= l < B)");
+        return fail("--layers '" + v +
+                    "' is not A:B (checkpoint layer indices, A <= l < B)");
     } else if (a == "--batches") {
       value(batchesPath);
     } else if (a == "--block-only") {
@@ -383,8 +393,9 @@ int main(int argc, char **argv) {
       long long n = std::strtoll(v.c_str(), &end, 10);
       if (*end || v.empty() || n < 1 || n > (1LL << 50))
         return fail(a + " '" + v + "' is not a positive integer");
-      (a == "--eplb" ? options.eplb.window
-                     : a == "--eplb-slots" ? options.eplb.slots : options.eplb.bytesPerStep) = n;
+      (a == "--eplb"         ? options.eplb.window
+       : a == "--eplb-slots" ? options.eplb.slots
+                             : options.eplb.bytesPerStep) = n;
     } else if (a == "--libra") {
       options.libra = true;
     } else if (a == "--libra-set") {
@@ -395,12 +406,14 @@ int main(int argc, char **argv) {
     } else if (a == "--memory") {
       value(v);
       if (!memory::parseMemoryMode(v, options.memory.mode))
-        return fail("--memory '" + v + "' is not resident, static-lo, dynaexq, offload or on-demand");
+        return fail("--memory '" + v +
+                    "' is not resident, static-lo, dynaexq, offload or on-demand");
       options.memoryOn = true;
     } else if (a == "--budget") {
       value(v);
       if (!parseBytes(v, options.memory.budgetBytes) || options.memory.budgetBytes <= 0)
-        return fail("--budget '" + v + "' is not a positive byte count (e.g. 512M, 2G, 123456)");
+        return fail("--budget '" + v +
+                    "' is not a positive byte count (e.g. 512M, 2G, 123456)");
     } else if (a == "--lo") {
       value(v);
       if (!memory::parsePrecision(v, options.memory.low) ||
@@ -448,14 +461,16 @@ int main(int argc, char **argv) {
     }
   }
   if (options.modelDir.empty() || input.empty() == batchesPath.empty() || out.empty())
-    return fail(std::string("MODEL_DIR, --out and one of --input / --batches are required\n") +
-                kUsage);
+    return fail(
+        std::string("MODEL_DIR, --out and one of --input / --batches are required\n") +
+        kUsage);
   if (!batchesPath.empty() && (!requestIdsPath.empty() || !positionsPath.empty()))
     return fail("--batches carries request_ids_<i> / positions_<i> itself; drop "
                 "--request-ids / --positions");
   if (options.memoryOn != (options.memory.budgetBytes > 0))
-    return fail(options.memoryOn ? "--memory needs --budget BYTES (the device memory for experts)"
-                                 : "--budget sets the device memory of --memory MODE: give both");
+    return fail(options.memoryOn
+                    ? "--memory needs --budget BYTES (the device memory for experts)"
+                    : "--budget sets the device memory of --memory MODE: give both");
   exec::Phase givenPhase;
   if (!phaseText.empty() && !exec::parsePhase(phaseText, givenPhase))
     return fail("--phase '" + phaseText + "' is not prefill, decode or mixed");
@@ -488,7 +503,6 @@ int main(int argc, char **argv) {
     std::printf("moe-exec: note: @%s takes a correction bias; %s has none, so it is zero\n",
                 executor->policySignature().entry.c_str(), config.path.c_str());
 
-
   std::vector<Job> jobs;
   std::string what = "--input (" + input + ")";
   if (!batchesPath.empty()) {
@@ -499,18 +513,19 @@ int main(int argc, char **argv) {
     job.out = out;
     job.replay = replayDir;
     npy::Array hidden;
-    if (!npy::load(input, what, hidden, error) || !checkHidden(hidden, what, config, job, error))
+    if (!npy::load(input, what, hidden, error) ||
+        !checkHidden(hidden, what, config, job, error))
       return fail(error);
     job.batch.tokens = job.tokens;
-    if ((!requestIdsPath.empty() &&
-         !readInt32s(requestIdsPath, "--request-ids", job.tokens, job.batch.requestIds, error)) ||
+    if ((!requestIdsPath.empty() && !readInt32s(requestIdsPath, "--request-ids", job.tokens,
+                                                job.batch.requestIds, error)) ||
         (!positionsPath.empty() &&
          !readInt32s(positionsPath, "--positions", job.tokens, job.batch.positions, error)))
       return fail(error);
     jobs.push_back(std::move(job));
   }
   for (Job &job : jobs)
-    if (!job.batch.derive(job.phaseGiven ? &job.phase
+    if (!job.batch.derive(job.phaseGiven      ? &job.phase
                           : phaseText.empty() ? nullptr
                                               : &givenPhase,
                           error))
@@ -518,13 +533,14 @@ int main(int argc, char **argv) {
   if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     return fail("cannot create '" + out + "': " + std::strerror(errno));
 
-  std::printf("moe-exec: %s (%s), %zu MoE layers, policy %s @%s%s\n", options.modelDir.c_str(),
-              config.architecture.c_str(), executor->layers().size(),
-              executor->policyPath().c_str(), executor->policySignature().entry.c_str(),
+  std::printf("moe-exec: %s (%s), %zu MoE layers, policy %s @%s%s\n",
+              options.modelDir.c_str(), config.architecture.c_str(),
+              executor->layers().size(), executor->policyPath().c_str(),
+              executor->policySignature().entry.c_str(),
               replayDir.empty() ? "" : ", replayed");
   if (!batchesPath.empty())
-    std::printf("%6s %7s %8s %9s %7s %9s %10s %10s\n", "batch", "tokens", "phase", "requests",
-                "verify", "experts", "MB read", "ms");
+    std::printf("%6s %7s %8s %9s %7s %9s %10s %10s\n", "batch", "tokens", "phase",
+                "requests", "verify", "experts", "MB read", "ms");
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job &job = jobs[i];
     std::vector<exec::LayerMetrics> best;
@@ -546,21 +562,23 @@ int main(int argc, char **argv) {
       continue;
     }
     std::printf("%lld tokens (%s, %lld requests)\n", static_cast<long long>(job.tokens),
-                exec::phaseName(job.batch.phase), static_cast<long long>(job.batch.requests));
+                exec::phaseName(job.batch.phase),
+                static_cast<long long>(job.batch.requests));
     std::printf("%6s %7s %9s %12s %10s %9s %9s %9s %9s %9s\n", "layer", "tokens", "experts",
                 "bytes", "total_ms", "router", "policy", "permute", "ffn", "combine");
     for (const exec::LayerMetrics &m : best) {
       std::printf("%6lld %7lld %9lld %12lld %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
                   static_cast<long long>(m.layer), static_cast<long long>(m.tokens),
-                  static_cast<long long>(m.activeExperts), static_cast<long long>(m.expertBytes),
-                  1e3 * m.seconds.total(), 1e3 * m.seconds.routerGemm, 1e3 * m.seconds.policy,
+                  static_cast<long long>(m.activeExperts),
+                  static_cast<long long>(m.expertBytes), 1e3 * m.seconds.total(),
+                  1e3 * m.seconds.routerGemm, 1e3 * m.seconds.policy,
                   1e3 * m.seconds.permute, 1e3 * m.seconds.ffn, 1e3 * m.seconds.combine);
       if (!m.slotsPerRank.empty()) { // expert parallelism: what every rank served
         std::string slots;
         for (int64_t s : m.slotsPerRank)
           slots += (slots.empty() ? "" : " ") + std::to_string(s);
-        std::printf("%6s slots per rank [%s], imbalance %.3f, comm %.3f ms (rank 0)\n", "ep",
-                    slots.c_str(), m.imbalance(), 1e3 * m.commSeconds);
+        std::printf("%6s slots per rank [%s], imbalance %.3f, comm %.3f ms (rank 0)\n",
+                    "ep", slots.c_str(), m.imbalance(), 1e3 * m.commSeconds);
       }
     }
   }

@@ -10,13 +10,13 @@
 // naming the argument, and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
-#include <cmath>
 #include "switchyard/Compiler/Pipelines.h"
-#include "switchyard/Target/Host/HostCompiler.h"
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Runtime/Binding.h"
+#include "switchyard/Target/Host/HostCompiler.h"
+#include <cmath>
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -25,22 +25,26 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 
-
 using namespace switchyard;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
                                       cl::Required, cl::cat(tools::category()));
-static cl::list<std::string> args("arg", cl::desc("bind input <name> to a .npy file (or, "
-                                                  "for a scalar, an integer)"),
-                                  cl::value_desc("name=path.npy"), cl::cat(tools::category()));
+static cl::list<std::string> args("arg",
+                                  cl::desc("bind input <name> to a .npy file (or, "
+                                           "for a scalar, an integer)"),
+                                  cl::value_desc("name=path.npy"),
+                                  cl::cat(tools::category()));
 static cl::opt<std::string> outDir("out", cl::desc("directory for the <result>.npy files"),
                                    cl::value_desc("dir"), cl::cat(tools::category()));
 static cl::opt<bool> laneParallel(
     "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"), cl::cat(tools::category()));
-static cl::opt<bool> list("list", cl::desc("print every router's inputs, outputs and knobs "
-                                           "as JSON and exit"), cl::cat(tools::category()));
+    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
+    cl::cat(tools::category()));
+static cl::opt<bool> list("list",
+                          cl::desc("print every router's inputs, outputs and knobs "
+                                   "as JSON and exit"),
+                          cl::cat(tools::category()));
 
 static int fail(const llvm::Twine &message) { return tools::fail("moe-run", message); }
 
@@ -58,8 +62,8 @@ static bool bindArgument(runtime::CallBuffers &call, const std::string &name,
     if (!parseInteger(source, v)) {
       const runtime::Signature &sig = call.signature();
       error = "argument '" + name + "': expected an integer (" +
-              sig.params[sig.findInput(name)].dtype + ") or a .npy file holding one, got '" +
-              source + "'";
+              sig.params[sig.findInput(name)].dtype +
+              ") or a .npy file holding one, got '" + source + "'";
       return false;
     }
     return call.bindScalar(name, v, error);
@@ -78,8 +82,9 @@ static bool writeOutput(const runtime::CallBuffers &call, size_t index,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  tools::parseCommandLine(argc, argv, "Switchyard: compile a policy for the host and "
-                                          "run it on .npy inputs\n");
+  tools::parseCommandLine(argc, argv,
+                          "Switchyard: compile a policy for the host and "
+                          "run it on .npy inputs\n");
   std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
   std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
   if (!policy)
@@ -121,7 +126,8 @@ int main(int argc, char **argv) {
   runtime::Signature signature{info.name, info.kind, abi};
   signature.knobs = host::readKnobs(*module, info.name);
   std::vector<uint8_t> knobStruct;
-  if (!freeze && !runtime::packKnobs(signature.knobs, tools::knobOverrides(), knobStruct, error))
+  if (!freeze &&
+      !runtime::packKnobs(signature.knobs, tools::knobOverrides(), knobStruct, error))
     return fail(error);
   runtime::CallBuffers call(signature);
 

@@ -11,5 +11,6 @@
 
 int main(int argc, char **argv) {
   switchyard::cuda::registerToCudaTranslation();
-  return mlir::failed(mlir::mlirTranslateMain(argc, argv, "Switchyard translations")) ? 1 : 0;
+  return mlir::failed(mlir::mlirTranslateMain(argc, argv, "Switchyard translations")) ? 1
+                                                                                      : 0;
 }

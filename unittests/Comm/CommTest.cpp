@@ -52,7 +52,8 @@ TEST(Mpi, AllToAllWithPerPeerCounts) {
     total += recvCounts[size_t(p)];
   }
   std::vector<int32_t> recv(size_t(total), -1);
-  ASSERT_TRUE(world->allToAllV(send.data(), sendBytes, recv.data(), recvBytes, error)) << error;
+  ASSERT_TRUE(world->allToAllV(send.data(), sendBytes, recv.data(), recvBytes, error))
+      << error;
   size_t at = 0;
   for (int p = 0; p < n; ++p)
     for (int i = 0; i < recvCounts[size_t(p)]; ++i)
@@ -91,8 +92,8 @@ TEST(Mpi, AWrongWorldSizeIsAnErrorOnEveryRank) {
   std::string error;
   EXPECT_TRUE(checkWorldSize(*world, world->size(), error));
   EXPECT_FALSE(checkWorldSize(*world, world->size() + 1, error));
-  EXPECT_NE(error.find("asks for " + std::to_string(world->size() + 1) + " ranks but the job has " +
-                       std::to_string(world->size())),
+  EXPECT_NE(error.find("asks for " + std::to_string(world->size() + 1) +
+                       " ranks but the job has " + std::to_string(world->size())),
             std::string::npos)
       << error;
 }
@@ -113,12 +114,15 @@ TEST(Mpi, ZLateCollectiveTimesOutInsteadOfHanging) {
     EXPECT_TRUE(late->barrier(error)) << error;
   } else {
     EXPECT_FALSE(impatient->barrier(error));
-    EXPECT_NE(error.find("mpi barrier on rank " + std::to_string(world->rank())), std::string::npos)
+    EXPECT_NE(error.find("mpi barrier on rank " + std::to_string(world->rank())),
+              std::string::npos)
         << error;
-    EXPECT_NE(error.find("timed out after 0 s waiting for the other ranks"), std::string::npos)
+    EXPECT_NE(error.find("timed out after 0 s waiting for the other ranks"),
+              std::string::npos)
         << error;
     EXPECT_FALSE(impatient->barrier(error));
-    EXPECT_NE(error.find("unusable after a timed-out collective"), std::string::npos) << error;
+    EXPECT_NE(error.find("unusable after a timed-out collective"), std::string::npos)
+        << error;
   }
   EXPECT_TRUE(world->barrier(error)) << error; // everyone again in step
 }

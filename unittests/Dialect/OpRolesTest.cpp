@@ -6,8 +6,8 @@
 // every compute op has a loop lowering, and every container is a PolicyOpInterface.
 //
 //===----------------------------------------------------------------------===//
-#include "switchyard/InitAllDialects.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/InitAllDialects.h"
 
 #include "mlir/IR/MLIRContext.h"
 

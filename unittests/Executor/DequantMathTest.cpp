@@ -36,7 +36,8 @@ void expectSameAsHost(const model::TensorView &view) {
   model::widenToFloat(view, 0, n, host.data());
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(bitsOf(dequantAt(m, i)), bitsOf(host[size_t(i)]))
-        << view.name << " element " << i << ": " << dequantAt(m, i) << " vs " << host[size_t(i)];
+        << view.name << " element " << i << ": " << dequantAt(m, i) << " vs "
+        << host[size_t(i)];
 }
 
 struct RandomExpert {

@@ -39,15 +39,20 @@ struct Experts {
       for (float &x : data[i])
         x = normal(rng);
       model::TensorView &v = views[i];
-      v.name = "experts." + std::to_string(i / 3) + (i % 3 == 0 ? ".gate" : i % 3 == 1 ? ".up" : ".down");
+      v.name = "experts." + std::to_string(i / 3) +
+               (i % 3 == 0   ? ".gate"
+                : i % 3 == 1 ? ".up"
+                             : ".down");
       v.dtype = model::DType::F32;
       v.dtypeText = "F32";
-      v.shape = down ? std::vector<int64_t>{hidden, width} : std::vector<int64_t>{width, hidden};
+      v.shape =
+          down ? std::vector<int64_t>{hidden, width} : std::vector<int64_t>{width, hidden};
       v.data = reinterpret_cast<const uint8_t *>(data[i].data());
       v.bytes = data[i].size() * 4;
     }
     for (int64_t e = 0; e < count; ++e)
-      weights.push_back({&views[size_t(3 * e)], &views[size_t(3 * e + 1)], &views[size_t(3 * e + 2)]});
+      weights.push_back(
+          {&views[size_t(3 * e)], &views[size_t(3 * e + 1)], &views[size_t(3 * e + 2)]});
   }
 };
 
@@ -62,8 +67,8 @@ TEST(Pools, RegionBlocksSliceOneRegionAndTheFreeListReusesSlots) {
   alignas(256) static uint8_t region[4 * 512];
   BudgetTracker budget(3 * 500);
   BlockPool pool("device_hi", 500, 4, budget,
-                 std::make_unique<RegionBlocks>("device", region, RegionBlocks::strideFor(500),
-                                                nullptr, nullptr));
+                 std::make_unique<RegionBlocks>(
+                     "device", region, RegionBlocks::strideFor(500), nullptr, nullptr));
   EXPECT_STREQ(pool.memoryKind(), "device");
   EXPECT_EQ(RegionBlocks::strideFor(500), 512u);
   int32_t a = pool.allocate(), b = pool.allocate(), c = pool.allocate();
@@ -95,7 +100,8 @@ TEST(DeviceExperts, RegionsAreAllocatedOncePerPrecisionAndSizedByTheBudget) {
   // The pinned tier holds every expert's packed version.
   VersionImage ref;
   ASSERT_TRUE(makeVersion(x.weights[3], Precision::Int4, 0, ref, error)) << error;
-  EXPECT_EQ(std::memcmp(d->hostImage(3, Precision::Int4), ref.bytes.data(), ref.bytes.size()), 0);
+  EXPECT_EQ(
+      std::memcmp(d->hostImage(3, Precision::Int4), ref.bytes.data(), ref.bytes.size()), 0);
   d.reset();
   EXPECT_EQ(fake.deviceBytes, 0);
   EXPECT_EQ(fake.pinnedBytes, 0);
@@ -121,13 +127,16 @@ TEST(DeviceExperts, BackendFailuresAreErrorsAndLeakNothing) {
   Experts x(3);
   DeviceExpertsOptions options;
   options.budgetBytes = 1 << 20;
-  for (const char *what : {"allocatePinned", "allocateDevice", "createEvent", "createStream"}) {
+  for (const char *what :
+       {"allocatePinned", "allocateDevice", "createEvent", "createStream"}) {
     FakeDevice fake;
     fake.failNext = what;
     std::string error;
     EXPECT_FALSE(DeviceExperts::create(fake, x.weights, options, error)) << what;
-    EXPECT_NE(error.find(std::string("fake ") + what + " failure"), std::string::npos) << error;
-    EXPECT_EQ(fake.deviceBytes + fake.pinnedBytes + fake.liveEvents + fake.liveStreams, 0) << what;
+    EXPECT_NE(error.find(std::string("fake ") + what + " failure"), std::string::npos)
+        << error;
+    EXPECT_EQ(fake.deviceBytes + fake.pinnedBytes + fake.liveEvents + fake.liveStreams, 0)
+        << what;
   }
   FakeDevice fake;
   std::string error;
@@ -249,7 +258,8 @@ TEST(DeviceExperts, RandomTrafficKeepsSlotsAndBudgetConsistent) {
   Experts x(6);
   FakeDevice fake;
   DeviceExpertsOptions options;
-  options.budgetBytes = int64_t(versionBytes(x, Precision::High) + 2 * versionBytes(x, Precision::Int4));
+  options.budgetBytes =
+      int64_t(versionBytes(x, Precision::High) + 2 * versionBytes(x, Precision::Int4));
   std::string error;
   auto d = DeviceExperts::create(fake, x.weights, options, error);
   ASSERT_TRUE(d) << error;
@@ -260,7 +270,9 @@ TEST(DeviceExperts, RandomTrafficKeepsSlotsAndBudgetConsistent) {
     const Precision p = ps[rng() % 3];
     DeviceExpert got;
     switch (rng() % 3) {
-    case 0: d->migrate(e, p, error); break;
+    case 0:
+      d->migrate(e, p, error);
+      break;
     case 1:
       if (d->resident(e, p)) {
         ASSERT_TRUE(d->acquire(e, p, fake.computeStream(), got, error)) << error;

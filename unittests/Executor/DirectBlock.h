@@ -22,9 +22,9 @@ inline std::vector<float> widened(const model::TensorView &v) {
   return out;
 }
 
-inline std::vector<float> directBlock(const std::function<exec::FfnWeights(int32_t)> &weightsOf,
-                                      const std::vector<float> &x, const exec::Routing &r,
-                                      int64_t hidden) {
+inline std::vector<float>
+directBlock(const std::function<exec::FfnWeights(int32_t)> &weightsOf,
+            const std::vector<float> &x, const exec::Routing &r, int64_t hidden) {
   std::vector<float> y(x.size(), 0.0f);
   for (int64_t t = 0; t < r.tokens; ++t)
     for (int64_t j = 0; j < r.k; ++j) {
@@ -32,7 +32,8 @@ inline std::vector<float> directBlock(const std::function<exec::FfnWeights(int32
       if (e < 0)
         continue;
       const exec::FfnWeights w = weightsOf(e);
-      const std::vector<float> w1 = widened(*w.gate), w3 = widened(*w.up), w2 = widened(*w.down);
+      const std::vector<float> w1 = widened(*w.gate), w3 = widened(*w.up),
+                               w2 = widened(*w.down);
       const int64_t inter = w.gate->shape[0];
       std::vector<double> act(static_cast<size_t>(inter));
       for (int64_t i = 0; i < inter; ++i) {

@@ -68,8 +68,9 @@ TEST(ExpertMemory, OnDemandWithFaultsMatchesTheLayersWithoutIt) {
       std::vector<float> y(T * H);
       exec::Routing scratch;
       exec::LayerMetrics metrics;
-      ASSERT_TRUE(layers[size_t(l)]->forward(xs.back().data(), T, batch, &routings.back()[l],
-                                             scratch, y.data(), metrics, error))
+      ASSERT_TRUE(layers[size_t(l)]->forward(xs.back().data(), T, batch,
+                                             &routings.back()[l], scratch, y.data(),
+                                             metrics, error))
           << error;
       want.back().push_back(y);
     }
@@ -92,8 +93,8 @@ TEST(ExpertMemory, OnDemandWithFaultsMatchesTheLayersWithoutIt) {
       exec::Routing scratch;
       exec::LayerMetrics metrics;
       ASSERT_TRUE(layers[size_t(l)]->forward(xs[size_t(s)].data(), T, batch,
-                                             &routings[size_t(s)][size_t(l)], scratch, y.data(),
-                                             metrics, error))
+                                             &routings[size_t(s)][size_t(l)], scratch,
+                                             y.data(), metrics, error))
           << "step " << s << " layer " << l << ": " << error;
       EXPECT_EQ(0, std::memcmp(y.data(), want[size_t(s)][size_t(l)].data(), y.size() * 4))
           << "step " << s << " layer " << l;

@@ -62,7 +62,8 @@ void settle(ExpertStore &store) {
     bool busy = false;
     for (int64_t l = 0; l < L; ++l)
       for (int64_t e = 0; e < E; ++e)
-        busy |= store.state(l, e) == Residency::Promoting || store.state(l, e) == Residency::Loading;
+        busy |= store.state(l, e) == Residency::Promoting ||
+                store.state(l, e) == Residency::Loading;
     if (!busy)
       return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -92,7 +93,8 @@ void expectLayersMatchTheirVersions(Model &m, ExpertStore &store, std::mt19937 &
     for (int64_t e = 0; e < E; ++e) {
       Precision p;
       if (store.activePrecision(l, e, p)) {
-        ASSERT_TRUE(makeVersion(m.original[size_t(l * E + e)], p, 0, remade[size_t(e)], error));
+        ASSERT_TRUE(
+            makeVersion(m.original[size_t(l * E + e)], p, 0, remade[size_t(e)], error));
       }
     }
     const std::vector<float> want = unittest::directBlock(
@@ -100,8 +102,8 @@ void expectLayersMatchTheirVersions(Model &m, ExpertStore &store, std::mt19937 &
     std::vector<float> y(T * H);
     exec::Routing scratch;
     exec::LayerMetrics metrics;
-    ASSERT_TRUE(m.layers[size_t(l)]->forward(x.data(), T, batch, &routing, scratch, y.data(),
-                                             metrics, error))
+    ASSERT_TRUE(m.layers[size_t(l)]->forward(x.data(), T, batch, &routing, scratch,
+                                             y.data(), metrics, error))
         << when << ": " << error;
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_NEAR(y[i], want[i], 1e-4) << when << ", layer " << l << ", element " << i;
@@ -111,16 +113,18 @@ void expectLayersMatchTheirVersions(Model &m, ExpertStore &store, std::mt19937 &
 TEST(ExpertStore, ABudgetThatCannotHoldTheModeIsAnError) {
   Model m;
   std::string error;
-  auto probe = ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
+  auto probe =
+      ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
   ASSERT_TRUE(probe) << error;
   const int64_t lo = probe->loBytes(), hi = probe->hiBytes();
   EXPECT_LT(lo * 4, hi); // int4 is under a quarter of f32 (scales included)
   probe.reset();
-  auto store = ExpertStore::create(m.pointers, L * E * lo - 1, Precision::Int4, 0, fastLink(),
-                                   error);
+  auto store = ExpertStore::create(m.pointers, L * E * lo - 1, Precision::Int4, 0,
+                                   fastLink(), error);
   ASSERT_TRUE(store) << error;
   EXPECT_FALSE(store->placeAll(Precision::Int4, error));
-  EXPECT_NE(error.find("holds 23 of the 24 int4 expert versions"), std::string::npos) << error;
+  EXPECT_NE(error.find("holds 23 of the 24 int4 expert versions"), std::string::npos)
+      << error;
   EXPECT_FALSE(ExpertStore::create(m.pointers, 0, Precision::Int4, 0, fastLink(), error));
   EXPECT_NE(error.find("must be positive"), std::string::npos) << error;
 }
@@ -128,13 +132,14 @@ TEST(ExpertStore, ABudgetThatCannotHoldTheModeIsAnError) {
 TEST(ExpertStore, PromotionsWaitForTheBudgetAndPublishOnlyWhenLanded) {
   Model m;
   std::string error;
-  auto probe = ExpertStore::create(m.pointers, 1 << 30, Precision::Int8, 0, fastLink(), error);
+  auto probe =
+      ExpertStore::create(m.pointers, 1 << 30, Precision::Int8, 0, fastLink(), error);
   const int64_t lo = probe->loBytes(), hi = probe->hiBytes();
   probe.reset();
   LinkOptions slow = fastLink();
   slow.bytesPerSecond = 1e6; // ~25 ms per promotion: observable in flight
-  auto store = ExpertStore::create(m.pointers, L * E * lo + 2 * hi, Precision::Int8, 0, slow,
-                                   error);
+  auto store =
+      ExpertStore::create(m.pointers, L * E * lo + 2 * hi, Precision::Int8, 0, slow, error);
   ASSERT_TRUE(store && store->placeAll(Precision::Int8, error)) << error;
   ASSERT_TRUE(store->check(error)) << error;
   store->requestPromotion(0, 1);
@@ -173,7 +178,8 @@ TEST(ExpertStore, RandomTransitionsWithFaultsKeepTheInvariants) {
   std::mt19937 rng(2024);
   for (int round = 0; round < 3; ++round) {
     std::string error;
-    auto probe = ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
+    auto probe =
+        ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
     const int64_t lo = probe->loBytes(), hi = probe->hiBytes();
     probe.reset();
     // From one high version per layer to every expert in high precision.
@@ -190,7 +196,8 @@ TEST(ExpertStore, RandomTransitionsWithFaultsKeepTheInvariants) {
           store->requestDemotion(l, e);
       }
       store->advance();
-      ASSERT_TRUE(store->check(error)) << "round " << round << " step " << step << ": " << error;
+      ASSERT_TRUE(store->check(error))
+          << "round " << round << " step " << step << ": " << error;
       expectLayersMatchTheirVersions(m, *store, rng, "step " + std::to_string(step));
       if (HasFatalFailure())
         return;
@@ -209,7 +216,8 @@ TEST(ExpertStore, OffloadingLoadsOnDemandAndEvicts) {
   Model m;
   std::mt19937 rng(77);
   std::string error;
-  auto probe = ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
+  auto probe =
+      ExpertStore::create(m.pointers, 1 << 30, Precision::Int4, 0, fastLink(), error);
   const int64_t hi = probe->hiBytes();
   probe.reset();
   const int64_t capacity = 5; // device slots for 24 experts
@@ -227,8 +235,8 @@ TEST(ExpertStore, OffloadingLoadsOnDemandAndEvicts) {
     std::vector<float> x(2 * H, 0.5f), y(2 * H);
     exec::Routing scratch;
     exec::LayerMetrics metrics;
-    EXPECT_FALSE(m.layers[0]->forward(x.data(), 2, batch, &routing, scratch, y.data(), metrics,
-                                      error));
+    EXPECT_FALSE(m.layers[0]->forward(x.data(), 2, batch, &routing, scratch, y.data(),
+                                      metrics, error));
     EXPECT_NE(error.find("has no resident version"), std::string::npos) << error;
   }
   std::vector<int64_t> lastUse(L * E, -1);
@@ -241,7 +249,8 @@ TEST(ExpertStore, OffloadingLoadsOnDemandAndEvicts) {
              store->budget().used() + hi > store->budget().budget()) {
         int64_t victim = -1;
         for (int64_t i = 0; i < L * E; ++i)
-          if (store->state(i / E, i % E) == Residency::ResidentHi && !(i / E == l && (i % E == wanted[0] || i % E == wanted[1])) &&
+          if (store->state(i / E, i % E) == Residency::ResidentHi &&
+              !(i / E == l && (i % E == wanted[0] || i % E == wanted[1])) &&
               (victim < 0 || lastUse[size_t(i)] < lastUse[size_t(victim)]))
             victim = i;
         ASSERT_GE(victim, 0);

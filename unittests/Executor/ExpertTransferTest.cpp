@@ -111,7 +111,9 @@ public:
     return ok;
   }
   bool allReduceSum(float *, size_t, std::string &error) override { return unused(error); }
-  bool allReduceSum(int64_t *, size_t, std::string &error) override { return unused(error); }
+  bool allReduceSum(int64_t *, size_t, std::string &error) override {
+    return unused(error);
+  }
   bool broadcast(void *, size_t, int, std::string &error) override { return unused(error); }
   bool barrier(std::string &) override {
     hub->meet.arrive_and_wait();
@@ -178,13 +180,13 @@ struct FakeExperts {
         v.bytes = bytes.size();
       }
     for (int e = 0; e < experts; ++e)
-      weights[e] = {&views[size_t(e * 3)], &views[size_t(e * 3 + 1)], &views[size_t(e * 3 + 2)]};
+      weights[e] = {&views[size_t(e * 3)], &views[size_t(e * 3 + 1)],
+                    &views[size_t(e * 3 + 2)]};
   }
 };
 
 /// Runs `body(rank, comm)` on `ranks` threads joined by one hub.
-template <typename Body>
-void onRanks(int ranks, bool multiple, bool broken, Body body) {
+template <typename Body> void onRanks(int ranks, bool multiple, bool broken, Body body) {
   auto hub = std::make_shared<Hub>(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
@@ -196,7 +198,8 @@ void onRanks(int ranks, bool multiple, bool broken, Body body) {
     t.join();
 }
 
-void expectCopies(const FakeExperts &source, int rank, const std::vector<ExpertTransfer> &batch,
+void expectCopies(const FakeExperts &source, int rank,
+                  const std::vector<ExpertTransfer> &batch,
                   const std::map<int32_t, ExpertCopy> &got) {
   size_t expected = 0;
   for (const ExpertTransfer &t : batch) {
@@ -223,8 +226,10 @@ void expectCopies(const FakeExperts &source, int rank, const std::vector<ExpertT
 TEST(ExpertMover, BatchesArriveWhileTheMainChannelRuns) {
   const FakeExperts experts(6);
   const int64_t bytes = experts.weights.at(0).bytes();
-  const std::vector<ExpertTransfer> first = {{0, 0, 1, bytes}, {1, 0, 2, bytes}, {4, 2, 0, bytes}};
-  const std::vector<ExpertTransfer> second = {{5, 2, 1, bytes}, {2, 1, 0, bytes}, {2, 1, 2, bytes}};
+  const std::vector<ExpertTransfer> first = {
+      {0, 0, 1, bytes}, {1, 0, 2, bytes}, {4, 2, 0, bytes}};
+  const std::vector<ExpertTransfer> second = {
+      {5, 2, 1, bytes}, {2, 1, 0, bytes}, {2, 1, 2, bytes}};
   onRanks(3, true, false, [&](int rank, ThreadComm &comm) {
     ExpertMover mover(comm);
     ExpertMover::Ticket a = mover.submit({first, experts.weights});
@@ -267,7 +272,8 @@ TEST(ExpertMover, AChannelThatCannotBeMadeIsAnError) {
   const FakeExperts experts(2);
   onRanks(2, true, true, [&](int, ThreadComm &comm) {
     ExpertMover mover(comm);
-    ExpertMover::Ticket t = mover.submit({{{0, 0, 1, experts.weights.at(0).bytes()}}, experts.weights});
+    ExpertMover::Ticket t =
+        mover.submit({{{0, 0, 1, experts.weights.at(0).bytes()}}, experts.weights});
     std::map<int32_t, ExpertCopy> got;
     int64_t moved = 0;
     std::string error;

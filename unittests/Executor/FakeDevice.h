@@ -85,7 +85,8 @@ public:
     ++synchronizations;
     return true;
   }
-  bool dequantize(const PackedMatrix &m, float *out, Stream s, std::string &error) override {
+  bool dequantize(const PackedMatrix &m, float *out, Stream s,
+                  std::string &error) override {
     if (fails("dequantize", error))
       return false;
     log.push_back("dequantize " + where(m.data) + " on s" + id(s));
@@ -114,7 +115,9 @@ private:
   uintptr_t streams = 0, events = 0;
 
   static void *handle(uintptr_t n) { return reinterpret_cast<void *>((n << 4) | 1); }
-  static std::string id(void *h) { return std::to_string(reinterpret_cast<uintptr_t>(h) >> 4); }
+  static std::string id(void *h) {
+    return std::to_string(reinterpret_cast<uintptr_t>(h) >> 4);
+  }
 
   bool fails(const char *what, std::string &error) {
     if (failNext != what)

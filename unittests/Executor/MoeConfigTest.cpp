@@ -28,7 +28,8 @@ struct Spelling {
 
 // The hub's key first, then transformers' other spelling of the expert count.
 const Spelling kFamilies[] = {
-    {"MixtralForCausalLM", "mixtral", "num_local_experts", "num_experts", "intermediate_size"},
+    {"MixtralForCausalLM", "mixtral", "num_local_experts", "num_experts",
+     "intermediate_size"},
     {"Qwen2MoeForCausalLM", "qwen2_moe", "num_experts", "num_local_experts",
      "moe_intermediate_size"},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "num_experts", "num_local_experts",
@@ -84,7 +85,8 @@ TEST(MoeConfig, ExpertCountUnderEitherSpelling) {
     EXPECT_EQ(config.experts, 8);
     ASSERT_TRUE(d.read(f, count(f.alias, 6), config, error)) << error;
     EXPECT_EQ(config.experts, 6);
-    ASSERT_TRUE(d.read(f, count(f.key, 4) + ", " + count(f.alias, 4), config, error)) << error;
+    ASSERT_TRUE(d.read(f, count(f.key, 4) + ", " + count(f.alias, 4), config, error))
+        << error;
     EXPECT_EQ(config.experts, 4);
   }
 }
@@ -120,12 +122,14 @@ TEST(MoeConfig, FieldsOfTheWrongTypeAreErrorsNotExceptions) {
                               "\"num_local_experts\": 8";
   EXPECT_FALSE(d.readText("{\"model_type\": 7, " + mixtral + "}", config, error));
   EXPECT_EQ(error, d.file() + ": model_type must be a string, got 7");
-  EXPECT_FALSE(d.readText("{\"model_type\": [\"mixtral\"], " + mixtral + "}", config, error));
+  EXPECT_FALSE(
+      d.readText("{\"model_type\": [\"mixtral\"], " + mixtral + "}", config, error));
   EXPECT_EQ(error, d.file() + ": model_type must be a string, got [\"mixtral\"]");
   // null is unset: the architecture decides.
-  EXPECT_TRUE(d.readText("{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": null, " +
-                             mixtral + "}",
-                         config, error))
+  EXPECT_TRUE(
+      d.readText("{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": null, " +
+                     mixtral + "}",
+                 config, error))
       << error;
   const std::string deepseek = "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 16, "
                                "\"num_hidden_layers\": 2, \"moe_intermediate_size\": 8, "
@@ -162,7 +166,8 @@ TEST(MoeConfig, ManyMlpOnlyLayersAreReadInLinearTime) {
   ASSERT_TRUE(d.readText("{\"model_type\": \"qwen3_moe\", \"hidden_size\": 16, "
                          "\"num_hidden_layers\": 1048576, \"moe_intermediate_size\": 8, "
                          "\"num_experts_per_tok\": 2, \"num_experts\": 8, "
-                         "\"mlp_only_layers\": [" + layers + "]}",
+                         "\"mlp_only_layers\": [" +
+                             layers + "]}",
                          config, error))
       << error;
   EXPECT_EQ(config.moeLayers.size(), size_t(1048576 - 100000));

@@ -93,8 +93,8 @@ void runLayer(bool bf16) {
     std::vector<float> y(T * H);
     exec::Routing routing;
     exec::LayerMetrics metrics;
-    ASSERT_TRUE(layer->forward(x.data(), T, batch, &replay, routing, y.data(), metrics,
-                               error))
+    ASSERT_TRUE(
+        layer->forward(x.data(), T, batch, &replay, routing, y.data(), metrics, error))
         << error;
     EXPECT_EQ(metrics.activeExperts, E);
     EXPECT_EQ(metrics.tokensPerExpert[0] + metrics.tokensPerExpert[1] +
@@ -112,8 +112,8 @@ void runLayer(bool bf16) {
   std::vector<float> y(T * H);
   exec::Routing routing;
   exec::LayerMetrics metrics;
-  EXPECT_FALSE(layer->forward(x.data(), T, batch, &replay, routing, y.data(), metrics,
-                              error));
+  EXPECT_FALSE(
+      layer->forward(x.data(), T, batch, &replay, routing, y.data(), metrics, error));
   EXPECT_NE(error.find("expert id 4 of token 2"), std::string::npos) << error;
 }
 

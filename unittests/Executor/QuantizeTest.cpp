@@ -62,8 +62,8 @@ TEST(Quantize, ErrorIsAtMostHalfAStep) {
   w[5] = 0; // a zero row segment stays zero
   model::TensorView v = f32View(w, rows, cols);
   exec::FfnWeights expert{&v, &v, &v};
-  for (auto [precision, group] : {std::pair{Precision::Int8, int64_t(0)},
-                                  std::pair{Precision::Int4, int64_t(16)}}) {
+  for (auto [precision, group] :
+       {std::pair{Precision::Int8, int64_t(0)}, std::pair{Precision::Int4, int64_t(16)}}) {
     VersionImage image;
     std::string error;
     ASSERT_TRUE(makeVersion(expert, precision, group, image, error)) << error;
@@ -73,7 +73,8 @@ TEST(Quantize, ErrorIsAtMostHalfAStep) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t g = precision == Precision::Int8 ? 0 : c / group;
-        const float scale = precision == Precision::Int8 ? q.scales[r] : q.scales[r * (cols / group) + g];
+        const float scale =
+            precision == Precision::Int8 ? q.scales[r] : q.scales[r * (cols / group) + g];
         // The scale is max|run| / limit: the run's largest element is exact.
         ASSERT_LE(std::fabs(back[r * cols + c] - w[r * cols + c]), scale / 2 + 1e-6f)
             << precisionName(precision) << " row " << r << " col " << c;
@@ -129,14 +130,16 @@ double layerDeviation(Precision precision, bool bf16) {
     std::vector<float> y(T * H);
     exec::Routing scratch;
     exec::LayerMetrics metrics;
-    EXPECT_TRUE(layer->forward(x.data(), T, batch, &routing, scratch, y.data(), metrics, error))
+    EXPECT_TRUE(
+        layer->forward(x.data(), T, batch, &routing, scratch, y.data(), metrics, error))
         << error;
     return y;
   };
   const std::vector<float> high = run();
   std::vector<VersionImage> versions(4);
   for (int e = 0; e < 4; ++e) {
-    EXPECT_TRUE(makeVersion(layer->expertWeights(e), precision, 0, versions[e], error)) << error;
+    EXPECT_TRUE(makeVersion(layer->expertWeights(e), precision, 0, versions[e], error))
+        << error;
   }
   for (int e = 0; e < 4; ++e)
     layer->setExpertWeights(e, versions[e].weights());

@@ -116,12 +116,14 @@ TEST(Safetensors, RejectsMalformedFiles) {
   std::vector<Case> cases = {
       {"empty", "", "8-byte header length is missing"},
       {"short", "abc", "8-byte header length is missing"},
-      {"huge header", std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8) + "{}", "past the end"},
+      {"huge header", std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8) + "{}",
+       "past the end"},
       {"header past end", safetensors("{}", "").substr(0, 9), "past the end"},
       {"not json", safetensors("{oops", ""), "not a JSON object"},
       {"array header", safetensors("[1]", ""), "not a JSON object"},
       {"tensor not object", safetensors(R"({"t":3})", ""), "not an object"},
-      {"no dtype", tensor(R"("shape":[1],"data_offsets":[0,4])"), "'dtype' must be a string"},
+      {"no dtype", tensor(R"("shape":[1],"data_offsets":[0,4])"),
+       "'dtype' must be a string"},
       {"bad dtype", tensor(R"("dtype":"F33","shape":[1],"data_offsets":[0,4])"),
        "unknown dtype 'F33'"},
       {"shape not array", tensor(R"("dtype":"F32","shape":1,"data_offsets":[0,4])"),
@@ -141,9 +143,10 @@ TEST(Safetensors, RejectsMalformedFiles) {
        "'data_offsets' must be two"},
       {"size mismatch", tensor(R"("dtype":"F32","shape":[2],"data_offsets":[0,4])"),
        "expected 8"},
-      {"overlap", safetensors(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                              R"("b":{"dtype":"F16","shape":[1],"data_offsets":[2,4]}})",
-                              one),
+      {"overlap",
+       safetensors(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                   R"("b":{"dtype":"F16","shape":[1],"data_offsets":[2,4]}})",
+                   one),
        "overlap"},
   };
   for (const Case &c : cases) {

@@ -60,8 +60,10 @@ struct TinyCheckpoint {
       tensors[tensor] = values;
       header += (header.size() > 1 ? "," : "") + std::string("\"") + tensor +
                 "\":{\"dtype\":\"" + (half ? "BF16" : "F32") + "\",\"shape\":[" +
-                std::to_string(shape[0]) + (shape.size() > 1 ? "," + std::to_string(shape[1]) : "") +
-                "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+                std::to_string(shape[0]) +
+                (shape.size() > 1 ? "," + std::to_string(shape[1]) : "") +
+                "],\"data_offsets\":[" + std::to_string(begin) + "," +
+                std::to_string(data.size()) + "]}";
     };
     for (int64_t l = 0; l < layers; ++l) {
       std::string p = "model.layers." + std::to_string(l) + ".";

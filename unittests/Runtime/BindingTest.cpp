@@ -89,8 +89,8 @@ TEST(Signature, MalformedJsonNamesTheField) {
   std::string error;
   EXPECT_FALSE(fromJson("{", s, error));
   EXPECT_NE(error.find("not a JSON object"), std::string::npos);
-  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [{"name": 1}]})", s,
-                        error));
+  EXPECT_FALSE(
+      fromJson(R"({"entry": "x", "kind": "router", "params": [{"name": 1}]})", s, error));
   EXPECT_NE(error.find("params[0]: 'name'"), std::string::npos) << error;
   EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [{"name": "a",
       "role": "in", "kind": "tensor", "dtype": "float32", "shape": [-1],
@@ -114,8 +114,8 @@ TEST(CallBuffers, BindsByNameAndLaysOutOutputs) {
   CallBuffers call(router());
   std::string error;
   ASSERT_TRUE(call.bind("logits", f32({3, 4}, 0.5f), "logits", error)) << error;
-  ASSERT_TRUE(call.bind("placement", i32({4, 2}, {0, 4, 1, -1, 2, -1, 3, -1}), "placement",
-                        error))
+  ASSERT_TRUE(
+      call.bind("placement", i32({4, 2}, {0, 4, 1, -1, 2, -1, 3, -1}), "placement", error))
       << error;
   ASSERT_TRUE(call.bindScalar("phase", 1, error)) << error;
   ASSERT_TRUE(call.finish(error)) << error;
@@ -190,7 +190,8 @@ TEST(CallBuffers, RuleInputsMustBeFinite) {
     CallBuffers call(rule);
     std::vector<float> v = {1, 2, bad, 4};
     std::string error;
-    EXPECT_FALSE(call.bind("loads", npy::makeF32({4}, v.data()), "argument 'loads'", error));
+    EXPECT_FALSE(
+        call.bind("loads", npy::makeF32({4}, v.data()), "argument 'loads'", error));
     EXPECT_NE(error.find("argument 'loads': holds"), std::string::npos) << error;
     EXPECT_NE(error.find("at flat index 2; a rule's inputs must be finite"),
               std::string::npos)
@@ -209,7 +210,8 @@ TEST(CallBuffers, ExpertIdsMustBeExperts) {
   std::string error;
   {
     CallBuffers call(rule);
-    EXPECT_TRUE(call.bind("ids", i32({2, 2}, {0, -1, 7, 3}), "argument 'ids'", error)) << error;
+    EXPECT_TRUE(call.bind("ids", i32({2, 2}, {0, -1, 7, 3}), "argument 'ids'", error))
+        << error;
   }
   CallBuffers call(rule);
   EXPECT_FALSE(call.bind("ids", i32({2, 2}, {0, 1, 8, 3}), "argument 'ids'", error));
@@ -234,8 +236,8 @@ TEST(CallBuffers, ViewsBindWithoutCopiesAndOutputsGoToCallerMemory) {
   ASSERT_TRUE(call.finish(error)) << error;
   EXPECT_EQ(call.buffers()[0], static_cast<void *>(logits.data())); // no copy
   EXPECT_EQ(call.buffers()[4], static_cast<void *>(ids.data()));
-  EXPECT_NE(call.buffers()[5], nullptr); // results not asked for: the call's scratch
-  EXPECT_EQ(call.output(4).i32()[0], -7);  // output() reads the caller's memory
+  EXPECT_NE(call.buffers()[5], nullptr);  // results not asked for: the call's scratch
+  EXPECT_EQ(call.output(4).i32()[0], -7); // output() reads the caller's memory
 }
 
 TEST(CallBuffers, ViewsOfOtherDtypesAreConvertedAndChecked) {
@@ -294,18 +296,19 @@ TEST(CallBuffers, CallerOutputsMustFitTheTokenCount) {
                             "argument 'logits'", error));
   ASSERT_TRUE(call.bind("placement", i32({4}, {0, 1, 2, 3}), "placement", error)) << error;
   ASSERT_TRUE(call.bindScalar("phase", 0, error)) << error;
-  EXPECT_FALSE(call.bindOutput("topk_idz", {small.data(), npy::DType::I32, {2, 2}, false},
-                               error));
+  EXPECT_FALSE(
+      call.bindOutput("topk_idz", {small.data(), npy::DType::I32, {2, 2}, false}, error));
   EXPECT_NE(error.find("unknown result 'topk_idz' of @toy"), std::string::npos) << error;
-  EXPECT_FALSE(call.bindOutput("topk_ids", {wrongType.data(), npy::DType::F32, {3, 2}, false},
-                               error));
+  EXPECT_FALSE(call.bindOutput("topk_ids",
+                               {wrongType.data(), npy::DType::F32, {3, 2}, false}, error));
   EXPECT_NE(error.find("expected int32 [?, 2] memory, got float32"), std::string::npos)
       << error;
-  ASSERT_TRUE(call.bindOutput("topk_ids", {small.data(), npy::DType::I32, {2, 2}, false},
-                              error));
+  ASSERT_TRUE(
+      call.bindOutput("topk_ids", {small.data(), npy::DType::I32, {2, 2}, false}, error));
   EXPECT_FALSE(call.finish(error));
-  EXPECT_NE(error.find("result 'topk_ids': memory of shape (2, 2) given, 3 tokens need (3, 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("result 'topk_ids': memory of shape (2, 2) given, 3 tokens need (3, 2)"),
+      std::string::npos)
       << error;
 }
 
@@ -342,8 +345,9 @@ TEST(Signature, KnobsRoundTripAndLayout) {
   KnobLayout layout(back.knobs); // struct { int64_t budget; float alpha; } in C
   EXPECT_EQ(layout.offsets, (std::vector<size_t>{0, 8}));
   EXPECT_EQ(layout.size, 16u);
-  EXPECT_EQ(statusMessage(back, 2),
-            "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4)");
+  EXPECT_EQ(
+      statusMessage(back, 2),
+      "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4)");
   EXPECT_EQ(statusMessage(back, 1), "num_tokens must be in [0, 2147483647]");
 }
 
@@ -359,7 +363,8 @@ TEST(Signature, PackKnobsChecksEveryOverride) {
   EXPECT_EQ(budget, 7);
   EXPECT_EQ(alpha, 0.5f);
   EXPECT_FALSE(packKnobs(s.knobs, {"budget=-1"}, bytes, error));
-  EXPECT_EQ(error, "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at x.mlir:3:4)");
+  EXPECT_EQ(error,
+            "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at x.mlir:3:4)");
   EXPECT_FALSE(packKnobs(s.knobs, {"alpha=nan"}, bytes, error));
   EXPECT_NE(error.find("alpha must be finite"), std::string::npos) << error;
   EXPECT_FALSE(packKnobs(s.knobs, {"budget=1.5"}, bytes, error));
@@ -371,15 +376,17 @@ TEST(Signature, PackKnobsChecksEveryOverride) {
 TEST(Signature, MalformedKnobsNameTheField) {
   Signature s;
   std::string error;
-  EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [], "knobs": 3})", s,
-                        error));
+  EXPECT_FALSE(
+      fromJson(R"({"entry": "x", "kind": "router", "params": [], "knobs": 3})", s, error));
   EXPECT_NE(error.find("'knobs' must be an array"), std::string::npos) << error;
   EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
-      "knobs": [{"name": "k", "dtype": "int64", "default": 1.5, "rules": []}]})", s, error));
+      "knobs": [{"name": "k", "dtype": "int64", "default": 1.5, "rules": []}]})",
+                        s, error));
   EXPECT_NE(error.find("knobs[0]"), std::string::npos) << error;
   EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
       "knobs": [{"name": "k", "dtype": "int64", "default": 1,
-                 "rules": [{"text": "t", "op": "o", "lo": "zero"}]}]})", s, error));
+                 "rules": [{"text": "t", "op": "o", "lo": "zero"}]}]})",
+                        s, error));
   EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
 }
 
@@ -402,11 +409,13 @@ TEST(Signature, RelationsAreLeftToTheCompiledCode) {
   std::vector<uint8_t> bytes;
   EXPECT_TRUE(packKnobs(back.knobs, {"budget=3"}, bytes, error)) << error;
   EXPECT_FALSE(packKnobs(back.knobs, {"budget=-1"}, bytes, error)); // its range still holds
-  EXPECT_EQ(statusMessage(back, 2),
-            "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4); "
-            "budget >= fixed + layers * hi_bytes (moe.hi_capacity at x.mlir:7:8)");
+  EXPECT_EQ(
+      statusMessage(back, 2),
+      "knob 'budget' breaks a rule: budget must be in [0, inf] (moe.fill at x.mlir:3:4); "
+      "budget >= fixed + layers * hi_bytes (moe.hi_capacity at x.mlir:7:8)");
   EXPECT_FALSE(fromJson(R"({"entry": "x", "kind": "router", "params": [],
       "knobs": [{"name": "k", "dtype": "int64", "default": 1,
-                 "rules": [{"text": "t", "op": "o", "relation": 3}]}]})", back, error));
+                 "rules": [{"text": "t", "op": "o", "relation": 3}]}]})",
+                        back, error));
   EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
 }

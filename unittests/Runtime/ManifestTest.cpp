@@ -21,7 +21,9 @@ struct TempDir {
     std::remove((path + "/manifest.json").c_str());
     rmdir(path.c_str());
   }
-  void write(const std::string &text) const { std::ofstream(path + "/manifest.json") << text; }
+  void write(const std::string &text) const {
+    std::ofstream(path + "/manifest.json") << text;
+  }
 };
 
 Manifest sample() {
@@ -93,8 +95,10 @@ TEST(Manifest, RejectsMalformedFiles) {
       {replace("\"version\": 1", "\"version\": 7"), "version 7"},
       {replace("\"host_library\": \"libxshare.so\"", "\"host_library\": \"../evil.so\""),
        "outside the artifact directory"},
-      {replace("\"top_k\": 2", "\"top_k\": \"2\""), "entries[0].shape.top_k must be an integer"},
-      {replace("\"max_tokens\": 1024", "\"max_tokens\": []"), "max_tokens must be an integer"},
+      {replace("\"top_k\": 2", "\"top_k\": \"2\""),
+       "entries[0].shape.top_k must be an integer"},
+      {replace("\"max_tokens\": 1024", "\"max_tokens\": []"),
+       "max_tokens must be an integer"},
   };
   for (const Case &c : cases) {
     dir.write(c.text);

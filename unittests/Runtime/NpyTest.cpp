@@ -194,8 +194,8 @@ std::string npyFile(const std::string &dict, const std::string &payload = "",
 /// A dict in NumPy's layout with the given descr and shape text.
 std::string dictFor(const std::string &descr, const std::string &shape,
                     const std::string &fortran = "False") {
-  return "{'descr': '" + descr + "', 'fortran_order': " + fortran +
-         ", 'shape': " + shape + ", }";
+  return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape +
+         ", }";
 }
 
 const std::string kWhat = "argument 'logits' (x.npy)";
@@ -658,10 +658,10 @@ TEST_F(NpyTest, ErrorNegativeDimension) {
 
 TEST_F(NpyTest, ErrorOversizedShape) {
   // Each dimension fits, but the element count overflows int64...
-  EXPECT_TRUE(isErrorAbout(
-      loadError(npyFile(dictFor("<f4", "(3037000500, 3037000500)"))),
-      "shape (3037000500, 3037000500) of float32 is too large: its byte size "
-      "overflows int64"));
+  EXPECT_TRUE(
+      isErrorAbout(loadError(npyFile(dictFor("<f4", "(3037000500, 3037000500)"))),
+                   "shape (3037000500, 3037000500) of float32 is too large: its byte size "
+                   "overflows int64"));
   // ...or the count fits but the byte count does not.
   EXPECT_TRUE(isErrorAbout(loadError(npyFile(dictFor("<f8", "(4611686018427387904,)"))),
                            "its byte size overflows int64"));
@@ -754,8 +754,8 @@ TEST_F(NpyTest, BoolFromZeroOneInts) {
   const int32_t ints[] = {1, 0, 0, 1};
   ASSERT_TRUE(toBool(makeI32({2, 2}, ints), kWhat, values, error)) << error;
   EXPECT_EQ(values, (std::vector<uint8_t>{1, 0, 0, 1}));
-  ASSERT_TRUE(toBool(loadOk(npyFile(dictFor("|u1", "(2,)"), std::string("\1\0", 2))),
-                     kWhat, values, error))
+  ASSERT_TRUE(toBool(loadOk(npyFile(dictFor("|u1", "(2,)"), std::string("\1\0", 2))), kWhat,
+                     values, error))
       << error;
   EXPECT_EQ(values, (std::vector<uint8_t>{1, 0}));
 }
@@ -764,8 +764,7 @@ TEST_F(NpyTest, ErrorWrongElementKind) {
   std::string error;
   std::vector<float> f;
   EXPECT_FALSE(toFloat32(loadOk(bytesOf(kNumpyI64)), kWhat, f, error));
-  EXPECT_TRUE(
-      isErrorAbout(error, "expected float32, float16 or bfloat16 data, got int64"));
+  EXPECT_TRUE(isErrorAbout(error, "expected float32, float16 or bfloat16 data, got int64"));
   std::vector<int32_t> i;
   EXPECT_FALSE(toInt32(loadOk(bytesOf(kNumpyF32_2x3)), kWhat, i, error));
   EXPECT_TRUE(
@@ -784,8 +783,7 @@ TEST_F(NpyTest, ConversionRejectsInconsistentArray) {
   std::vector<float> f;
   std::string error;
   EXPECT_FALSE(toFloat32(a, kWhat, f, error));
-  EXPECT_TRUE(
-      isErrorAbout(error, "array holds 7 bytes, which does not match shape (2,)"));
+  EXPECT_TRUE(isErrorAbout(error, "array holds 7 bytes, which does not match shape (2,)"));
 }
 
 TEST(NpyHalf, MatchesReferenceOnEveryBitPattern) {

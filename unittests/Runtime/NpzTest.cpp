@@ -56,8 +56,8 @@ std::string storedZip(const std::string &name, const std::string &data, uint32_t
 
 /// A version-1 .npy of a float32 vector of `n` elements (n < 10).
 std::string npyVector(int n) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                       std::to_string(n) + ",), }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
   header.append((64 - (10 + header.size() + 1) % 64) % 64, ' '); // 10 + len % 64 == 0
   header += '\n';
   std::string s = "\x93NUMPY";

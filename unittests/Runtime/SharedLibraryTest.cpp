@@ -50,7 +50,8 @@ TEST_F(SharedLibraryTest, ATruncatedLibraryIsAnErrorNotASigbus) {
   std::ifstream in(runtimeLibrary(), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(bytes.size(), 4096u);
-  std::ofstream(scratch, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  std::ofstream(scratch, std::ios::binary)
+      .write(bytes.data(), std::streamsize(bytes.size() / 2));
   std::string error;
   EXPECT_FALSE(SharedLibrary::open(scratch, error));
   EXPECT_NE(error.find("is truncated"), std::string::npos) << error;

@@ -10,9 +10,9 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/SourceMgr.h"
 
 #include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Dialect/Moe/Transforms/Specialize.h"
@@ -52,10 +52,10 @@ std::unique_ptr<PolicyFile> loadPolicy(mlir::MLIRContext &context, llvm::StringR
 /// One named input or output of a router, as a caller sees it.
 struct Port {
   std::string name;
-  std::string kind;           // tensor, set, scalar, placement
-  std::string dtype;          // float32, int32, bool, placement
-  std::vector<int64_t> shape; // -1: dynamic (see sizeRule)
-  std::string shapeText;      // "[?, 128]", "[T*8 + 8064]", ...
+  std::string kind;                         // tensor, set, scalar, placement
+  std::string dtype;                        // float32, int32, bool, placement
+  std::vector<int64_t> shape;               // -1: dynamic (see sizeRule)
+  std::string shapeText;                    // "[?, 128]", "[T*8 + 8064]", ...
   std::array<int64_t, 3> sizeRule{1, 0, 1}; // dynamic dim 0: ceil((a*T + b) / d)
 };
 

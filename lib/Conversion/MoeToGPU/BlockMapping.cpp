@@ -114,15 +114,17 @@ void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
     OpBuilder::InsertionGuard keep(b);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());
     for (auto [i, v] : llvm::enumerate(escaping))
-      memref::StoreOp::create(b, loc, toBits(v), shared,
-                              ValueRange{arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)});
+      memref::StoreOp::create(
+          b, loc, toBits(v), shared,
+          ValueRange{arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)});
   }
   barrier();
   if (escaping.empty())
     return;
   for (auto [i, v] : llvm::enumerate(escaping)) {
-    Value all = fromBits(
-        sharedSlot(arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)), v.getType());
+    Value all =
+        fromBits(sharedSlot(arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)),
+                 v.getType());
     v.replaceUsesWithIf(all, [&](OpOperand &use) {
       return !guard->isAncestor(use.getOwner()) && use.getOwner() != all.getDefiningOp();
     });
@@ -150,8 +152,8 @@ Value KernelBuilder::fromBits(Value bits, Type type) {
   if (type.isInteger(64))
     return bits;
   if (type.isF32())
-    return arith::BitcastOp::create(
-        b, loc, type, arith::TruncIOp::create(b, loc, b.getI32Type(), bits));
+    return arith::BitcastOp::create(b, loc, type,
+                                    arith::TruncIOp::create(b, loc, b.getI32Type(), bits));
   if (type.isInteger())
     return arith::TruncIOp::create(b, loc, type, bits);
   unsupported = type;
@@ -272,6 +274,5 @@ void KernelBuilder::mapBlock(Block &block) {
   }
   flush();
 }
-
 
 } // namespace switchyard::moe::gpu_mapping

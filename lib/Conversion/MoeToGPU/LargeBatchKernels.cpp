@@ -82,8 +82,7 @@ Accesses accessesOf(Operation *op) {
   return a;
 }
 
-template <typename Set>
-bool readsAny(const Accesses &a, const Set &buffers) {
+template <typename Set> bool readsAny(const Accesses &a, const Set &buffers) {
   return llvm::any_of(a.reads, [&](Value v) { return buffers.contains(v); });
 }
 
@@ -213,8 +212,8 @@ std::optional<TokenFold> asTokenFold(Operation *op, Value tokens) {
   }
   scf::ForOp f = fold.tokens;
   if (!f || f.getNumRegionIterArgs() != 1 || !isIndex(f.getLowerBound(), 0) ||
-      f.getUpperBound() != tokens || !isIndex(f.getStep(), 1) || !fold.head.writes.empty() ||
-      fold.head.unknown)
+      f.getUpperBound() != tokens || !isIndex(f.getStep(), 1) ||
+      !fold.head.writes.empty() || fold.head.unknown)
     return std::nullopt;
   Value acc = f.getRegionIterArgs()[0];
   auto yield = cast<scf::YieldOp>(f.getBody()->getTerminator());
@@ -222,8 +221,8 @@ std::optional<TokenFold> asTokenFold(Operation *op, Value tokens) {
   if (!combine || combine->getBlock() != f.getBody() || combine->getNumOperands() != 2 ||
       combine->getNumResults() != 1 || !acc.hasOneUse() ||
       !llvm::is_contained(combine->getOperands(), acc) ||
-      combine->getOperand(0) == combine->getOperand(1) || !combine->getResult(0).hasOneUse() ||
-      !isIdentity(combine, f.getInitArgs()[0]))
+      combine->getOperand(0) == combine->getOperand(1) ||
+      !combine->getResult(0).hasOneUse() || !isIdentity(combine, f.getInitArgs()[0]))
     return std::nullopt;
   fold.combine = combine;
   return fold;
@@ -249,8 +248,8 @@ bool isHoistable(Operation &op, const Accesses &a, const llvm::DenseSet<Value> &
   bool invariant = true;
   op.walk([&](Operation *inner) {
     for (Value v : inner->getOperands()) {
-      Operation *owner = isa<BlockArgument>(v) ? v.getParentBlock()->getParentOp()
-                                               : v.getDefiningOp();
+      Operation *owner =
+          isa<BlockArgument>(v) ? v.getParentBlock()->getParentOp() : v.getDefiningOp();
       if (!op.isAncestor(owner))
         invariant &= isInvariant(v);
     }
@@ -269,11 +268,11 @@ bool fitsEveryCta(Value buffer) {
 struct Plan {
   llvm::SmallPtrSet<Operation *, 8> kernel1; // token loops and folds of the token stage
   SmallVector<TokenFold> folds;
-  SmallVector<Operation *> hoisted;          // run by CTA 0 of kernel 1
-  SmallVector<scf::ParallelOp> routeLoops;   // kernel 2, each CTA its tokens
-  Operation *tailStart = nullptr;            // kernel 2, the last CTA: this and later
-  SmallVector<Value> privatized;             // buffers set selection writes
-  bool kernel2HasWork = false;               // folds, selection, routing or a tail
+  SmallVector<Operation *> hoisted;        // run by CTA 0 of kernel 1
+  SmallVector<scf::ParallelOp> routeLoops; // kernel 2, each CTA its tokens
+  Operation *tailStart = nullptr;          // kernel 2, the last CTA: this and later
+  SmallVector<Value> privatized;           // buffers set selection writes
+  bool kernel2HasWork = false;             // folds, selection, routing or a tail
 };
 
 LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reason) {
@@ -337,8 +336,7 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
     // across the whole batch (a capacity admission, an expert's choice of tokens), is
     // the tail's: the last CTA runs it once.
     if (phase == Phase::Selection && !isTokenLoop(&op, tokens) &&
-        llvm::all_of(a.writes, fitsEveryCta) &&
-        !readsAny(a, kernel1Rows)) {
+        llvm::all_of(a.writes, fitsEveryCta) && !readsAny(a, kernel1Rows)) {
       ++selectionOps;
       privatized.insert(a.writes.begin(), a.writes.end());
       touch(a);
@@ -362,8 +360,12 @@ LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reaso
   for (Value buffer : privatized) {
     auto type = cast<MemRefType>(buffer.getType());
     if (!fitsEveryCta(buffer)) {
-      reason = "set selection writes a buffer of type " + [&] { std::string t; llvm::raw_string_ostream os(t); os << type; return t; }() +
-               " (per-token or higher-rank), which each CTA cannot keep a copy of";
+      reason = "set selection writes a buffer of type " + [&] {
+        std::string t;
+        llvm::raw_string_ostream os(t);
+        os << type;
+        return t;
+      }() + " (per-token or higher-rank), which each CTA cannot keep a copy of";
       return failure();
     }
     if (hoistedWrites.contains(buffer) || later.writes.contains(buffer)) {
@@ -390,14 +392,16 @@ int64_t roundUp16(int64_t n) { return (n + 15) / 16 * 16; }
 struct Prologue {
   Value cta, grid, first, last;
   Value ticket;
-  SmallVector<Value> partials;   // per fold: memref<? x elem>, [G * C]
+  SmallVector<Value> partials;    // per fold: memref<? x elem>, [G * C]
   SmallVector<Value> privateCopy; // per privatized buffer: this CTA's copy
 };
 
 Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace,
                        Plan &plan, int64_t tokensPerCta, LargeBatchLayout &layout) {
   Prologue p;
-  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v).getResult(); };
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
   p.cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value per;
   if (tokensPerCta == 0) {
@@ -405,7 +409,9 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
     // the grid (enough CTAs to fill the GPU), each CTA takes ceil(T / G) tokens.
     p.grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
     per = arith::DivUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, tokens, arith::SubIOp::create(b, loc, p.grid, idx(1))),
+        b, loc,
+        arith::AddIOp::create(b, loc, tokens,
+                              arith::SubIOp::create(b, loc, p.grid, idx(1))),
         p.grid);
   } else {
     per = idx(tokensPerCta);
@@ -413,15 +419,18 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
     p.grid = arith::DivUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, tokens, idx(tokensPerCta - 1)), per);
   }
-  p.first = arith::MinUIOp::create(b, loc, arith::MulIOp::create(b, loc, p.cta, per), tokens);
-  p.last = arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, p.first, per), tokens);
+  p.first =
+      arith::MinUIOp::create(b, loc, arith::MulIOp::create(b, loc, p.cta, per), tokens);
+  p.last =
+      arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, p.first, per), tokens);
   auto view = [&](MemRefType type, Value offset, ValueRange sizes) {
     return memref::ViewOp::create(b, loc, type, workspace, offset, sizes).getResult();
   };
   auto align16 = [&](Value bytes) {
     return arith::MulIOp::create(
-        b, loc, arith::DivUIOp::create(b, loc, arith::AddIOp::create(b, loc, bytes, idx(15)),
-                                       idx(16)),
+        b, loc,
+        arith::DivUIOp::create(b, loc, arith::AddIOp::create(b, loc, bytes, idx(15)),
+                               idx(16)),
         idx(16));
   };
   p.ticket = view(MemRefType::get({1}, b.getI32Type()), idx(0), {});
@@ -433,8 +442,8 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
     Value count = arith::MulIOp::create(b, loc, p.grid, idx(fold.extent));
     p.partials.push_back(
         view(MemRefType::get({ShapedType::kDynamic}, elem), offset, ValueRange{count}));
-    offset = align16(arith::AddIOp::create(b, loc, offset,
-                                           arith::MulIOp::create(b, loc, p.grid, idx(bytes))));
+    offset = align16(arith::AddIOp::create(
+        b, loc, offset, arith::MulIOp::create(b, loc, p.grid, idx(bytes))));
     // G * bytes <= (T / P + 1) * bytes, rounded up to 16.
     layout.perTokenBytes += (bytes + tokensPerCta - 1) / tokensPerCta;
     layout.fixedBytes += bytes + 16;
@@ -444,8 +453,8 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
     int64_t bytes = roundUp16(type.getNumElements() * elementBytes(type.getElementType()));
     Value mine = arith::AddIOp::create(b, loc, offset,
                                        arith::MulIOp::create(b, loc, p.cta, idx(bytes)));
-    p.privateCopy.push_back(view(MemRefType::get(type.getShape(), type.getElementType()),
-                                 mine, {}));
+    p.privateCopy.push_back(
+        view(MemRefType::get(type.getShape(), type.getElementType()), mine, {}));
     offset = arith::AddIOp::create(b, loc, offset,
                                    arith::MulIOp::create(b, loc, p.grid, idx(bytes)));
     layout.perTokenBytes += (bytes + tokensPerCta - 1) / tokensPerCta;
@@ -573,8 +582,9 @@ void hoistTokenWork(Block &body, Value tokens) {
         return llvm::any_of(xs, [&](Value v) { return ys.contains(v); });
       };
       if (a.unknown || any(mine.reads, a.writes) || any(mine.writes, a.writes) ||
-          any(mine.writes, a.reads) ||
-          llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() == prev; }))
+          any(mine.writes, a.reads) || llvm::any_of(op->getOperands(), [&](Value v) {
+            return v.getDefiningOp() == prev;
+          }))
         break;
       bool usesResult = false;
       op->walk([&](Operation *inner) {
@@ -600,16 +610,30 @@ void assumeLargeBatch(gpu::GPUFuncOp kernel, Value tokens, int64_t minTokens) {
     if (cmp.getLhs() != tokens || !c)
       return;
     switch (cmp.getPredicate()) {
-    case P::ule: if (*c < minTokens) decided.push_back({cmp, false}); break;
-    case P::ult: if (*c <= minTokens) decided.push_back({cmp, false}); break;
-    case P::ugt: if (*c < minTokens) decided.push_back({cmp, true}); break;
-    case P::uge: if (*c <= minTokens) decided.push_back({cmp, true}); break;
-    default: break;
+    case P::ule:
+      if (*c < minTokens)
+        decided.push_back({cmp, false});
+      break;
+    case P::ult:
+      if (*c <= minTokens)
+        decided.push_back({cmp, false});
+      break;
+    case P::ugt:
+      if (*c < minTokens)
+        decided.push_back({cmp, true});
+      break;
+    case P::uge:
+      if (*c <= minTokens)
+        decided.push_back({cmp, true});
+      break;
+    default:
+      break;
     }
   });
   for (auto [cmp, answer] : decided) {
     OpBuilder b(cmp);
-    cmp.replaceAllUsesWith(arith::ConstantIntOp::create(b, cmp.getLoc(), answer, 1).getResult());
+    cmp.replaceAllUsesWith(
+        arith::ConstantIntOp::create(b, cmp.getLoc(), answer, 1).getResult());
     cmp.erase();
   }
   if (decided.empty())
@@ -644,8 +668,9 @@ LogicalResult finishKernel1(Block &body, Location loc, Plan &plan, const Prologu
     b.setInsertionPointAfter(fold.tokens);
     Value e = fold.loop.getInductionVars()[0];
     Value at = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, p.cta,
-                                      arith::ConstantIndexOp::create(b, loc, fold.extent)),
+        b, loc,
+        arith::MulIOp::create(b, loc, p.cta,
+                              arith::ConstantIndexOp::create(b, loc, fold.extent)),
         e);
     memref::StoreOp::create(b, loc, fold.tokens.getResult(0), partial, ValueRange{at});
   }
@@ -692,13 +717,15 @@ void unrollTailFold(TokenFold &fold) {
   Value acc = loop.getRegionIterArgs()[0];
   Value iv = loop.getInductionVar();
   Block *body = loop.getBody();
-  Value lastToken = arith::SubIOp::create(b, loc, ub, arith::ConstantIndexOp::create(b, loc, 1));
+  Value lastToken =
+      arith::SubIOp::create(b, loc, ub, arith::ConstantIndexOp::create(b, loc, 1));
   auto unrolled = scf::ForOp::create(
-      b, loc, lb, ub, arith::ConstantIndexOp::create(b, loc, kFoldUnroll), loop.getInitArgs(),
-      [&](OpBuilder &nb, Location, Value t0, ValueRange it) {
+      b, loc, lb, ub, arith::ConstantIndexOp::create(b, loc, kFoldUnroll),
+      loop.getInitArgs(), [&](OpBuilder &nb, Location, Value t0, ValueRange it) {
         SmallVector<Value> values, valid;
         for (int64_t j = 0; j < kFoldUnroll; ++j) {
-          Value t = arith::AddIOp::create(nb, loc, t0, arith::ConstantIndexOp::create(nb, loc, j));
+          Value t = arith::AddIOp::create(nb, loc, t0,
+                                          arith::ConstantIndexOp::create(nb, loc, j));
           valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, t, ub));
           IRMapping mapping;
           mapping.map(iv, arith::MinUIOp::create(nb, loc, t, lastToken).getResult());
@@ -730,8 +757,8 @@ void unrollTailFold(TokenFold &fold) {
 
 /// Kernel 2: partials combined, set selection into private copies (outputs copied out
 /// by CTA 0), routing on this CTA's tokens, the tail in the last CTA.
-LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location loc, Plan &plan,
-                            const Prologue &p) {
+LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location loc,
+                            Plan &plan, const Prologue &p) {
   OpBuilder b(body.getParentOp()->getContext());
   for (Operation *op : plan.kernel1)
     if (isTokenLoop(op, body.getArgument(0)))
@@ -757,8 +784,10 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
         [&](OpBuilder &nb, Location, Value c0, ValueRange it) {
           SmallVector<Value> values, valid;
           for (int64_t j = 0; j < kCombineUnroll; ++j) {
-            Value c = arith::AddIOp::create(nb, loc, c0, arith::ConstantIndexOp::create(nb, loc, j));
-            valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, c, p.grid));
+            Value c = arith::AddIOp::create(nb, loc, c0,
+                                            arith::ConstantIndexOp::create(nb, loc, j));
+            valid.push_back(
+                arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, c, p.grid));
             Value clamped = arith::MinUIOp::create(nb, loc, c, lastPartial);
             Value at = arith::AddIOp::create(
                 nb, loc, arith::MulIOp::create(nb, loc, clamped, extent), e);
@@ -782,14 +811,14 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
   for (scf::ParallelOp loop : plan.routeLoops)
     setTokenRange(loop, p.first, p.last);
   // After set selection: CTA 0 copies the selected outputs out of its private copies.
-  Operation *afterSelection = !plan.routeLoops.empty() ? plan.routeLoops.front().getOperation()
-                              : plan.tailStart        ? plan.tailStart
-                                                      : body.getTerminator();
+  Operation *afterSelection = !plan.routeLoops.empty()
+                                  ? plan.routeLoops.front().getOperation()
+                              : plan.tailStart ? plan.tailStart
+                                               : body.getTerminator();
   for (auto [buffer, mine] : llvm::zip(plan.privatized, p.privateCopy)) {
     Value copy = mine;
-    buffer.replaceUsesWithIf(copy, [&](OpOperand &use) {
-      return use.getOwner() != copy.getDefiningOp();
-    });
+    buffer.replaceUsesWithIf(
+        copy, [&](OpOperand &use) { return use.getOwner() != copy.getDefiningOp(); });
     if (!isa<BlockArgument>(buffer))
       continue;
     b.setInsertionPoint(afterSelection);
@@ -797,22 +826,27 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
     inCtaZero(b, loc, p.cta, [&] {
       Value zero = arith::ConstantIndexOp::create(b, loc, 0);
       Value one = arith::ConstantIndexOp::create(b, loc, 1);
-      auto dim = [&](int d) { return arith::ConstantIndexOp::create(b, loc, type.getDimSize(d)); };
+      auto dim = [&](int d) {
+        return arith::ConstantIndexOp::create(b, loc, type.getDimSize(d));
+      };
       // Spread over the block (one element or row a thread), not a thread-0 loop.
-      scf::ParallelOp::create(b, loc, ValueRange{zero}, ValueRange{dim(0)}, ValueRange{one},
-                              [&](OpBuilder &nb, Location, ValueRange ivs) {
-        Value i = ivs[0];
-        if (type.getRank() == 1) {
-          memref::StoreOp::create(nb, loc, memref::LoadOp::create(nb, loc, copy, i), buffer, i);
-        } else {
-          scf::ForOp::create(nb, loc, zero, dim(1), one, ValueRange{},
-                             [&](OpBuilder &nn, Location, Value j, ValueRange) {
-            Value v = memref::LoadOp::create(nn, loc, copy, ValueRange{i, j});
-            memref::StoreOp::create(nn, loc, v, buffer, ValueRange{i, j});
-            scf::YieldOp::create(nn, loc);
+      scf::ParallelOp::create(
+          b, loc, ValueRange{zero}, ValueRange{dim(0)}, ValueRange{one},
+          [&](OpBuilder &nb, Location, ValueRange ivs) {
+            Value i = ivs[0];
+            if (type.getRank() == 1) {
+              memref::StoreOp::create(nb, loc, memref::LoadOp::create(nb, loc, copy, i),
+                                      buffer, i);
+            } else {
+              scf::ForOp::create(
+                  nb, loc, zero, dim(1), one, ValueRange{},
+                  [&](OpBuilder &nn, Location, Value j, ValueRange) {
+                    Value v = memref::LoadOp::create(nn, loc, copy, ValueRange{i, j});
+                    memref::StoreOp::create(nn, loc, v, buffer, ValueRange{i, j});
+                    scf::YieldOp::create(nn, loc);
+                  });
+            }
           });
-        }
-      });
     });
   }
   if (!plan.tailStart)
@@ -826,8 +860,8 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
   gpu::BarrierOp::create(b, loc);
   Value one = arith::ConstantIntOp::create(b, loc, 1, 32);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value done = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, one, p.ticket,
-                                           ValueRange{zero});
+  Value done = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, one,
+                                           p.ticket, ValueRange{zero});
   fence();
   Value lastCta = arith::IndexCastOp::create(
       b, loc, b.getI32Type(),
@@ -836,7 +870,8 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
   auto tail = scf::IfOp::create(b, loc, isLast, /*withElseRegion=*/false);
   // The tail's folds over the whole batch, unrolled (before the tail moves: a fold is
   // a top-level op of the body).
-  for (Operation *op = plan.tailStart; op && op != body.getTerminator(); op = op->getNextNode())
+  for (Operation *op = plan.tailStart; op && op != body.getTerminator();
+       op = op->getNextNode())
     if (std::optional<TokenFold> fold = asTokenFold(op, body.getArgument(0)))
       unrollTailFold(*fold);
   Operation *end = body.getTerminator();
@@ -851,9 +886,8 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
 } // namespace
 
 LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target, gpu::GPUFuncOp kernel,
-                                    int which, int64_t tokensPerCta,
-                                    int64_t minTokens, LargeBatchLayout &layout,
-                                    std::string &reason) {
+                                    int which, int64_t tokensPerCta, int64_t minTokens,
+                                    LargeBatchLayout &layout, std::string &reason) {
   Block &body = kernel.getBody().front();
   Location loc = kernel.getLoc();
   Value tokens = body.getArgument(0);

@@ -21,10 +21,10 @@ namespace switchyard::moe {
 /// layout in both kernels): a ticket counter, per-CTA partials of the token folds and
 /// per-CTA private copies of what set selection writes.
 struct LargeBatchLayout {
-  mlir::Value reservedBytes;   // where the router's temporaries start (an index value)
-  int64_t perTokenBytes = 0;   // an upper bound of the reserved bytes: perToken * T
-  int64_t fixedBytes = 0;      //   + fixed
-  bool needsKernel2 = true;    // false: the token stage is the whole policy
+  mlir::Value reservedBytes; // where the router's temporaries start (an index value)
+  int64_t perTokenBytes = 0; // an upper bound of the reserved bytes: perToken * T
+  int64_t fixedBytes = 0;    //   + fixed
+  bool needsKernel2 = true;  // false: the token stage is the whole policy
 };
 
 /// Rewrites `kernel` (whose body is a clone of a lowered router, T its first argument,

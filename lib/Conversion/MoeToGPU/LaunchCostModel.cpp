@@ -27,7 +27,9 @@ constexpr int64_t kDynamicTrips = 8;
 struct TripRule {
   Value tokens;
   std::optional<int64_t> batch; // T, when counting the whole-batch phases
-  int64_t dynamicTrips() const { return batch ? std::max<int64_t>(*batch, 1) : kDynamicTrips; }
+  int64_t dynamicTrips() const {
+    return batch ? std::max<int64_t>(*batch, 1) : kDynamicTrips;
+  }
 };
 
 /// The value of an index expression of the token count and constants at T = *rule.batch.
@@ -50,22 +52,31 @@ std::optional<int64_t> evaluate(Value v, const TripRule &rule, int depth = 0) {
   std::optional<int64_t> b = evaluate(op->getOperand(1), rule, depth + 1);
   if (!a || !b)
     return std::nullopt;
-  if (isa<arith::AddIOp>(op)) return *a + *b;
-  if (isa<arith::SubIOp>(op)) return *a - *b;
-  if (isa<arith::MulIOp>(op)) return *a * *b;
-  if (isa<arith::MinSIOp, arith::MinUIOp>(op)) return std::min(*a, *b);
-  if (isa<arith::MaxSIOp, arith::MaxUIOp>(op)) return std::max(*a, *b);
+  if (isa<arith::AddIOp>(op))
+    return *a + *b;
+  if (isa<arith::SubIOp>(op))
+    return *a - *b;
+  if (isa<arith::MulIOp>(op))
+    return *a * *b;
+  if (isa<arith::MinSIOp, arith::MinUIOp>(op))
+    return std::min(*a, *b);
+  if (isa<arith::MaxSIOp, arith::MaxUIOp>(op))
+    return std::max(*a, *b);
   if (*b == 0)
     return std::nullopt;
-  if (isa<arith::DivSIOp, arith::DivUIOp, arith::FloorDivSIOp>(op)) return *a / *b;
-  if (isa<arith::CeilDivSIOp, arith::CeilDivUIOp>(op)) return ceilDiv(*a, *b);
-  if (isa<arith::RemSIOp, arith::RemUIOp>(op)) return *a % *b;
+  if (isa<arith::DivSIOp, arith::DivUIOp, arith::FloorDivSIOp>(op))
+    return *a / *b;
+  if (isa<arith::CeilDivSIOp, arith::CeilDivUIOp>(op))
+    return ceilDiv(*a, *b);
+  if (isa<arith::RemSIOp, arith::RemUIOp>(op))
+    return *a % *b;
   return std::nullopt;
 }
 
 /// A loop's trip count: constant, or evaluated at the batch size, or `fallback`.
 int64_t tripCount(Value lb, Value ub, Value step, const TripRule &rule, int64_t fallback) {
-  std::optional<int64_t> l = evaluate(lb, rule), u = evaluate(ub, rule), s = evaluate(step, rule);
+  std::optional<int64_t> l = evaluate(lb, rule), u = evaluate(ub, rule),
+                         s = evaluate(step, rule);
   if (!l || !u || !s || *s <= 0)
     return fallback;
   return std::max<int64_t>(0, ceilDiv(*u - *l, *s));
@@ -133,7 +144,8 @@ int64_t LaunchCostModel::residentCtasPerSm() const {
   int64_t threads = 32 * warps;
   int64_t byThreads = threadsPerSm / threads;
   int64_t byRegisters = registersPerSm / (threads * registersPerThread);
-  int64_t byShared = sharedBytesPerCta > 0 ? sharedBytesPerSm / sharedBytesPerCta : ctasPerSm;
+  int64_t byShared =
+      sharedBytesPerCta > 0 ? sharedBytesPerSm / sharedBytesPerCta : ctasPerSm;
   return std::max<int64_t>(1, std::min({byThreads, byRegisters, byShared, ctasPerSm}));
 }
 
@@ -176,7 +188,8 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx, Classes classes) const 
       b.getNamedAttr("resident_ctas_per_sm", b.getI64IntegerAttr(residentCtasPerSm())),
       b.getNamedAttr("launch_us", b.getF64FloatAttr(launchUs)),
       b.getNamedAttr("cycles_per_instruction", b.getF64FloatAttr(cyclesPerInstr)),
-      b.getNamedAttr("batch_cycles_per_instruction", b.getF64FloatAttr(batchCyclesPerInstr))};
+      b.getNamedAttr("batch_cycles_per_instruction",
+                     b.getF64FloatAttr(batchCyclesPerInstr))};
   auto table = [&](const std::vector<std::pair<int64_t, double>> &points) {
     SmallVector<Attribute> list;
     for (auto [tokens, instructions] : points)
@@ -189,7 +202,7 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx, Classes classes) const 
   fields.push_back(b.getNamedAttr("batch_instructions_pair", table(batchPair)));
   SmallVector<Attribute> points;
   for (int64_t t : {1, 64, 1024, 4096, 65536}) {
-    double us = classes == Classes::Grid                          ? gridUs(t)
+    double us = classes == Classes::Grid                       ? gridUs(t)
                 : classes == Classes::OneCta || t <= ctaTokens ? oneCtaUs(t)
                                                                : pairUs(t, tokensPerCta);
     points.push_back(b.getDictionaryAttr({b.getNamedAttr("tokens", b.getI64IntegerAttr(t)),
@@ -238,7 +251,8 @@ LaunchCostModel modelLaunches(func::FuncOp f, int64_t blockSize) {
             n += warpInstructions(b, experts, batch);
         if (loop)
           n *= std::ceil(tripCount(loop.getLowerBound()[0], loop.getUpperBound()[0],
-                                   loop.getStep()[0], batch, experts) / 32.0);
+                                   loop.getStep()[0], batch, experts) /
+                         32.0);
         else if (auto seq = dyn_cast<scf::ForOp>(op))
           n = 1 + n * tripCount(seq.getLowerBound(), seq.getUpperBound(), seq.getStep(),
                                 batch, batch.dynamicTrips());

@@ -70,9 +70,9 @@ struct LaunchCostModel {
   // Fitted to the kit's measurements (LaunchCostModel.h says where).
   double launchUs = 3.6, cyclesPerInstr = 16.5, batchCyclesPerInstr = 0.4;
   // The router.
-  int64_t warps = 8;           // W, per block
-  double tokenInstr = 0;       // I
-  int64_t combineValues = 0;   // C
+  int64_t warps = 8;         // W, per block
+  double tokenInstr = 0;     // I
+  int64_t combineValues = 0; // C
   /// B1(T) and B2(T) sampled at powers of two (tokens, warp instructions); linear in
   /// between.
   std::vector<std::pair<int64_t, double>> batchOneCta, batchPair;

@@ -59,7 +59,8 @@ void splitMultiDimParallel(scf::ParallelOp loop) {
         Block &body = inner.getRegion().front();
         body.getTerminator()->erase(); // the builder's empty scf.reduce
         old.getArgument(0).replaceAllUsesWith(outerIvs[0]);
-        for (auto [from, to] : llvm::zip(old.getArguments().drop_front(), body.getArguments()))
+        for (auto [from, to] :
+             llvm::zip(old.getArguments().drop_front(), body.getArguments()))
           from.replaceAllUsesWith(to);
         body.getOperations().splice(body.end(), old.getOperations());
       });
@@ -137,8 +138,8 @@ LogicalResult mapKernel(const switchyard::moe::GpuTargetInfo &target, gpu::GPUFu
   if (builder.unsupported)
     return f.emitError() << "a warp shuffle cannot carry a value of type "
                          << builder.unsupported;
-  kernel->setAttr("moe.workspace", inner.getDenseI64ArrayAttr(
-                                       {builder.perTokenBytes, builder.fixedBytes}));
+  kernel->setAttr("moe.workspace",
+                  inner.getDenseI64ArrayAttr({builder.perTokenBytes, builder.fixedBytes}));
   return success();
 }
 
@@ -252,20 +253,22 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     if (routers.empty())
       return;
     if (blockSize < kWarpSize || blockSize % kWarpSize != 0 || blockSize > 1024) {
-      module.emitError() << "moe-map-to-gpu: block-size must be a multiple of "
-                         << kWarpSize << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
+      module.emitError() << "moe-map-to-gpu: block-size must be a multiple of " << kWarpSize
+                         << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
     if (ctaTokens < 0 || tokensPerCta < 0) {
-      module.emitError() << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive "
-                            "(or 0: chosen by the launch cost model)";
+      module.emitError()
+          << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive "
+             "(or 0: chosen by the launch cost model)";
       return signalPassFailure();
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     for (func::FuncOp f : routers) {
-      auto gpuModule = gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
+      auto gpuModule =
+          gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
       // Thresholds the user left open come from the launch cost model.
       switchyard::moe::LaunchCostModel model = switchyard::moe::modelLaunches(f, blockSize);
       // The one-CTA kernel takes the batches a phase gate's bound does not decide (up
@@ -275,8 +278,8 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       model.ctaTokens = ctaTokens > 0 ? int64_t(ctaTokens) : model.ctaTokens;
       model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
       bool failedToMap = false;
-      if (gpu::GPUFuncOp grid = largeBatch ? addGridKernel(gpuModule, f, failedToMap)
-                                           : gpu::GPUFuncOp()) {
+      if (gpu::GPUFuncOp grid =
+              largeBatch ? addGridKernel(gpuModule, f, failedToMap) : gpu::GPUFuncOp()) {
         grid->setAttr("moe.launch_model",
                       model.toAttr(ctx, switchyard::moe::LaunchCostModel::Classes::Grid));
         continue;
@@ -291,14 +294,14 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                                                       model.tokensPerCta, failedToMap);
       if (failedToMap)
         return signalPassFailure();
-      kernel->setAttr("moe.launch_model",
-                      model.toAttr(ctx, split ? switchyard::moe::LaunchCostModel::Classes::Pair
-                                              : switchyard::moe::LaunchCostModel::Classes::OneCta));
+      kernel->setAttr(
+          "moe.launch_model",
+          model.toAttr(ctx, split ? switchyard::moe::LaunchCostModel::Classes::Pair
+                                  : switchyard::moe::LaunchCostModel::Classes::OneCta));
       // Without the pair the one-CTA kernel takes every batch (no upper bound).
       kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? model.ctaTokens : 0));
     }
   }
 };
-
 
 } // namespace

@@ -148,5 +148,4 @@ void KernelBuilder::mapWarpBlock(Block &block) {
   flush();
 }
 
-
 } // namespace switchyard::moe::gpu_mapping

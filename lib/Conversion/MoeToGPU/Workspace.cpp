@@ -16,7 +16,8 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
   b.setInsertionPoint(alloc);
   MemRefType type = alloc.getType();
   Type elem = type.getElementType();
-  int64_t elemBytes = elem.isIndex() ? 8 : std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
+  int64_t elemBytes =
+      elem.isIndex() ? 8 : std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
   int64_t staticElems = 1;
   for (int64_t d : type.getShape())
     if (!ShapedType::isDynamic(d))
@@ -28,8 +29,10 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
     bytes = arith::MulIOp::create(b, loc, bytes, alloc.getDynamicSizes()[0]);
   (type.getNumDynamicDims() ? perTokenBytes : fixedBytes) += staticElems * elemBytes;
   fixedBytes += 16;
-  Value offset = workspaceOffset ? workspaceOffset : arith::ConstantIndexOp::create(b, loc, 0);
-  auto view = memref::ViewOp::create(b, loc, type, workspace, offset, alloc.getDynamicSizes());
+  Value offset =
+      workspaceOffset ? workspaceOffset : arith::ConstantIndexOp::create(b, loc, 0);
+  auto view =
+      memref::ViewOp::create(b, loc, type, workspace, offset, alloc.getDynamicSizes());
   // Next offset: rounded up to 16 bytes.
   Value end = arith::AddIOp::create(b, loc, offset, bytes);
   Value c15 = arith::ConstantIndexOp::create(b, loc, 15);
@@ -40,6 +43,5 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
   alloc.replaceAllUsesWith(view.getResult());
   alloc.erase();
 }
-
 
 } // namespace switchyard::moe::gpu_mapping

@@ -41,7 +41,9 @@ Value breaksRule(OpBuilder &b, Location loc, Value v, DictionaryAttr rule) {
     return bad;
   auto orBad = [&](Value c) { bad = LLVM::OrOp::create(b, loc, bad, c); };
   if (v.getType().isInteger(64)) {
-    auto cst = [&](int64_t x) { return LLVM::ConstantOp::create(b, loc, b.getI64Type(), x); };
+    auto cst = [&](int64_t x) {
+      return LLVM::ConstantOp::create(b, loc, b.getI64Type(), x);
+    };
     orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, v,
                                cst(cast<IntegerAttr>(rule.get("lo")).getInt())));
     if (auto hi = dyn_cast_or_null<IntegerAttr>(rule.get("hi")))
@@ -96,12 +98,14 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   // Tunable knobs arrive together: `const struct NAME_knobs *knobs` (NULL: defaults).
   if (!knobs.empty())
     params.push_back(ptr);
-  auto entry = LLVM::LLVMFuncOp::create(b, loc, name,
-                                        LLVM::LLVMFunctionType::get(i32, params));
+  auto entry =
+      LLVM::LLVMFuncOp::create(b, loc, name, LLVM::LLVMFunctionType::get(i32, params));
   Block *block = entry.addEntryBlock(b);
   b.setInsertionPointToStart(block);
   Value tokens = block->getArgument(0);
-  auto cst = [&](int64_t v) { return LLVM::ConstantOp::create(b, loc, i64, v).getResult(); };
+  auto cst = [&](int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, i64, v).getResult();
+  };
 
   // A failed check returns its status: 1 for num_tokens, 2 + j for knob j.
   Block *fail = new Block();
@@ -175,8 +179,8 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
         continue;
       }
       auto rule = cast<DenseI64ArrayAttr>(dict.get("size")).asArrayRef();
-      Value n = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, tokens, cst(rule[0])),
-                                    cst(rule[1]));
+      Value n = LLVM::AddOp::create(
+          b, loc, LLVM::MulOp::create(b, loc, tokens, cst(rule[0])), cst(rule[1]));
       if (rule[2] != 1)
         n = LLVM::UDivOp::create(b, loc, LLVM::AddOp::create(b, loc, n, cst(rule[2] - 1)),
                                  cst(rule[2]));
@@ -200,8 +204,9 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   // The body returns a status when a rule relating several values fails at run time
   // (RouterLowering::failIf), else nothing.
   auto call = LLVM::CallOp::create(b, loc, impl, args);
-  Value status = call.getNumResults() ? call.getResult()
-                                      : LLVM::ConstantOp::create(b, loc, i32, 0).getResult();
+  Value status = call.getNumResults()
+                     ? call.getResult()
+                     : LLVM::ConstantOp::create(b, loc, i32, 0).getResult();
   LLVM::ReturnOp::create(b, loc, status);
   b.setInsertionPointToStart(fail);
   LLVM::ReturnOp::create(b, loc, fail->getArgument(0));

@@ -29,13 +29,15 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
     // Expert-parallel: each expert's reduction runs over the tokens in order, so the
     // float result is the same on every target.
     L.parallelLoop(em.idx(n), [&](Value e) {
-      Value acc = em.loopCarried(em.idx(0), L.tokens(), {init}, [&](Value t, ValueRange it) {
-        Value v = em.load(x, {t, e});
-        Value next = kind == ReduceKind::sum
-                         ? em.addF(it[0], v)
-                         : arith::MaximumFOp::create(b, em.location(), it[0], v).getResult();
-        return SmallVector<Value>{next};
-      })[0];
+      Value acc =
+          em.loopCarried(em.idx(0), L.tokens(), {init}, [&](Value t, ValueRange it) {
+            Value v = em.load(x, {t, e});
+            Value next =
+                kind == ReduceKind::sum
+                    ? em.addF(it[0], v)
+                    : arith::MaximumFOp::create(b, em.location(), it[0], v).getResult();
+            return SmallVector<Value>{next};
+          })[0];
       em.store(acc, out, e);
     });
     return success();
@@ -51,9 +53,13 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
   };
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
     Value taken = clearedFlags(L, n);
-    topKRow(L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), taken, [&](Value) { return always(em); },
-            [&](Value e) { return em.load(x, {t, e}); },
-            [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
+    topKRow(
+        L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), taken,
+        [&](Value) { return always(em); },
+        [&](Value e) {
+          return em.load(x, {t, e});
+        },
+        [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
   });
   return success();
 }
@@ -72,11 +78,11 @@ Value requestLeaders(RouterLowering &L, Value requestIds) {
     // key INT32_MAX - u among the matches), independently of the other tokens.
     L.parallelLoop(L.tokens(), [&](Value t) {
       Value id = em.load(requestIds, t);
-      Value key = L.reduceLanes(em.addI(t, em.idx(1)), em.i32(0), RouterLowering::Combine::MaxUI,
-                                [&](Value u) {
-        return em.select(em.cmpI(P::eq, em.load(requestIds, u), id),
-                         em.subI(em.i32(INT32_MAX), em.toI32(u)), em.i32(0));
-      });
+      Value key = L.reduceLanes(
+          em.addI(t, em.idx(1)), em.i32(0), RouterLowering::Combine::MaxUI, [&](Value u) {
+            return em.select(em.cmpI(P::eq, em.load(requestIds, u), id),
+                             em.subI(em.i32(INT32_MAX), em.toI32(u)), em.i32(0));
+          });
       em.store(em.subI(em.i32(INT32_MAX), key), leaders, t);
     });
     return leaders;
@@ -141,10 +147,11 @@ LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
     em.store(em.f32(0), out, e);
     Value ei = em.toI32(e);
     em.loop(em.idx(0), L.tokens(), [&](Value t) {
-      Value voted = em.loopCarried(em.idx(0), em.idx(k), {em.cmpI(P::ne, ei, ei)},
-                                   [&](Value j, ValueRange it) {
-        return SmallVector<Value>{em.orI(it[0], em.cmpI(P::eq, em.load(ids, {t, j}), ei))};
-      })[0];
+      Value voted = em.loopCarried(
+          em.idx(0), em.idx(k), {em.cmpI(P::ne, ei, ei)}, [&](Value j, ValueRange it) {
+            return SmallVector<Value>{
+                em.orI(it[0], em.cmpI(P::eq, em.load(ids, {t, j}), ei))};
+          })[0];
       em.ifThen(voted, [&] {
         Value weight = math::PowFOp::create(em.builder(), em.location(), base,
                                             em.toF32(em.load(bins, {t, e})));
@@ -160,9 +167,10 @@ LogicalResult binScore(RouterLowering &L, BinScoreOp op) {
 void unionOfRows(RouterLowering &L, Value flags, Value out, int64_t n) {
   LoopEmitter &em = L.em();
   L.parallelLoop(em.idx(n), [&](Value e) {
-    Value any = em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
-      return SmallVector<Value>{em.orI(it[0], em.load(flags, {t, e}))};
-    })[0];
+    Value any =
+        em.loopCarried(em.idx(0), L.tokens(), {em.i8(0)}, [&](Value t, ValueRange it) {
+          return SmallVector<Value>{em.orI(it[0], em.load(flags, {t, e}))};
+        })[0];
     em.store(any, out, e);
   });
 }
@@ -175,14 +183,18 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
   Value k0 = clampedCount(em, L.scalar(op.getK0()), n);
   // Token-parallel: each token flags its top-k0; then expert-parallel: an expert is in
   // the set when any token flagged it. No two iterations write the same place.
-  Value flags = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
-                            L.tokens());
+  Value flags =
+      L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()), L.tokens());
   L.parallelLoop(L.tokens(), [&](Value t) {
     Value row = L.rowView(flags, t, n);
     em.fill(row, em.idx(n), em.i8(0));
-    topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), row,
-            [&](Value) { return always(em); },
-            [&](Value e) { return em.load(x, {t, e}); }, [](Value, Value, Value) {});
+    topKRow(
+        L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), row,
+        [&](Value) { return always(em); },
+        [&](Value e) {
+          return em.load(x, {t, e});
+        },
+        [](Value, Value, Value) {});
   });
   unionOfRows(L, flags, out, n);
   return success();
@@ -192,7 +204,8 @@ LogicalResult unionTopK(RouterLowering &L, UnionTopKOp op) {
 /// (cleared by the caller) - the union of its tokens' top-k0 (warm-up) plus the m_r best
 /// experts outside it by the request's summed scores (summed in token order, on every
 /// target). In the GPU form r's warp does it, its row loops lane-parallel.
-void buildRequestSet(RouterLowering &L, SegmentFillOp op, Value leaders, Value r, Value row) {
+void buildRequestSet(RouterLowering &L, SegmentFillOp op, Value leaders, Value r,
+                     Value row) {
   LoopEmitter &em = L.em();
   int64_t n = expertsOf(op.getScores());
   Value x = L.mem(op.getScores());
@@ -203,20 +216,25 @@ void buildRequestSet(RouterLowering &L, SegmentFillOp op, Value leaders, Value r
   em.loop(r, L.tokens(), [&](Value t) {
     em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
       Value taken = clearedFlags(L, n);
-      topKRow(L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
-              [&](Value) { return always(em); }, [&](Value e) { return em.load(x, {t, e}); },
-              [&](Value, Value id, Value) {
-                em.ifThen(em.cmpI(P::sge, id, em.i32(0)),
-                          [&] { em.store(em.i8(1), row, em.toIndex(id)); });
-              });
+      topKRow(
+          L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
+          [&](Value) { return always(em); },
+          [&](Value e) {
+            return em.load(x, {t, e});
+          },
+          [&](Value, Value id, Value) {
+            em.ifThen(em.cmpI(P::sge, id, em.i32(0)),
+                      [&] { em.store(em.i8(1), row, em.toIndex(id)); });
+          });
       L.forEachLane(em.idx(n), [&](Value e) {
         em.store(em.addF(em.load(agg, e), em.load(x, {t, e})), agg, e);
       });
     });
   });
-  topKRow(L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), row,
-          [&](Value) { return always(em); }, [&](Value e) { return em.load(agg, e); },
-          [](Value, Value, Value) {});
+  topKRow(
+      L, em.idx(n), budget, capacityFor(L.scalar(op.getBudget()), n), row,
+      [&](Value) { return always(em); }, [&](Value e) { return em.load(agg, e); },
+      [](Value, Value, Value) {});
 }
 
 LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
@@ -230,8 +248,8 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
     // The GPU form: one warp per request builds S_r in its leader's row of a [T, E]
     // flag buffer, then the union over the rows - the shape of union_topk (a token
     // loop and a token fold), which also splits over CTAs for large batches.
-    Value picked = L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()),
-                               L.tokens());
+    Value picked =
+        L.temporary(MemRefType::get({ShapedType::kDynamic, n}, b.getI8Type()), L.tokens());
     L.parallelLoop(L.tokens(), [&](Value r) {
       Value row = L.rowView(picked, r, n);
       L.forEachLane(em.idx(n), [&](Value e) { em.store(em.i8(0), row, e); });
@@ -244,7 +262,9 @@ LogicalResult segmentFill(RouterLowering &L, SegmentFillOp op) {
       em.ifThen(isLeader(r), [&] {
         Value row = clearedFlags(L, n);
         buildRequestSet(L, op, leaders, r, row);
-        em.loop(n, [&](Value e) { em.store(em.orI(em.load(out, e), em.load(row, e)), out, e); });
+        em.loop(n, [&](Value e) {
+          em.store(em.orI(em.load(out, e), em.load(row, e)), out, e);
+        });
       });
     });
   }

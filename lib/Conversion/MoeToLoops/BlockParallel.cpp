@@ -42,17 +42,21 @@ void stableScatter(RouterLowering &L, Value n, int64_t buckets,
                    function_ref<void(Value, Value)> place) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
-  Value counts = L.temporary(MemRefType::get({kScatterChunks, buckets}, b.getI32Type()), {});
+  Value counts =
+      L.temporary(MemRefType::get({kScatterChunks, buckets}, b.getI32Type()), {});
   // clamp(ceil(n / kMinChunkItems), 1, kScatterChunks)
   Value wanted = em.divUI(em.addI(n, em.idx(kMinChunkItems - 1)), em.idx(kMinChunkItems));
   Value chunks = em.minUI(arith::MaxUIOp::create(b, em.location(), wanted, em.idx(1)),
                           em.idx(kScatterChunks));
   auto inRange = [&](Value bucket) {
-    return em.andI(em.cmpI(P::sge, bucket, em.i32(0)), em.cmpI(P::slt, bucket, em.i32(buckets)));
+    return em.andI(em.cmpI(P::sge, bucket, em.i32(0)),
+                   em.cmpI(P::slt, bucket, em.i32(buckets)));
   };
   // 1. Per-chunk counts.
   chunkedLoop(L, n, chunks, [&](Value c, Value first, Value last) {
-    em.loop(em.idx(0), em.idx(buckets), [&](Value k) { em.store(em.i32(0), counts, {c, k}); });
+    em.loop(em.idx(0), em.idx(buckets), [&](Value k) {
+      em.store(em.i32(0), counts, {c, k});
+    });
     em.loop(first, last, [&](Value i) {
       Value k = bucketOf(i);
       em.ifThen(inRange(k), [&] {
@@ -83,7 +87,8 @@ void stableScatter(RouterLowering &L, Value n, int64_t buckets,
   });
 }
 
-void exclusiveScan(RouterLowering &L, Value n, Value out, function_ref<Value(Value)> value) {
+void exclusiveScan(RouterLowering &L, Value n, Value out,
+                   function_ref<Value(Value)> value) {
   LoopEmitter &em = L.em();
   int64_t maxChunks = 32;
   Value chunks = em.idx(maxChunks);

@@ -30,8 +30,8 @@ namespace {
 
 /// The capacity as an index in [0, limit]: ceil(double(factor) * double(T*k) /
 /// double(E)) with `factor`, else the absolute `capacity` clamped.
-Value capacityOf(RouterLowering &L, Value factor, Value capacity, int64_t k, int64_t experts,
-                 Value limit) {
+Value capacityOf(RouterLowering &L, Value factor, Value capacity, int64_t k,
+                 int64_t experts, Value limit) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
   Location loc = em.location();
@@ -46,7 +46,8 @@ Value capacityOf(RouterLowering &L, Value factor, Value capacity, int64_t k, int
   auto constant = [&](double v) {
     return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v)).getResult();
   };
-  Value slots = arith::IndexCastOp::create(b, loc, b.getI64Type(), em.mulI(L.tokens(), em.idx(k)));
+  Value slots =
+      arith::IndexCastOp::create(b, loc, b.getI64Type(), em.mulI(L.tokens(), em.idx(k)));
   Value x = em.divF(em.mulF(arith::ExtFOp::create(b, loc, f64, L.scalar(factor)),
                             arith::SIToFPOp::create(b, loc, f64, slots)),
                     constant(double(experts)));
@@ -64,10 +65,12 @@ LogicalResult capacity(RouterLowering &L, CapacityOp op) {
   LoopEmitter &em = L.em();
   int64_t k = op.getIds().getType().getDimSize(1), n = sizeOf(op.getCounts());
   Value ids = L.mem(op.getIds()), weights = L.mem(op.getWeights());
-  Value keptIds = L.allocFull(op.getKeptIds()), keptWeights = L.allocFull(op.getKeptWeights());
+  Value keptIds = L.allocFull(op.getKeptIds()),
+        keptWeights = L.allocFull(op.getKeptWeights());
   Value counts = L.allocFull(op.getCounts()), dropped = L.allocFull(op.getDropped());
   Value tokens = L.tokens(), slots = em.mulI(tokens, em.idx(k));
-  Value cap = em.toI32(capacityOf(L, op.getCapacityFactor(), op.getCapacity(), k, n, slots));
+  Value cap =
+      em.toI32(capacityOf(L, op.getCapacityFactor(), op.getCapacity(), k, n, slots));
   auto routed = [&](Value e) {
     return em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
   };
@@ -82,7 +85,9 @@ LogicalResult capacity(RouterLowering &L, CapacityOp op) {
     // its expert's slots in that order is its admission rank.
     stableScatter(
         L, slots, n,
-        [&](Value p) { return em.load(ids, {em.remUI(p, tokens), em.divUI(p, tokens)}); },
+        [&](Value p) {
+          return em.load(ids, {em.remUI(p, tokens), em.divUI(p, tokens)});
+        },
         [&](Value) { return em.i32(0); },
         [&](Value p, Value rank) {
           em.ifThen(em.cmpI(P::slt, rank, cap), [&] {
@@ -90,8 +95,9 @@ LogicalResult capacity(RouterLowering &L, CapacityOp op) {
             Value e = em.load(ids, {t, j});
             em.store(e, keptIds, {t, j});
             em.store(em.load(weights, {t, j}), keptWeights, {t, j});
-            memref::AtomicRMWOp::create(em.builder(), em.location(), arith::AtomicRMWKind::addi,
-                                        em.i32(1), counts, ValueRange{em.toIndex(e)});
+            memref::AtomicRMWOp::create(em.builder(), em.location(),
+                                        arith::AtomicRMWKind::addi, em.i32(1), counts,
+                                        ValueRange{em.toIndex(e)});
           });
         });
     Value total = blockSum(L, slots, [&](Value s) {
@@ -103,27 +109,31 @@ LogicalResult capacity(RouterLowering &L, CapacityOp op) {
     em.store(total, dropped, em.idx(0));
   } else {
     em.fill(counts, em.idx(n), em.i32(0));
-    Value total = em.loopCarried(em.idx(0), em.idx(k), {em.i32(0)}, [&](Value j, ValueRange outer) {
-      return em.loopCarried(em.idx(0), tokens, {outer[0]}, [&](Value t, ValueRange it) {
-        Value e = em.load(ids, {t, j});
-        Value ok = routed(e);
-        Value at = em.toIndex(em.select(ok, e, em.i32(0)));
-        Value taken = em.load(counts, at);
-        Value keep = em.andI(ok, em.cmpI(P::slt, taken, cap));
-        em.ifThen(keep, [&] { em.store(em.addI(taken, em.i32(1)), counts, at); });
-        em.store(em.select(keep, e, em.i32(-1)), keptIds, {t, j});
-        em.store(em.select(keep, em.load(weights, {t, j}), em.f32(0)), keptWeights, {t, j});
-        Value lost = em.andI(ok, em.notI(keep));
-        return SmallVector<Value>{em.addI(it[0], em.select(lost, em.i32(1), em.i32(0)))};
-      });
-    })[0];
+    Value total =
+        em.loopCarried(em.idx(0), em.idx(k), {em.i32(0)}, [&](Value j, ValueRange outer) {
+          return em.loopCarried(em.idx(0), tokens, {outer[0]}, [&](Value t, ValueRange it) {
+            Value e = em.load(ids, {t, j});
+            Value ok = routed(e);
+            Value at = em.toIndex(em.select(ok, e, em.i32(0)));
+            Value taken = em.load(counts, at);
+            Value keep = em.andI(ok, em.cmpI(P::slt, taken, cap));
+            em.ifThen(keep, [&] { em.store(em.addI(taken, em.i32(1)), counts, at); });
+            em.store(em.select(keep, e, em.i32(-1)), keptIds, {t, j});
+            em.store(em.select(keep, em.load(weights, {t, j}), em.f32(0)), keptWeights,
+                     {t, j});
+            Value lost = em.andI(ok, em.notI(keep));
+            return SmallVector<Value>{
+                em.addI(it[0], em.select(lost, em.i32(1), em.i32(0)))};
+          });
+        })[0];
     em.store(total, dropped, em.idx(0));
   }
   if (op.getRenormalizeAfterDrop())
     L.parallelLoop(tokens, [&](Value t) {
-      Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
-        return SmallVector<Value>{em.addF(it[0], em.load(keptWeights, {t, j}))};
-      })[0];
+      Value sum =
+          em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+            return SmallVector<Value>{em.addF(it[0], em.load(keptWeights, {t, j}))};
+          })[0];
       em.ifThen(em.cmpF(F::OGT, sum, em.f32(0)), [&] {
         em.loop(k, [&](Value j) {
           em.store(em.divF(em.load(keptWeights, {t, j}), sum), keptWeights, {t, j});
@@ -152,13 +162,14 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   Type i32 = em.builder().getI32Type();
   Value scores = L.mem(op.getScores());
   Value ids = L.allocFull(op.getTopkIds()), weights = L.allocFull(op.getTopkWeights());
-  Value sorted = L.allocFull(op.getSortedTokenIds()), sortedW = L.allocFull(op.getSortedWeights());
+  Value sorted = L.allocFull(op.getSortedTokenIds()),
+        sortedW = L.allocFull(op.getSortedWeights());
   Value blocks = L.allocFull(op.getExpertIds());
   Value padded = L.allocFull(op.getNumTokensPostPadded());
   Value unrouted = L.allocFull(op.getNumUnrouted());
   Value tokens = L.tokens();
-  Value take = em.toI32(capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n,
-                                   tokens));
+  Value take = em.toI32(
+      capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n, tokens));
   Value threshold = L.temporary(MemRefType::get({n}, i32), {});
   Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
   auto key = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
@@ -189,13 +200,14 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     Value tieAt = L.temporary(MemRefType::get({n, 2}, i32), {});
     Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
     // Work item i: expert i % n (consecutive threads read one score row), slice i / n.
-    auto sliceLoop = [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
-      L.parallelLoop(items, [&](Value i) {
-        Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
-        Value first = em.minUI(em.mulI(s, length), tokens);
-        body(e, s, first, em.minUI(em.addI(first, length), tokens));
-      });
-    };
+    auto sliceLoop =
+        [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
+          L.parallelLoop(items, [&](Value i) {
+            Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
+            Value first = em.minUI(em.mulI(s, length), tokens);
+            body(e, s, first, em.minUI(em.addI(first, length), tokens));
+          });
+        };
     auto shl = [&](Value v, int64_t bits) {
       return arith::ShLIOp::create(b, loc, v, em.i32(bits)).getResult();
     };
@@ -207,24 +219,25 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
         Value a2 = em.orI(prefix, shl(em.i32(2), shift));
         Value a3 = em.orI(prefix, shl(em.i32(3), shift));
         auto one = [&](Value c) { return em.select(c, em.i32(1), em.i32(0)); };
-        auto c = em.loopCarried(first, last, {em.i32(0), em.i32(0), em.i32(0)},
-                                [&](Value t, ValueRange it) {
-          Value k = key(t, e);
-          return SmallVector<Value>{em.addI(it[0], one(em.cmpI(P::uge, k, a1))),
-                                    em.addI(it[1], one(em.cmpI(P::uge, k, a2))),
-                                    em.addI(it[2], one(em.cmpI(P::uge, k, a3)))};
-        });
+        auto c = em.loopCarried(
+            first, last, {em.i32(0), em.i32(0), em.i32(0)}, [&](Value t, ValueRange it) {
+              Value k = key(t, e);
+              return SmallVector<Value>{em.addI(it[0], one(em.cmpI(P::uge, k, a1))),
+                                        em.addI(it[1], one(em.cmpI(P::uge, k, a2))),
+                                        em.addI(it[2], one(em.cmpI(P::uge, k, a3)))};
+            });
         for (int64_t j = 0; j < 3; ++j)
           em.store(c[j], partial, {row(j, s), e});
       });
       L.parallelLoop(em.idx(n), [&](Value e) {
-        auto c = em.loopCarried(em.idx(0), slices, {em.i32(0), em.i32(0), em.i32(0)},
-                                [&](Value s, ValueRange it) {
-          SmallVector<Value> next;
-          for (int64_t j = 0; j < 3; ++j)
-            next.push_back(em.addI(it[j], em.load(partial, {row(j, s), e})));
-          return next;
-        });
+        auto c = em.loopCarried(
+            em.idx(0), slices, {em.i32(0), em.i32(0), em.i32(0)},
+            [&](Value s, ValueRange it) {
+              SmallVector<Value> next;
+              for (int64_t j = 0; j < 3; ++j)
+                next.push_back(em.addI(it[j], em.load(partial, {row(j, s), e})));
+              return next;
+            });
         Value prefix = em.load(threshold, e), best = prefix;
         for (int64_t j = 1; j <= 3; ++j)
           best = em.select(em.cmpI(P::sge, c[j - 1], take),
@@ -234,32 +247,35 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     }
     sliceLoop([&](Value e, Value s, Value first, Value last) {
       Value best = em.load(threshold, e);
-      auto c = em.loopCarried(first, last, {em.i32(0), em.i32(0)}, [&](Value t, ValueRange it) {
-        Value k = key(t, e);
-        return SmallVector<Value>{
-            em.addI(it[0], em.select(em.cmpI(P::ugt, k, best), em.i32(1), em.i32(0))),
-            em.addI(it[1], em.select(em.cmpI(P::eq, k, best), em.i32(1), em.i32(0)))};
-      });
+      auto c =
+          em.loopCarried(first, last, {em.i32(0), em.i32(0)}, [&](Value t, ValueRange it) {
+            Value k = key(t, e);
+            return SmallVector<Value>{
+                em.addI(it[0], em.select(em.cmpI(P::ugt, k, best), em.i32(1), em.i32(0))),
+                em.addI(it[1], em.select(em.cmpI(P::eq, k, best), em.i32(1), em.i32(0)))};
+          });
       em.store(c[0], partial, {row(0, s), e});
       em.store(c[1], partial, {row(1, s), e});
     });
     // Per expert: the slice holding the need-th tie (-1: none, need <= 0) and the
     // tie's rank within it.
     L.parallelLoop(em.idx(n), [&](Value e) {
-      Value above = em.loopCarried(em.idx(0), slices, {em.i32(0)}, [&](Value s, ValueRange it) {
-        return SmallVector<Value>{em.addI(it[0], em.load(partial, {row(0, s), e}))};
-      })[0];
+      Value above =
+          em.loopCarried(em.idx(0), slices, {em.i32(0)}, [&](Value s, ValueRange it) {
+            return SmallVector<Value>{em.addI(it[0], em.load(partial, {row(0, s), e}))};
+          })[0];
       Value need = em.subI(take, above);
-      auto at = em.loopCarried(em.idx(0), slices, {em.i32(0), em.i32(-1), em.i32(0)},
-                               [&](Value s, ValueRange it) {
-        Value ties = em.load(partial, {row(1, s), e});
-        Value here = em.andI(em.andI(em.cmpI(P::slt, it[1], em.i32(0)),
-                                     em.cmpI(P::sgt, need, em.i32(0))),
-                             em.cmpI(P::sge, em.addI(it[0], ties), need));
-        return SmallVector<Value>{em.addI(it[0], ties),
-                                  em.select(here, em.toI32(s), it[1]),
-                                  em.select(here, em.subI(need, it[0]), it[2])};
-      });
+      auto at = em.loopCarried(
+          em.idx(0), slices, {em.i32(0), em.i32(-1), em.i32(0)},
+          [&](Value s, ValueRange it) {
+            Value ties = em.load(partial, {row(1, s), e});
+            Value here = em.andI(em.andI(em.cmpI(P::slt, it[1], em.i32(0)),
+                                         em.cmpI(P::sgt, need, em.i32(0))),
+                                 em.cmpI(P::sge, em.addI(it[0], ties), need));
+            return SmallVector<Value>{em.addI(it[0], ties),
+                                      em.select(here, em.toI32(s), it[1]),
+                                      em.select(here, em.subI(need, it[0]), it[2])};
+          });
       em.store(at[1], tieAt, {e, em.idx(0)});
       em.store(at[2], tieAt, {e, em.idx(1)});
       em.store(em.i32(-1), lastTie, e);
@@ -267,37 +283,40 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     sliceLoop([&](Value e, Value s, Value first, Value last) {
       em.ifThen(em.cmpI(P::eq, em.load(tieAt, {e, em.idx(0)}), em.toI32(s)), [&] {
         Value best = em.load(threshold, e), rank = em.load(tieAt, {e, em.idx(1)});
-        Value found = em.loopCarried(first, last, {em.i32(0), em.i32(-1)},
-                                     [&](Value t, ValueRange it) {
-          Value tie = em.cmpI(P::eq, key(t, e), best);
-          Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
-          Value isLast = em.andI(tie, em.cmpI(P::eq, seen, rank));
-          return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
-        })[1];
+        Value found = em.loopCarried(
+            first, last, {em.i32(0), em.i32(-1)}, [&](Value t, ValueRange it) {
+              Value tie = em.cmpI(P::eq, key(t, e), best);
+              Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+              Value isLast = em.andI(tie, em.cmpI(P::eq, seen, rank));
+              return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
+            })[1];
         em.store(found, lastTie, e);
       });
     });
   } else
-  L.parallelLoop(em.idx(n), [&](Value e) {
-    Value best = em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
-      Value bit = em.toI32(em.subI(em.idx(31), b));
-      Value attempt = em.orI(it[0], arith::ShLIOp::create(em.builder(), em.location(),
-                                                           em.i32(1), bit));
-      Value atLeast = countTokens([&](Value t) { return em.cmpI(P::uge, key(t, e), attempt); });
-      return SmallVector<Value>{em.select(em.cmpI(P::sge, atLeast, take), attempt, it[0])};
-    })[0];
-    Value above = countTokens([&](Value t) { return em.cmpI(P::ugt, key(t, e), best); });
-    Value need = em.subI(take, above);
-    Value last = em.loopCarried(em.idx(0), tokens, {em.i32(0), em.i32(-1)},
-                                [&](Value t, ValueRange it) {
-                                  Value tie = em.cmpI(P::eq, key(t, e), best);
-                                  Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
-                                  Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
-                                  return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
-                                })[1];
-    em.store(best, threshold, e);
-    em.store(last, lastTie, e);
-  });
+    L.parallelLoop(em.idx(n), [&](Value e) {
+      Value best =
+          em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
+            Value bit = em.toI32(em.subI(em.idx(31), b));
+            Value attempt = em.orI(
+                it[0], arith::ShLIOp::create(em.builder(), em.location(), em.i32(1), bit));
+            Value atLeast =
+                countTokens([&](Value t) { return em.cmpI(P::uge, key(t, e), attempt); });
+            return SmallVector<Value>{
+                em.select(em.cmpI(P::sge, atLeast, take), attempt, it[0])};
+          })[0];
+      Value above = countTokens([&](Value t) { return em.cmpI(P::ugt, key(t, e), best); });
+      Value need = em.subI(take, above);
+      Value last = em.loopCarried(
+          em.idx(0), tokens, {em.i32(0), em.i32(-1)}, [&](Value t, ValueRange it) {
+            Value tie = em.cmpI(P::eq, key(t, e), best);
+            Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+            Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
+            return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
+          })[1];
+      em.store(best, threshold, e);
+      em.store(last, lastTie, e);
+    });
   auto chosen = [&](Value t, Value e, Value k) {
     Value limit = em.load(threshold, e);
     Value tie = em.andI(em.cmpI(P::eq, k, limit),
@@ -308,29 +327,31 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   // 2. Per token: its experts by descending key (ties to the lower id), the first m.
   //    Each pick is the best expert ranked after the previous pick.
   L.parallelLoop(tokens, [&](Value t) {
-    em.loopCarried(em.idx(0), em.idx(m), {em.i32(0), em.i32(-1), em.i32(0)},
-                   [&](Value j, ValueRange prev) {
-      Value started = em.cmpI(P::ne, prev[2], em.i32(0));
-      auto pick = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0), em.i32(-1)},
-                                 [&](Value e, ValueRange it) {
-        Value k = key(t, e), id = em.toI32(e);
-        Value after = em.orI(em.notI(started),
-                             em.orI(em.cmpI(P::ult, k, prev[0]),
-                                    em.andI(em.cmpI(P::eq, k, prev[0]),
-                                            em.cmpI(P::sgt, id, prev[1]))));
-        Value better = em.andI(em.andI(chosen(t, e, k), after),
-                               em.orI(em.cmpI(P::slt, it[1], em.i32(0)),
-                                      em.cmpI(P::ugt, k, it[0])));
-        return SmallVector<Value>{em.select(better, k, it[0]), em.select(better, id, it[1])};
-      });
-      Value found = em.cmpI(P::sge, pick[1], em.i32(0));
-      em.store(pick[1], ids, {t, j});
-      Value at = em.toIndex(em.select(found, pick[1], em.i32(0)));
-      em.store(em.select(found, em.load(scores, {t, at}), em.f32(0)), weights, {t, j});
-      // Once nothing is left, nothing ranks after (key 0, id n).
-      return SmallVector<Value>{em.select(found, pick[0], em.i32(0)),
-                                em.select(found, pick[1], em.i32(n)), em.i32(1)};
-    });
+    em.loopCarried(
+        em.idx(0), em.idx(m), {em.i32(0), em.i32(-1), em.i32(0)},
+        [&](Value j, ValueRange prev) {
+          Value started = em.cmpI(P::ne, prev[2], em.i32(0));
+          auto pick = em.loopCarried(
+              em.idx(0), em.idx(n), {em.i32(0), em.i32(-1)}, [&](Value e, ValueRange it) {
+                Value k = key(t, e), id = em.toI32(e);
+                Value after =
+                    em.orI(em.notI(started), em.orI(em.cmpI(P::ult, k, prev[0]),
+                                                    em.andI(em.cmpI(P::eq, k, prev[0]),
+                                                            em.cmpI(P::sgt, id, prev[1]))));
+                Value better = em.andI(
+                    em.andI(chosen(t, e, k), after),
+                    em.orI(em.cmpI(P::slt, it[1], em.i32(0)), em.cmpI(P::ugt, k, it[0])));
+                return SmallVector<Value>{em.select(better, k, it[0]),
+                                          em.select(better, id, it[1])};
+              });
+          Value found = em.cmpI(P::sge, pick[1], em.i32(0));
+          em.store(pick[1], ids, {t, j});
+          Value at = em.toIndex(em.select(found, pick[1], em.i32(0)));
+          em.store(em.select(found, em.load(scores, {t, at}), em.f32(0)), weights, {t, j});
+          // Once nothing is left, nothing ranks after (key 0, id n).
+          return SmallVector<Value>{em.select(found, pick[0], em.i32(0)),
+                                    em.select(found, pick[1], em.i32(n)), em.i32(1)};
+        });
   });
 
   // 3. The grouped layout: every expert takes exactly `take` tokens, so expert e's
@@ -346,11 +367,10 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   Value perExpert = em.divUI(em.addI(take, em.i32(block - 1)), em.i32(block));
   L.parallelLoop(em.idx(n), [&](Value e) {
     Value first = em.mulI(em.toI32(e), perExpert);
-    em.loop(em.idx(0), em.toIndex(perExpert), [&](Value i) {
-      em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i));
-    });
+    em.loop(em.idx(0), em.toIndex(perExpert),
+            [&](Value i) { em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i)); });
     if (L.blockParallelHere())
-      return;  // The tokens are placed below, spread over the block.
+      return; // The tokens are placed below, spread over the block.
     Value start = em.mulI(first, em.i32(block));
     em.loopCarried(em.idx(0), tokens, {start}, [&](Value t, ValueRange it) {
       Value s = em.load(scores, {t, e});
@@ -369,13 +389,14 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     Value slices = em.idx(slicesPer), items = em.idx(n * slicesPer);
     Value taken = L.temporary(MemRefType::get({slicesPer, n}, i32), {});
     Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
-    auto sliceLoop = [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
-      L.parallelLoop(items, [&](Value i) {
-        Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
-        Value first = em.minUI(em.mulI(s, length), tokens);
-        body(e, s, first, em.minUI(em.addI(first, length), tokens));
-      });
-    };
+    auto sliceLoop =
+        [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
+          L.parallelLoop(items, [&](Value i) {
+            Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
+            Value first = em.minUI(em.mulI(s, length), tokens);
+            body(e, s, first, em.minUI(em.addI(first, length), tokens));
+          });
+        };
     sliceLoop([&](Value e, Value s, Value first, Value last) {
       Value count = em.loopCarried(first, last, {em.i32(0)}, [&](Value t, ValueRange it) {
         Value in = chosen(t, e, key(t, e));
@@ -406,9 +427,10 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     return em.select(em.cmpI(P::slt, em.load(ids, {t, em.idx(0)}), em.i32(0)), em.i32(1),
                      em.i32(0));
   };
-  Value lost = L.blockParallelHere()
-                   ? blockSum(L, tokens, none)
-                   : countTokens([&](Value t) { return em.cmpI(P::ne, none(t), em.i32(0)); });
+  Value lost =
+      L.blockParallelHere()
+          ? blockSum(L, tokens, none)
+          : countTokens([&](Value t) { return em.cmpI(P::ne, none(t), em.i32(0)); });
   em.store(lost, unrouted, em.idx(0));
   return success();
 }

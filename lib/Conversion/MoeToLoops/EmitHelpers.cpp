@@ -15,7 +15,6 @@ using F = arith::CmpFPredicate;
 namespace switchyard::moe {
 namespace emit {
 
-
 int64_t expertsOf(Value v) {
   if (auto set = dyn_cast<ExpertSetType>(v.getType()))
     return set.getExperts();
@@ -151,10 +150,10 @@ Value popcount(LoopEmitter &em, Value set, int64_t n) {
 /// Adds up to `count` best experts outside `set`, by `scores`.
 void addBest(RouterLowering &L, Value set, Value scores, Value count, int64_t n) {
   LoopEmitter &em = L.em();
-  topKRow(L, em.idx(n), count, n, set, [&](Value) { return always(em); },
-          [&](Value e) { return em.load(scores, e); }, [](Value, Value, Value) {});
+  topKRow(
+      L, em.idx(n), count, n, set, [&](Value) { return always(em); },
+      [&](Value e) { return em.load(scores, e); }, [](Value, Value, Value) {});
 }
-
 
 } // namespace emit
 } // namespace switchyard::moe

@@ -80,15 +80,15 @@ void Eplb::pack(Value weights, Value packOut, Value rankOut, Value base, int64_t
   em.loop(n, [&](Value i) {
     Value item = em.load(order, i);
     // The lightest pack that is not full, ties to the lower pack.
-    Value best = em.loopCarried(em.idx(0), em.idx(packs), {em.i32(-1), em.f32(0)},
-                                [&](Value p, ValueRange it) {
-      Value open = em.cmpI(P::slt, em.load(items, p), em.i32(perPack));
-      Value none = em.cmpI(P::slt, it[0], em.i32(0));
-      Value lighter = em.cmpF(F::OLT, em.load(load, p), it[1]);
-      Value take = em.andI(open, em.orI(none, lighter));
-      return SmallVector<Value>{em.select(take, em.toI32(p), it[0]),
-                                em.select(take, em.load(load, p), it[1])};
-    })[0];
+    Value best = em.loopCarried(
+        em.idx(0), em.idx(packs), {em.i32(-1), em.f32(0)}, [&](Value p, ValueRange it) {
+          Value open = em.cmpI(P::slt, em.load(items, p), em.i32(perPack));
+          Value none = em.cmpI(P::slt, it[0], em.i32(0));
+          Value lighter = em.cmpF(F::OLT, em.load(load, p), it[1]);
+          Value take = em.andI(open, em.orI(none, lighter));
+          return SmallVector<Value>{em.select(take, em.toI32(p), it[0]),
+                                    em.select(take, em.load(load, p), it[1])};
+        })[0];
     Value p = em.toIndex(best), at = em.addI(base, item);
     em.store(best, packOut, at);
     em.store(em.load(items, p), rankOut, at);
@@ -123,7 +123,8 @@ void Eplb::replicate(Value weights, Value base, int64_t n, Value slotBase, int64
 LogicalResult Eplb::run() {
   int64_t experts = sizeOf(op.getLoads()), slots = sizeOf(op.getPhy2log());
   bool hierarchical = op.isHierarchical();
-  int64_t groups = hierarchical ? op.getGroups() : 1, nodes = hierarchical ? op.getNodes() : 1;
+  int64_t groups = hierarchical ? op.getGroups() : 1,
+          nodes = hierarchical ? op.getNodes() : 1;
   int64_t gpus = op.getGpus();
   int64_t groupSize = experts / groups, groupsPerNode = groups / nodes;
   int64_t expertsPerNode = experts / nodes, slotsPerNode = slots / nodes;
@@ -137,10 +138,11 @@ LogicalResult Eplb::run() {
   // Step 1: groups onto nodes.
   Value groupLoad = buffer(L, groups, f32());
   em.loop(groups, [&](Value g) {
-    Value sum = em.loopCarried(zero, em.idx(groupSize), {em.f32(0)}, [&](Value j, ValueRange it) {
-      return SmallVector<Value>{
-          em.addF(it[0], em.load(w, em.addI(em.mulI(g, em.idx(groupSize)), j)))};
-    })[0];
+    Value sum =
+        em.loopCarried(zero, em.idx(groupSize), {em.f32(0)}, [&](Value j, ValueRange it) {
+          return SmallVector<Value>{
+              em.addF(it[0], em.load(w, em.addI(em.mulI(g, em.idx(groupSize)), j)))};
+        })[0];
     em.store(sum, groupLoad, g);
   });
   Value groupPack = buffer(L, groups, i32()), groupRank = buffer(L, groups, i32());
@@ -150,9 +152,9 @@ LogicalResult Eplb::run() {
   em.loop(experts, [&](Value e) {
     Value g = em.divUI(e, em.idx(groupSize)), j = em.remUI(e, em.idx(groupSize));
     Value slot = em.addI(em.toIndex(em.load(groupPack, g)), zero);
-    Value first = em.mulI(em.addI(em.mulI(slot, em.idx(groupsPerNode)),
-                                  em.toIndex(em.load(groupRank, g))),
-                          em.idx(groupSize));
+    Value first = em.mulI(
+        em.addI(em.mulI(slot, em.idx(groupsPerNode)), em.toIndex(em.load(groupRank, g))),
+        em.idx(groupSize));
     Value mlog = em.addI(first, j);
     em.store(em.toI32(mlog), log2mlog, e);
     em.store(em.toI32(e), mlog2log, mlog);
@@ -195,11 +197,12 @@ LogicalResult Eplb::run() {
     Value node = em.divUI(p, em.idx(slotsPerNode));
     Value slotBase = em.mulI(node, em.idx(slotsPerNode));
     Value phy = em.addI(slotBase, em.toIndex(em.load(pphy2phy, p)));
-    Value mlog = em.addI(em.mulI(node, em.idx(expertsPerNode)),
-                         em.toIndex(em.load(phy2mlog, phy)));
+    Value mlog =
+        em.addI(em.mulI(node, em.idx(expertsPerNode)), em.toIndex(em.load(phy2mlog, phy)));
     Value logical = em.load(mlog2log, mlog);
     em.store(logical, phy2log, p);
-    em.store(em.toI32(p), log2phy, {em.toIndex(logical), em.toIndex(em.load(phyRank, phy))});
+    em.store(em.toI32(p), log2phy,
+             {em.toIndex(logical), em.toIndex(em.load(phyRank, phy))});
   });
   return success();
 }
@@ -211,10 +214,11 @@ LogicalResult deviceLoads(RouterLowering &L, DeviceLoadsOp op) {
   if (!op.getPhy2log()) {
     int64_t perGpu = sizeOf(op.getLoads()) / gpus;
     em.loop(gpus, [&](Value d) {
-      Value sum = em.loopCarried(em.idx(0), em.idx(perGpu), {em.f32(0)}, [&](Value j, ValueRange it) {
-        return SmallVector<Value>{
-            em.addF(it[0], em.load(w, em.addI(em.mulI(d, em.idx(perGpu)), j)))};
-      })[0];
+      Value sum = em.loopCarried(
+          em.idx(0), em.idx(perGpu), {em.f32(0)}, [&](Value j, ValueRange it) {
+            return SmallVector<Value>{
+                em.addF(it[0], em.load(w, em.addI(em.mulI(d, em.idx(perGpu)), j)))};
+          })[0];
       em.store(sum, out, d);
     });
     return success();
@@ -222,15 +226,17 @@ LogicalResult deviceLoads(RouterLowering &L, DeviceLoadsOp op) {
   Value phy2log = L.mem(op.getPhy2log()), counts = L.mem(op.getReplicaCount());
   int64_t perGpu = sizeOf(op.getPhy2log()) / gpus, experts = sizeOf(op.getLoads());
   em.loop(gpus, [&](Value d) {
-    Value sum = em.loopCarried(em.idx(0), em.idx(perGpu), {em.f32(0)}, [&](Value j, ValueRange it) {
-      Value e = em.load(phy2log, em.addI(em.mulI(d, em.idx(perGpu)), j));
-      Value valid = em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(experts)));
-      Value at = em.toIndex(em.select(valid, e, em.i32(0)));
-      Value count = em.load(counts, at);
-      count = em.select(em.cmpI(P::slt, count, em.i32(1)), em.i32(1), count);
-      Value share = em.divF(em.load(w, at), em.toF32(count));
-      return SmallVector<Value>{em.select(valid, em.addF(it[0], share), it[0])};
-    })[0];
+    Value sum =
+        em.loopCarried(em.idx(0), em.idx(perGpu), {em.f32(0)}, [&](Value j, ValueRange it) {
+          Value e = em.load(phy2log, em.addI(em.mulI(d, em.idx(perGpu)), j));
+          Value valid =
+              em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(experts)));
+          Value at = em.toIndex(em.select(valid, e, em.i32(0)));
+          Value count = em.load(counts, at);
+          count = em.select(em.cmpI(P::slt, count, em.i32(1)), em.i32(1), count);
+          Value share = em.divF(em.load(w, at), em.toF32(count));
+          return SmallVector<Value>{em.select(valid, em.addF(it[0], share), it[0])};
+        })[0];
     em.store(sum, out, d);
   });
   return success();
@@ -240,18 +246,18 @@ LogicalResult imbalance(RouterLowering &L, ImbalanceOp op) {
   LoopEmitter &em = L.em();
   int64_t n = sizeOf(op.getLoads());
   Value x = L.mem(op.getLoads()), out = L.allocFull(op.getResult());
-  auto res = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0), em.negInf()},
-                            [&](Value i, ValueRange it) {
-    Value v = em.load(x, i);
-    return SmallVector<Value>{em.addF(it[0], v),
-                              arith::MaximumFOp::create(em.builder(), em.location(), it[1], v)};
-  });
+  auto res = em.loopCarried(
+      em.idx(0), em.idx(n), {em.f32(0), em.negInf()}, [&](Value i, ValueRange it) {
+        Value v = em.load(x, i);
+        return SmallVector<Value>{
+            em.addF(it[0], v),
+            arith::MaximumFOp::create(em.builder(), em.location(), it[1], v)};
+      });
   Value mean = em.divF(res[0], em.f32(static_cast<double>(n)));
   Value ratio = em.divF(res[1], mean);
   em.store(em.select(em.cmpF(F::OEQ, res[0], em.f32(0)), em.f32(1), ratio), out, em.idx(0));
   return success();
 }
-
 
 } // namespace
 

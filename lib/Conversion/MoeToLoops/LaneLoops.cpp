@@ -31,18 +31,17 @@ void RouterLowering::forEachLane(Value n, function_ref<void(Value)> body) {
   if (!laneParallelHere())
     return emitter.loop(emitter.idx(0), n, body);
   Location loc = router.getLoc();
-  scf::ParallelOp::create(b, loc, ValueRange{emitter.idx(0)}, ValueRange{n},
-                          ValueRange{emitter.idx(1)},
-                          [&](OpBuilder &nested, Location, ValueRange ivs) {
-                            OpBuilder::InsertionGuard guard(b);
-                            b.setInsertionPoint(nested.getInsertionBlock(),
-                                                nested.getInsertionPoint());
-                            body(ivs[0]);
-                          });
+  scf::ParallelOp::create(
+      b, loc, ValueRange{emitter.idx(0)}, ValueRange{n}, ValueRange{emitter.idx(1)},
+      [&](OpBuilder &nested, Location, ValueRange ivs) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        body(ivs[0]);
+      });
 }
 
-static Value combineValues(OpBuilder &b, Location loc, RouterLowering::Combine combine, Value x,
-                           Value y) {
+static Value combineValues(OpBuilder &b, Location loc, RouterLowering::Combine combine,
+                           Value x, Value y) {
   switch (combine) {
   case RouterLowering::Combine::AddF:
     return arith::AddFOp::create(b, loc, x, y);
@@ -79,7 +78,8 @@ Value RouterLowering::reduceLanes(Value n, Value init, Combine combine,
   return loop.getResult(0);
 }
 
-std::pair<Value, Value> RouterLowering::argBest(Value n, function_ref<Value(Value)> eligible,
+std::pair<Value, Value> RouterLowering::argBest(Value n,
+                                                function_ref<Value(Value)> eligible,
                                                 function_ref<Value(Value)> score) {
   if (!laneParallelHere() && !blockParallelHere())
     return emitter.argBest(n, eligible, score);
@@ -93,16 +93,17 @@ std::pair<Value, Value> RouterLowering::argBest(Value n, function_ref<Value(Valu
                            arith::XOrIOp::create(b, loc, bits, em.i32(INT32_MIN)));
     rank = em.select(em.isNaN(v), em.i32(0), rank);
     Value high = em.addI(arith::ExtUIOp::create(b, loc, b.getI64Type(), rank), em.i64(1));
-    Value low = arith::ExtUIOp::create(b, loc, b.getI64Type(),
-                                       arith::XOrIOp::create(b, loc, em.toI32(e), em.i32(-1)));
+    Value low = arith::ExtUIOp::create(
+        b, loc, b.getI64Type(), arith::XOrIOp::create(b, loc, em.toI32(e), em.i32(-1)));
     Value packed = em.orI(arith::ShLIOp::create(b, loc, high, em.i64(32)), low);
     return em.select(eligible(e), packed, em.i64(0));
   });
   Value found = em.cmpI(P::ne, key, em.i64(0));
-  Value id = arith::XOrIOp::create(b, loc, arith::TruncIOp::create(b, loc, b.getI32Type(), key),
-                                   em.i32(-1));
+  Value id = arith::XOrIOp::create(
+      b, loc, arith::TruncIOp::create(b, loc, b.getI32Type(), key), em.i32(-1));
   id = em.select(found, id, em.i32(-1));
-  Value best = em.select(found, score(em.toIndex(em.select(found, id, em.i32(0)))), em.f32(0));
+  Value best =
+      em.select(found, score(em.toIndex(em.select(found, id, em.i32(0)))), em.f32(0));
   return {id, best};
 }
 

@@ -24,14 +24,16 @@ LogicalResult gpuRequests(RouterLowering &L, GpuRequestsOp op) {
   int64_t k = cast<ShapedType>(op.getIds().getType()).getDimSize(1);
   Value ids = L.mem(op.getIds()), where = L.mem(op.getTokenGpu());
   Value out = L.allocFull(op.getResult());
-  em.loop(gpus, [&](Value g) { em.loop(experts, [&](Value e) { em.store(em.i32(0), out, {g, e}); }); });
+  em.loop(gpus, [&](Value g) {
+    em.loop(experts, [&](Value e) { em.store(em.i32(0), out, {g, e}); });
+  });
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
     Value g = em.load(where, t);
     Value gOk = em.andI(em.cmpI(P::sge, g, em.i32(0)), em.cmpI(P::slt, g, em.i32(gpus)));
     em.loop(k, [&](Value j) {
       Value e = em.load(ids, {t, j});
-      Value ok = em.andI(gOk, em.andI(em.cmpI(P::sge, e, em.i32(0)),
-                                      em.cmpI(P::slt, e, em.i32(experts))));
+      Value ok = em.andI(
+          gOk, em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(experts))));
       em.ifThen(ok, [&] {
         Value gi = em.toIndex(g), ei = em.toIndex(e);
         em.store(em.addI(em.load(out, {gi, ei}), em.i32(1)), out, {gi, ei});
@@ -65,12 +67,14 @@ public:
   }
   /// B = total requests / G, in f32.
   Value target() {
-    Value total = em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
-      Value row = em.loopCarried(em.idx(0), em.idx(experts), {it[0]}, [&](Value e, ValueRange r) {
-        return SmallVector<Value>{em.addI(r[0], requested(g, e))};
-      })[0];
-      return SmallVector<Value>{row};
-    })[0];
+    Value total =
+        em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
+          Value row = em.loopCarried(
+              em.idx(0), em.idx(experts), {it[0]}, [&](Value e, ValueRange r) {
+                return SmallVector<Value>{em.addI(r[0], requested(g, e))};
+              })[0];
+          return SmallVector<Value>{row};
+        })[0];
     return em.divF(em.toF32(total), em.f32(static_cast<double>(gpus)));
   }
 
@@ -114,7 +118,8 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
   em.fill(extra, em.idx(gpus), em.i32(0));
   em.loop(experts, [&](Value e) {
     em.loop(gpus, [&](Value g) {
-      em.store(em.select(em.cmpI(P::eq, model.home(e), g), em.i32(1), em.i32(0)), m, {e, g});
+      em.store(em.select(em.cmpI(P::eq, model.home(e), g), em.i32(1), em.i32(0)), m,
+               {e, g});
     });
   });
   // Phase 1: each GPU imports its top L requested remote experts.
@@ -142,10 +147,11 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
   // date as copies are added (a step then costs O(G + E/G)).
   Value remote = buffer(L, experts, b.getI32Type());
   em.loop(experts, [&](Value e) {
-    Value sum = em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
-      return SmallVector<Value>{
-          em.select(model.hosts(m, e, g), it[0], em.addI(it[0], model.requested(g, e)))};
-    })[0];
+    Value sum =
+        em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
+          return SmallVector<Value>{em.select(model.hosts(m, e, g), it[0],
+                                              em.addI(it[0], model.requested(g, e)))};
+        })[0];
     em.store(sum, remote, e);
   });
   Value target = model.target();
@@ -207,10 +213,13 @@ LogicalResult libraReplicate(RouterLowering &L, LibraReplicateOp op) {
 }
 
 /// `for (i = 0; i < n && !stop(); ++i) body()`.
-void loopUntil(LoopEmitter &em, int64_t n, function_ref<Value()> stop, function_ref<void()> body) {
+void loopUntil(LoopEmitter &em, int64_t n, function_ref<Value()> stop,
+               function_ref<void()> body) {
   em.whileLoop(
       {em.idx(0)},
-      [&](ValueRange it) { return em.andI(em.cmpI(P::ult, it[0], em.idx(n)), em.notI(stop())); },
+      [&](ValueRange it) {
+        return em.andI(em.cmpI(P::ult, it[0], em.idx(n)), em.notI(stop()));
+      },
       [&](ValueRange it) {
         body();
         return SmallVector<Value>{em.addI(it[0], em.idx(1))};
@@ -228,7 +237,9 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
   // Local loads, remote loads at the home GPUs, GPU loads.
   Value loads = buffer(L, gpus, b.getI32Type());
   em.fill(loads, em.idx(gpus), em.i32(0));
-  em.loop(gpus, [&](Value g) { em.loop(experts, [&](Value e) { em.store(em.i32(0), r, {g, e}); }); });
+  em.loop(gpus, [&](Value g) {
+    em.loop(experts, [&](Value e) { em.store(em.i32(0), r, {g, e}); });
+  });
   em.loop(gpus, [&](Value g) {
     em.loop(experts, [&](Value e) {
       Value here = model.hosts(m, e, g);
@@ -248,9 +259,11 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
   // Copies of each expert (the placement does not change while sharding).
   Value hostCount = buffer(L, experts, b.getI32Type());
   em.loop(experts, [&](Value e) {
-    Value n = em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
-      return SmallVector<Value>{em.select(model.hosts(m, e, g), em.addI(it[0], em.i32(1)), it[0])};
-    })[0];
+    Value n =
+        em.loopCarried(em.idx(0), em.idx(gpus), {em.i32(0)}, [&](Value g, ValueRange it) {
+          return SmallVector<Value>{
+              em.select(model.hosts(m, e, g), em.addI(it[0], em.i32(1)), it[0])};
+        })[0];
     em.store(n, hostCount, e);
   });
   auto flag = [&](int i) { return em.isSet(state, em.idx(i)); };
@@ -260,99 +273,113 @@ LogicalResult libraShard(RouterLowering &L, LibraShardOp op) {
   em.whileLoop(
       {em.idx(0)},
       [&](ValueRange it) {
-        return em.andI(em.cmpI(P::ult, it[0], em.idx(4 * gpus * experts)), em.notI(flag(0)));
+        return em.andI(em.cmpI(P::ult, it[0], em.idx(4 * gpus * experts)),
+                       em.notI(flag(0)));
       },
       [&](ValueRange it) {
-    {
-      Value maxLoad = em.loopCarried(em.idx(0), em.idx(gpus), {em.negInf()}, [&](Value g, ValueRange it) {
-        return SmallVector<Value>{arith::MaximumFOp::create(b, em.location(), it[0], loadOf(g))};
-      })[0];
-      em.ifThenElse(
-          em.cmpF(F::OGT, maxLoad, limit),
-          [&] {
-            setFlag(1, 0);
-            em.fill(visitedG, em.idx(gpus), em.i8(0));
-            // Sources in descending load, experts in descending remote load, first
-            // feasible transfer wins.
-            loopUntil(em, gpus, [&] { return flag(1); }, [&] {
-              {
-                auto [src, unused] = em.argBest(
-                    em.idx(gpus),
-                    [&](Value g) {
-                      return em.andI(em.notI(em.isSet(visitedG, g)),
-                                     em.cmpF(F::OGT, loadOf(g), target));
-                    },
-                    loadOf);
-                (void)unused;
-                em.ifThen(em.cmpI(P::sge, src, em.i32(0)), [&] {
-                  Value s = em.toIndex(src);
-                  em.store(em.i8(1), visitedG, s);
-                  // The first feasible expert in descending R[s, e] (ties lower id) is
-                  // the feasible one with the largest R: one pass, and the destination
-                  // search (O(G)) only for replicated experts that could win.
-                  auto best = em.loopCarried(
-                      em.idx(0), em.idx(experts), {em.i32(-1), em.i32(0), em.i32(0), em.i32(0)},
-                      [&](Value e, ValueRange it) {
-                        Value have = em.load(r, {s, e});
-                        Value better = em.orI(em.cmpI(P::slt, it[0], em.i32(0)),
-                                              em.cmpI(P::sgt, have, it[1]));
-                        Value cand = em.andI(em.andI(em.cmpI(P::sgt, have, em.i32(0)),
-                                                     em.cmpI(P::sge, em.load(hostCount, e),
-                                                             em.i32(2))),
-                                             better);
-                        auto ifOp = scf::IfOp::create(b, em.location(),
-                                                      TypeRange{b.getI32Type(), b.getI32Type()},
-                                                      cand, /*withElseRegion=*/true);
-                        {
-                          OpBuilder::InsertionGuard guard(b);
-                          b.setInsertionPointToStart(ifOp.thenBlock());
-                          auto [dst, unusedD] = em.argBest(
-                              em.idx(gpus),
-                              [&](Value g) {
-                                return em.andI(em.cmpI(P::ne, g, s), model.hosts(m, e, g));
-                              },
-                              [&](Value g) {
-                                return arith::NegFOp::create(b, em.location(), loadOf(g))
-                                    .getResult();
+        {
+          Value maxLoad = em.loopCarried(
+              em.idx(0), em.idx(gpus), {em.negInf()}, [&](Value g, ValueRange it) {
+                return SmallVector<Value>{
+                    arith::MaximumFOp::create(b, em.location(), it[0], loadOf(g))};
+              })[0];
+          em.ifThenElse(
+              em.cmpF(F::OGT, maxLoad, limit),
+              [&] {
+                setFlag(1, 0);
+                em.fill(visitedG, em.idx(gpus), em.i8(0));
+                // Sources in descending load, experts in descending remote load, first
+                // feasible transfer wins.
+                loopUntil(
+                    em, gpus, [&] { return flag(1); },
+                    [&] {
+                      {
+                        auto [src, unused] = em.argBest(
+                            em.idx(gpus),
+                            [&](Value g) {
+                              return em.andI(em.notI(em.isSet(visitedG, g)),
+                                             em.cmpF(F::OGT, loadOf(g), target));
+                            },
+                            loadOf);
+                        (void)unused;
+                        em.ifThen(em.cmpI(P::sge, src, em.i32(0)), [&] {
+                          Value s = em.toIndex(src);
+                          em.store(em.i8(1), visitedG, s);
+                          // The first feasible expert in descending R[s, e] (ties lower id)
+                          // is the feasible one with the largest R: one pass, and the
+                          // destination search (O(G)) only for replicated experts that
+                          // could win.
+                          auto best = em.loopCarried(
+                              em.idx(0), em.idx(experts),
+                              {em.i32(-1), em.i32(0), em.i32(0), em.i32(0)},
+                              [&](Value e, ValueRange it) {
+                                Value have = em.load(r, {s, e});
+                                Value better = em.orI(em.cmpI(P::slt, it[0], em.i32(0)),
+                                                      em.cmpI(P::sgt, have, it[1]));
+                                Value cand =
+                                    em.andI(em.andI(em.cmpI(P::sgt, have, em.i32(0)),
+                                                    em.cmpI(P::sge, em.load(hostCount, e),
+                                                            em.i32(2))),
+                                            better);
+                                auto ifOp = scf::IfOp::create(
+                                    b, em.location(),
+                                    TypeRange{b.getI32Type(), b.getI32Type()}, cand,
+                                    /*withElseRegion=*/true);
+                                {
+                                  OpBuilder::InsertionGuard guard(b);
+                                  b.setInsertionPointToStart(ifOp.thenBlock());
+                                  auto [dst, unusedD] = em.argBest(
+                                      em.idx(gpus),
+                                      [&](Value g) {
+                                        return em.andI(em.cmpI(P::ne, g, s),
+                                                       model.hosts(m, e, g));
+                                      },
+                                      [&](Value g) {
+                                        return arith::NegFOp::create(b, em.location(),
+                                                                     loadOf(g))
+                                            .getResult();
+                                      });
+                                  (void)unusedD;
+                                  Value dOk = em.cmpI(P::sge, dst, em.i32(0));
+                                  Value d = em.toIndex(em.select(dOk, dst, em.i32(0)));
+                                  Value room = math::FloorOp::create(
+                                      b, em.location(), em.subF(target, loadOf(d)));
+                                  Value cap = arith::FPToSIOp::create(b, em.location(),
+                                                                      b.getI32Type(), room);
+                                  Value ok = em.andI(dOk, em.cmpI(P::sge, cap, em.i32(1)));
+                                  scf::YieldOp::create(
+                                      b, em.location(),
+                                      ValueRange{em.select(ok, dst, em.i32(-1)), cap});
+                                  b.setInsertionPointToStart(ifOp.elseBlock());
+                                  scf::YieldOp::create(b, em.location(),
+                                                       ValueRange{em.i32(-1), em.i32(0)});
+                                }
+                                Value take = em.cmpI(P::sge, ifOp.getResult(0), em.i32(0));
+                                return SmallVector<Value>{
+                                    em.select(take, em.toI32(e), it[0]),
+                                    em.select(take, have, it[1]),
+                                    em.select(take, ifOp.getResult(0), it[2]),
+                                    em.select(take, ifOp.getResult(1), it[3])};
                               });
-                          (void)unusedD;
-                          Value dOk = em.cmpI(P::sge, dst, em.i32(0));
-                          Value d = em.toIndex(em.select(dOk, dst, em.i32(0)));
-                          Value room = math::FloorOp::create(b, em.location(),
-                                                             em.subF(target, loadOf(d)));
-                          Value cap = arith::FPToSIOp::create(b, em.location(), b.getI32Type(),
-                                                              room);
-                          Value ok = em.andI(dOk, em.cmpI(P::sge, cap, em.i32(1)));
-                          scf::YieldOp::create(b, em.location(),
-                                               ValueRange{em.select(ok, dst, em.i32(-1)), cap});
-                          b.setInsertionPointToStart(ifOp.elseBlock());
-                          scf::YieldOp::create(b, em.location(), ValueRange{em.i32(-1), em.i32(0)});
-                        }
-                        Value take = em.cmpI(P::sge, ifOp.getResult(0), em.i32(0));
-                        return SmallVector<Value>{
-                            em.select(take, em.toI32(e), it[0]), em.select(take, have, it[1]),
-                            em.select(take, ifOp.getResult(0), it[2]),
-                            em.select(take, ifOp.getResult(1), it[3])};
-                      });
-                  em.ifThen(em.cmpI(P::sge, best[0], em.i32(0)), [&] {
-                    Value e = em.toIndex(best[0]), d = em.toIndex(best[2]);
-                    Value have = best[1], cap = best[3];
-                    Value l = em.select(em.cmpI(P::slt, have, cap), have, cap);
-                    em.store(em.subI(have, l), r, {s, e});
-                    em.store(em.addI(em.load(r, {d, e}), l), r, {d, e});
-                    em.store(em.subI(em.load(loads, s), l), loads, s);
-                    em.store(em.addI(em.load(loads, d), l), loads, d);
-                    setFlag(1, 1);
-                  });
-                });
-              }
-            });
-            em.ifThen(em.notI(flag(1)), [&] { setFlag(0, 1); });
-          },
-          [&] { setFlag(0, 1); });
-    }
-    return SmallVector<Value>{em.addI(it[0], em.idx(1))};
-  });
+                          em.ifThen(em.cmpI(P::sge, best[0], em.i32(0)), [&] {
+                            Value e = em.toIndex(best[0]), d = em.toIndex(best[2]);
+                            Value have = best[1], cap = best[3];
+                            Value l = em.select(em.cmpI(P::slt, have, cap), have, cap);
+                            em.store(em.subI(have, l), r, {s, e});
+                            em.store(em.addI(em.load(r, {d, e}), l), r, {d, e});
+                            em.store(em.subI(em.load(loads, s), l), loads, s);
+                            em.store(em.addI(em.load(loads, d), l), loads, d);
+                            setFlag(1, 1);
+                          });
+                        });
+                      }
+                    });
+                em.ifThen(em.notI(flag(1)), [&] { setFlag(0, 1); });
+              },
+              [&] { setFlag(0, 1); });
+        }
+        return SmallVector<Value>{em.addI(it[0], em.idx(1))};
+      });
   em.loop(gpus, [&](Value g) { em.store(loadOf(g), out, g); });
   return success();
 }

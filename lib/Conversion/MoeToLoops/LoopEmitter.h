@@ -30,7 +30,8 @@ public:
   mlir::Value i64(int64_t v) { return intConst(v, 64); }
   mlir::Value i8(int64_t v) { return intConst(v, 8); }
   mlir::Value f32(double v) {
-    return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+    return mlir::arith::ConstantOp::create(b, loc,
+                                           b.getF32FloatAttr(static_cast<float>(v)));
   }
   mlir::Value negInf() { return f32(-std::numeric_limits<double>::infinity()); }
 
@@ -74,27 +75,27 @@ public:
 
   // Control flow.
   void loop(mlir::Value lb, mlir::Value ub, llvm::function_ref<void(mlir::Value)> body) {
-    mlir::scf::ForOp::create(b, loc, lb, ub, idx(1), mlir::ValueRange{},
-                             [&](mlir::OpBuilder &nested, mlir::Location, mlir::Value iv,
-                                 mlir::ValueRange) {
-                               mlir::OpBuilder::InsertionGuard guard(b);
-                               b.setInsertionPoint(nested.getInsertionBlock(),
-                                                   nested.getInsertionPoint());
-                               body(iv);
-                               mlir::scf::YieldOp::create(b, loc);
-                             });
+    mlir::scf::ForOp::create(
+        b, loc, lb, ub, idx(1), mlir::ValueRange{},
+        [&](mlir::OpBuilder &nested, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+          body(iv);
+          mlir::scf::YieldOp::create(b, loc);
+        });
   }
   void loop(int64_t n, llvm::function_ref<void(mlir::Value)> body) {
     loop(idx(0), idx(n), body);
   }
   /// A loop carrying values; `body` returns the next values.
-  llvm::SmallVector<mlir::Value>
-  loopCarried(mlir::Value lb, mlir::Value ub, mlir::ValueRange init,
-              llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)>
-                  body) {
+  llvm::SmallVector<mlir::Value> loopCarried(
+      mlir::Value lb, mlir::Value ub, mlir::ValueRange init,
+      llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value, mlir::ValueRange)>
+          body) {
     auto forOp = mlir::scf::ForOp::create(
         b, loc, lb, ub, idx(1), init,
-        [&](mlir::OpBuilder &nested, mlir::Location, mlir::Value iv, mlir::ValueRange iter) {
+        [&](mlir::OpBuilder &nested, mlir::Location, mlir::Value iv,
+            mlir::ValueRange iter) {
           mlir::OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
           llvm::SmallVector<mlir::Value> next = body(iv, iter);
@@ -140,28 +141,52 @@ public:
   mlir::Value select(mlir::Value c, mlir::Value t, mlir::Value f) {
     return mlir::arith::SelectOp::create(b, loc, c, t, f);
   }
-  mlir::Value andI(mlir::Value a, mlir::Value c) { return mlir::arith::AndIOp::create(b, loc, a, c); }
-  mlir::Value orI(mlir::Value a, mlir::Value c) { return mlir::arith::OrIOp::create(b, loc, a, c); }
+  mlir::Value andI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::AndIOp::create(b, loc, a, c);
+  }
+  mlir::Value orI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::OrIOp::create(b, loc, a, c);
+  }
   mlir::Value notI(mlir::Value a) {
     return mlir::arith::XOrIOp::create(
         b, loc, a, mlir::arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
   }
-  mlir::Value addI(mlir::Value a, mlir::Value c) { return mlir::arith::AddIOp::create(b, loc, a, c); }
-  mlir::Value subI(mlir::Value a, mlir::Value c) { return mlir::arith::SubIOp::create(b, loc, a, c); }
-  mlir::Value mulI(mlir::Value a, mlir::Value c) { return mlir::arith::MulIOp::create(b, loc, a, c); }
-  mlir::Value divUI(mlir::Value a, mlir::Value c) { return mlir::arith::DivUIOp::create(b, loc, a, c); }
-  mlir::Value remUI(mlir::Value a, mlir::Value c) { return mlir::arith::RemUIOp::create(b, loc, a, c); }
-  mlir::Value minUI(mlir::Value a, mlir::Value c) { return mlir::arith::MinUIOp::create(b, loc, a, c); }
+  mlir::Value addI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::AddIOp::create(b, loc, a, c);
+  }
+  mlir::Value subI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::SubIOp::create(b, loc, a, c);
+  }
+  mlir::Value mulI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::MulIOp::create(b, loc, a, c);
+  }
+  mlir::Value divUI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::DivUIOp::create(b, loc, a, c);
+  }
+  mlir::Value remUI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::RemUIOp::create(b, loc, a, c);
+  }
+  mlir::Value minUI(mlir::Value a, mlir::Value c) {
+    return mlir::arith::MinUIOp::create(b, loc, a, c);
+  }
   mlir::Value cmpI(mlir::arith::CmpIPredicate p, mlir::Value a, mlir::Value c) {
     return mlir::arith::CmpIOp::create(b, loc, p, a, c);
   }
   mlir::Value cmpF(mlir::arith::CmpFPredicate p, mlir::Value a, mlir::Value c) {
     return mlir::arith::CmpFOp::create(b, loc, p, a, c);
   }
-  mlir::Value addF(mlir::Value a, mlir::Value c) { return mlir::arith::AddFOp::create(b, loc, a, c); }
-  mlir::Value subF(mlir::Value a, mlir::Value c) { return mlir::arith::SubFOp::create(b, loc, a, c); }
-  mlir::Value mulF(mlir::Value a, mlir::Value c) { return mlir::arith::MulFOp::create(b, loc, a, c); }
-  mlir::Value divF(mlir::Value a, mlir::Value c) { return mlir::arith::DivFOp::create(b, loc, a, c); }
+  mlir::Value addF(mlir::Value a, mlir::Value c) {
+    return mlir::arith::AddFOp::create(b, loc, a, c);
+  }
+  mlir::Value subF(mlir::Value a, mlir::Value c) {
+    return mlir::arith::SubFOp::create(b, loc, a, c);
+  }
+  mlir::Value mulF(mlir::Value a, mlir::Value c) {
+    return mlir::arith::MulFOp::create(b, loc, a, c);
+  }
+  mlir::Value divF(mlir::Value a, mlir::Value c) {
+    return mlir::arith::DivFOp::create(b, loc, a, c);
+  }
   mlir::Value exp(mlir::Value a) { return mlir::math::ExpOp::create(b, loc, a); }
   mlir::Value isNaN(mlir::Value a) { return cmpF(mlir::arith::CmpFPredicate::UNO, a, a); }
   /// True when `set[e]` (an i8 0/1 flag) is set.
@@ -183,34 +208,35 @@ public:
   std::pair<mlir::Value, mlir::Value>
   argBest(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
           llvm::function_ref<mlir::Value(mlir::Value)> score) {
-    auto res = loopCarried(idx(0), n, {i32(-1), f32(0)}, [&](mlir::Value i,
-                                                            mlir::ValueRange it) {
-      mlir::Value v = score(i);
-      mlir::Value none = cmpI(mlir::arith::CmpIPredicate::slt, it[0], i32(0));
-      mlir::Value take = andI(eligible(i), orI(none, outranks(v, it[1])));
-      return llvm::SmallVector<mlir::Value>{select(take, toI32(i), it[0]),
-                                            select(take, v, it[1])};
-    });
+    auto res =
+        loopCarried(idx(0), n, {i32(-1), f32(0)}, [&](mlir::Value i, mlir::ValueRange it) {
+          mlir::Value v = score(i);
+          mlir::Value none = cmpI(mlir::arith::CmpIPredicate::slt, it[0], i32(0));
+          mlir::Value take = andI(eligible(i), orI(none, outranks(v, it[1])));
+          return llvm::SmallVector<mlir::Value>{select(take, toI32(i), it[0]),
+                                                select(take, v, it[1])};
+        });
     return {res[0], res[1]};
   }
 
   /// The lowest-ranked eligible id (ties: the higher id; NaN lowest of all), or -1.
   mlir::Value argWorst(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
                        llvm::function_ref<mlir::Value(mlir::Value)> score) {
-    auto res = loopCarried(idx(0), n, {i32(-1), f32(0)}, [&](mlir::Value i,
-                                                            mlir::ValueRange it) {
-      mlir::Value v = score(i);
-      mlir::Value none = cmpI(mlir::arith::CmpIPredicate::slt, it[0], i32(0));
-      mlir::Value take = andI(eligible(i), orI(none, notI(outranks(v, it[1]))));
-      return llvm::SmallVector<mlir::Value>{select(take, toI32(i), it[0]),
-                                            select(take, v, it[1])};
-    });
+    auto res =
+        loopCarried(idx(0), n, {i32(-1), f32(0)}, [&](mlir::Value i, mlir::ValueRange it) {
+          mlir::Value v = score(i);
+          mlir::Value none = cmpI(mlir::arith::CmpIPredicate::slt, it[0], i32(0));
+          mlir::Value take = andI(eligible(i), orI(none, notI(outranks(v, it[1]))));
+          return llvm::SmallVector<mlir::Value>{select(take, toI32(i), it[0]),
+                                                select(take, v, it[1])};
+        });
     return res[0];
   }
 
 private:
   mlir::Value intConst(int64_t v, unsigned width) {
-    return mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getIntegerType(width), v));
+    return mlir::arith::ConstantOp::create(b, loc,
+                                           b.getIntegerAttr(b.getIntegerType(width), v));
   }
   mlir::OpBuilder &b;
   mlir::Location loc;

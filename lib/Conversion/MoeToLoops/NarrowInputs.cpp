@@ -93,8 +93,8 @@ struct MoeNarrowInputsPass
       auto [name, dtype] = StringRef(spec).split('=');
       FloatType type = switchyard::moe::parseInputDtype(ctx, dtype.trim());
       if (name.trim().empty() || !type) {
-        getOperation().emitError() << "moe-narrow-inputs: '" << spec
-                                   << "' is not NAME=bf16|f16|f32";
+        getOperation().emitError()
+            << "moe-narrow-inputs: '" << spec << "' is not NAME=bf16|f16|f32";
         return signalPassFailure();
       }
       wanted[name.trim()] = type;
@@ -141,8 +141,8 @@ struct MoeNarrowInputsPass
     }
     for (const auto &entry : wanted)
       if (!found.contains(entry.getKey())) {
-        getOperation().emitError() << "moe-narrow-inputs: no router takes an input '"
-                                   << entry.getKey() << "'";
+        getOperation().emitError()
+            << "moe-narrow-inputs: no router takes an input '" << entry.getKey() << "'";
         return signalPassFailure();
       }
   }

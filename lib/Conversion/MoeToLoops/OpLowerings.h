@@ -37,8 +37,8 @@ struct LoweringSignature<mlir::LogicalResult (*)(RouterLowering &, OpT)> {
 /// The LoopLoweringOpInterface model that calls `Fn`.
 template <auto Fn>
 struct FunctionLowering
-    : LoopLoweringOpInterface::ExternalModel<
-          FunctionLowering<Fn>, typename LoweringSignature<decltype(Fn)>::Op> {
+    : LoopLoweringOpInterface::ExternalModel<FunctionLowering<Fn>,
+                                             typename LoweringSignature<decltype(Fn)>::Op> {
   using Signature = LoweringSignature<decltype(Fn)>;
   mlir::LogicalResult lowerToLoops(mlir::Operation *op, RouterLowering &lowering,
                                    mlir::Value token) const {
@@ -137,7 +137,6 @@ void exclusiveScan(RouterLowering &L, mlir::Value n, mlir::Value out,
 /// value(0) + ... + value(n - 1) (i32), as a block reduction.
 mlir::Value blockSum(RouterLowering &L, mlir::Value n,
                      llvm::function_ref<mlir::Value(mlir::Value)> value);
-
 
 /// out[e] = fn(in[e]) for every expert e of token t's row.
 template <typename Fn>

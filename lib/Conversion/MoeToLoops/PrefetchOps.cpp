@@ -23,9 +23,10 @@ LogicalResult expectedExperts(RouterLowering &L, ExpectedExpertsOp op) {
   int64_t n = sizeOf(op.getScores());
   Value s = L.mem(op.getScores()), set = L.allocFull(op.getSet());
   Value count = L.allocFull(op.getCount());
-  Value total = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
-    return SmallVector<Value>{em.addF(it[0], em.load(s, e))};
-  })[0];
+  Value total =
+      em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+        return SmallVector<Value>{em.addF(it[0], em.load(s, e))};
+      })[0];
   Value target = em.mulF(L.scalar(op.getThreshold()), total);
   em.fill(set, em.idx(n), em.i8(0));
   Value cum = buffer(L, 1, b.getF32Type());
@@ -53,13 +54,13 @@ LogicalResult stepSize(RouterLowering &L, StepSizeOp op) {
   Location loc = em.location();
   Value ne = em.toF32(em.load(L.mem(op.getCount()), em.idx(0)));
   Value es = em.toF32(L.scalar(op.getExpertBytes()));
-  Value q = em.divF(em.mulF(ne, es), em.mulF(L.scalar(op.getBandwidth()), L.scalar(op.getLayerTime())));
+  Value q = em.divF(em.mulF(ne, es),
+                    em.mulF(L.scalar(op.getBandwidth()), L.scalar(op.getLayerTime())));
   Value c = math::CeilOp::create(b, loc, q);
   // Clamped to [1, layers] with layers itself clamped into i32, so the conversion to
   // i32 below is exact whatever the knobs (NaN from 0/0 falls back to layers).
-  c = arith::MinNumFOp::create(b, loc, c,
-                               em.toF32(clampedI32(em, L.scalar(op.getLayers()), 1,
-                                                   kMaxLayers)));
+  c = arith::MinNumFOp::create(
+      b, loc, c, em.toF32(clampedI32(em, L.scalar(op.getLayers()), 1, kMaxLayers)));
   c = arith::MaxNumFOp::create(b, loc, c, em.f32(1));
   Value out = L.allocFull(op.getResult());
   em.store(arith::FPToSIOp::create(b, loc, b.getI32Type(), c), out, em.idx(0));
@@ -142,13 +143,14 @@ LogicalResult twoLevelLru(RouterLowering &L, TwoLevelLruOp op) {
   };
   // Least recently used among the eligible residents, ties to the lower id.
   auto lruVictim = [&](function_ref<Value(Value)> eligible) {
-    return em.loopCarried(em.idx(0), em.idx(n), {em.i32(-1), em.i32(0)}, [&](Value e, ValueRange it) {
-      Value none = em.cmpI(P::slt, it[0], em.i32(0));
-      Value older = em.cmpI(P::slt, em.load(lu, e), it[1]);
-      Value take = em.andI(eligible(e), em.orI(none, older));
-      return SmallVector<Value>{em.select(take, em.toI32(e), it[0]),
-                                em.select(take, em.load(lu, e), it[1])};
-    })[0];
+    return em.loopCarried(
+        em.idx(0), em.idx(n), {em.i32(-1), em.i32(0)}, [&](Value e, ValueRange it) {
+          Value none = em.cmpI(P::slt, it[0], em.i32(0));
+          Value older = em.cmpI(P::slt, em.load(lu, e), it[1]);
+          Value take = em.andI(eligible(e), em.orI(none, older));
+          return SmallVector<Value>{em.select(take, em.toI32(e), it[0]),
+                                    em.select(take, em.load(lu, e), it[1])};
+        })[0];
   };
   auto insert = [&](Value x, bool isRequested) {
     Value size = em.load(counters, em.idx(0));
@@ -189,9 +191,11 @@ LogicalResult twoLevelLru(RouterLowering &L, TwoLevelLruOp op) {
   });
   em.loop(n, [&](Value e) {
     Value want = em.andI(em.isSet(predicted, e), em.notI(em.isSet(requested, e)));
-    em.ifThen(em.andI(want, em.notI(em.isSet(res, e))), [&] { insert(e, /*isRequested=*/false); });
+    em.ifThen(em.andI(want, em.notI(em.isSet(res, e))),
+              [&] { insert(e, /*isRequested=*/false); });
   });
-  em.loop(n, [&](Value e) { em.store(em.andI(em.load(high, e), em.load(res, e)), high, e); });
+  em.loop(n,
+          [&](Value e) { em.store(em.andI(em.load(high, e), em.load(res, e)), high, e); });
   return success();
 }
 
@@ -219,8 +223,8 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
     // tokens before it. The same order as the sequential form below.
     OpBuilder &b = em.builder();
     int64_t maxChunks = 128;
-    Value flags = L.temporary(MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
-                              L.tokens());
+    Value flags =
+        L.temporary(MemRefType::get({ShapedType::kDynamic}, b.getI32Type()), L.tokens());
     Value readyIn = L.temporary(MemRefType::get({maxChunks}, b.getI32Type()), {});
     L.parallelLoop(L.tokens(), [&](Value t) {
       em.store(em.select(isReady(t), em.i32(1), em.i32(0)), flags, t);
@@ -233,13 +237,13 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
       em.store(sum, readyIn, c);
     });
     chunkedLoop(L, L.tokens(), chunks, [&](Value c, Value first, Value last) {
-      auto sums = em.loopCarried(em.idx(0), chunks, {em.i32(0), em.i32(0)},
-                                 [&](Value d, ValueRange it) {
-        Value v = em.load(readyIn, d);
-        Value earlier = em.cmpI(P::ult, d, c);
-        return SmallVector<Value>{em.addI(it[0], v),
-                                  em.addI(it[1], em.select(earlier, v, em.i32(0)))};
-      });
+      auto sums = em.loopCarried(
+          em.idx(0), chunks, {em.i32(0), em.i32(0)}, [&](Value d, ValueRange it) {
+            Value v = em.load(readyIn, d);
+            Value earlier = em.cmpI(P::ult, d, c);
+            return SmallVector<Value>{em.addI(it[0], v),
+                                      em.addI(it[1], em.select(earlier, v, em.i32(0)))};
+          });
       Value total = sums[0];
       em.loopCarried(first, last, {sums[1]}, [&](Value t, ValueRange it) {
         Value r = em.load(flags, t);
@@ -252,11 +256,12 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
     });
     return success();
   }
-  Value first = em.loopCarried(em.idx(0), L.tokens(), {em.idx(0)}, [&](Value t, ValueRange it) {
-    Value r = isReady(t);
-    em.ifThen(r, [&] { em.store(em.toI32(t), order, it[0]); });
-    return SmallVector<Value>{em.select(r, em.addI(it[0], em.idx(1)), it[0])};
-  })[0];
+  Value first =
+      em.loopCarried(em.idx(0), L.tokens(), {em.idx(0)}, [&](Value t, ValueRange it) {
+        Value r = isReady(t);
+        em.ifThen(r, [&] { em.store(em.toI32(t), order, it[0]); });
+        return SmallVector<Value>{em.select(r, em.addI(it[0], em.idx(1)), it[0])};
+      })[0];
   em.loopCarried(em.idx(0), L.tokens(), {first}, [&](Value t, ValueRange it) {
     Value r = isReady(t);
     em.ifThen(em.notI(r), [&] { em.store(em.toI32(t), order, it[0]); });
@@ -270,8 +275,8 @@ LogicalResult residentFirst(RouterLowering &L, ResidentFirstOp op) {
 
 void registerPrefetchOpLowerings(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
-    attachLoopLowerings<expectedExperts, stepSize, stepFeedback, twoLevelLru, residentFirst>(
-        context);
+    attachLoopLowerings<expectedExperts, stepSize, stepFeedback, twoLevelLru,
+                        residentFirst>(context);
   });
 }
 

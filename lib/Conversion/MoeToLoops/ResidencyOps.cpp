@@ -42,12 +42,13 @@ LogicalResult hiCapacity(RouterLowering &L, HiCapacityOp op) {
     return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i128, v)).getResult();
   };
   Value layers = wide(L.scalar(op.getLayers()));
-  Value lowAll = em.mulI(em.mulI(layers, c128(op.getExperts())), wide(L.scalar(op.getLoBytes())));
+  Value lowAll =
+      em.mulI(em.mulI(layers, c128(op.getExperts())), wide(L.scalar(op.getLoBytes())));
   Value budget = wide(L.scalar(op.getBudget())), fixed = wide(L.scalar(op.getFixed()));
   // The budget must hold one high-precision expert per layer (the verifier's rule, for
   // knobs set at run time).
-  Value needed = em.addI(em.addI(fixed, lowAll),
-                         em.mulI(layers, wide(L.scalar(op.getHiBytes()))));
+  Value needed =
+      em.addI(em.addI(fixed, lowAll), em.mulI(layers, wide(L.scalar(op.getHiBytes()))));
   L.failIf(em.cmpI(P::slt, budget, needed), {op.getBudget(), op.getFixed(), op.getLayers(),
                                              op.getHiBytes(), op.getLoBytes()});
   Value free = em.subI(em.subI(budget, fixed), lowAll);
@@ -64,8 +65,9 @@ LogicalResult hiCapacity(RouterLowering &L, HiCapacityOp op) {
 void dropWorst(RouterLowering &L, Value set, Value scores, Value count, int64_t n) {
   LoopEmitter &em = L.em();
   em.loop(em.idx(0), count, [&](Value) {
-    Value worst = em.argWorst(em.idx(n), [&](Value e) { return em.isSet(set, e); },
-                              [&](Value e) { return em.load(scores, e); });
+    Value worst = em.argWorst(
+        em.idx(n), [&](Value e) { return em.isSet(set, e); },
+        [&](Value e) { return em.load(scores, e); });
     em.ifThen(em.cmpI(P::sge, worst, em.i32(0)),
               [&] { em.store(em.i8(0), set, em.toIndex(worst)); });
   });
@@ -95,10 +97,13 @@ LogicalResult hotSet(RouterLowering &L, HotSetOp op) {
     em.loop(em.idx(0), em.toIndex(capacity), [&](Value) {
       auto [best, bestScore] = em.argBest(
           em.idx(n), [&](Value e) { return em.notI(em.isSet(out, e)); }, score);
-      Value worst = em.argWorst(em.idx(n), [&](Value e) { return em.isSet(out, e); }, score);
-      Value both = em.andI(em.cmpI(P::sge, best, em.i32(0)), em.cmpI(P::sge, worst, em.i32(0)));
+      Value worst = em.argWorst(
+          em.idx(n), [&](Value e) { return em.isSet(out, e); }, score);
+      Value both =
+          em.andI(em.cmpI(P::sge, best, em.i32(0)), em.cmpI(P::sge, worst, em.i32(0)));
       Value w = em.toIndex(em.select(both, worst, em.i32(0)));
-      Value swap = em.andI(both, em.cmpF(F::OGT, bestScore, em.addF(em.load(s, w), margin)));
+      Value swap =
+          em.andI(both, em.cmpF(F::OGT, bestScore, em.addF(em.load(s, w), margin)));
       em.ifThen(swap, [&] {
         em.store(em.i8(1), out, em.toIndex(best));
         em.store(em.i8(0), out, w);
@@ -108,18 +113,19 @@ LogicalResult hotSet(RouterLowering &L, HotSetOp op) {
   }
   // Rank slack: members whose overall rank is below n + slack stay (a slack beyond n
   // keeps everyone; clamping it keeps the sum from wrapping).
-  Value limit = em.addI(capacity, em.toI64(emit::clampedCount(em, L.scalar(op.getRankSlack()), n)));
+  Value limit =
+      em.addI(capacity, em.toI64(emit::clampedCount(em, L.scalar(op.getRankSlack()), n)));
   em.loop(n, [&](Value e) {
     Value v = em.load(s, e);
-    Value rank = em.loopCarried(em.idx(0), em.idx(n), {em.i64(0)}, [&](Value j, ValueRange it) {
-      Value u = em.load(s, j);
-      // j ranks ahead of e: a higher score, or an equal one (both NaN included) at a
-      // lower id; NaN ranks behind every number.
-      Value equal = em.orI(em.cmpF(F::OEQ, u, v), em.andI(em.isNaN(u), em.isNaN(v)));
-      Value ahead = em.orI(em.outranks(u, v),
-                           em.andI(equal, em.cmpI(P::ult, j, e)));
-      return SmallVector<Value>{em.select(ahead, em.addI(it[0], em.i64(1)), it[0])};
-    })[0];
+    Value rank =
+        em.loopCarried(em.idx(0), em.idx(n), {em.i64(0)}, [&](Value j, ValueRange it) {
+          Value u = em.load(s, j);
+          // j ranks ahead of e: a higher score, or an equal one (both NaN included) at a
+          // lower id; NaN ranks behind every number.
+          Value equal = em.orI(em.cmpF(F::OEQ, u, v), em.andI(em.isNaN(u), em.isNaN(v)));
+          Value ahead = em.orI(em.outranks(u, v), em.andI(equal, em.cmpI(P::ult, j, e)));
+          return SmallVector<Value>{em.select(ahead, em.addI(it[0], em.i64(1)), it[0])};
+        })[0];
     em.ifThen(em.cmpI(P::sge, rank, limit), [&] { em.store(em.i8(0), out, e); });
   });
   fillToCapacity();
@@ -145,7 +151,6 @@ LogicalResult ranked(RouterLowering &L, RankedOp op) {
   em.store(em.toI32(emit::popcount(em, set, n)), count, em.idx(0));
   return success();
 }
-
 
 LogicalResult difference(RouterLowering &L, DifferenceOp o) {
   LoopEmitter &em = L.em();

@@ -36,15 +36,16 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
     return within ? em.andI(ok, em.isSet(within, e)) : ok;
   };
-  topKRow(L, em.idx(n), em.idx(k), k, taken, eligible, [&](Value e) { return L.at(s, e); },
-          [&](Value j, Value id, Value v) {
-            Value found = em.cmpI(P::sge, id, em.i32(0));
-            Value weight = v;
-            if (w)
-              weight = L.at(*w, em.toIndex(em.select(found, id, em.i32(0))));
-            L.put(id, ids, j);
-            L.put(em.select(found, weight, em.f32(0)), wts, j);
-          });
+  topKRow(
+      L, em.idx(n), em.idx(k), k, taken, eligible, [&](Value e) { return L.at(s, e); },
+      [&](Value j, Value id, Value v) {
+        Value found = em.cmpI(P::sge, id, em.i32(0));
+        Value weight = v;
+        if (w)
+          weight = L.at(*w, em.toIndex(em.select(found, id, em.i32(0))));
+        L.put(id, ids, j);
+        L.put(em.select(found, weight, em.f32(0)), wts, j);
+      });
   if (op.getRenormalize()) {
     // softmax_weights: the slots hold the selected scores, best first; each becomes
     // exp(score - best) (0 for an empty slot) on the way into the sum. As the full
@@ -54,24 +55,25 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     Value best, poisoned;
     if (softmax) {
       best = L.at(wts, em.idx(0));
-      Value any = L.reduceLanes(em.idx(n), em.i32(0), RouterLowering::Combine::MaxUI,
-                                [&](Value e) {
-        Value v = L.at(s, e);
-        Value bad = em.orI(em.isNaN(v), em.cmpF(F::OEQ, v, em.f32(INFINITY)));
-        return em.select(bad, em.i32(1), em.i32(0));
-      });
+      Value any =
+          L.reduceLanes(em.idx(n), em.i32(0), RouterLowering::Combine::MaxUI, [&](Value e) {
+            Value v = L.at(s, e);
+            Value bad = em.orI(em.isNaN(v), em.cmpF(F::OEQ, v, em.f32(INFINITY)));
+            return em.select(bad, em.i32(1), em.i32(0));
+          });
       poisoned = em.cmpI(P::ne, any, em.i32(0));
     }
-    Value sum = em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
-      Value v = L.at(wts, j);
-      if (softmax) {
-        Value found = em.cmpI(P::sge, L.at(ids, j), em.i32(0));
-        Value p = em.select(poisoned, em.f32(NAN), em.exp(em.subF(v, best)));
-        v = em.select(found, p, em.f32(0));
-        L.put(v, wts, j);
-      }
-      return SmallVector<Value>{em.addF(it[0], v)};
-    })[0];
+    Value sum =
+        em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+          Value v = L.at(wts, j);
+          if (softmax) {
+            Value found = em.cmpI(P::sge, L.at(ids, j), em.i32(0));
+            Value p = em.select(poisoned, em.f32(NAN), em.exp(em.subF(v, best)));
+            v = em.select(found, p, em.f32(0));
+            L.put(v, wts, j);
+          }
+          return SmallVector<Value>{em.addF(it[0], v)};
+        })[0];
     Value positive = em.cmpF(F::OGT, sum, em.f32(0));
     em.loop(k, [&](Value j) {
       Value v = L.at(wts, j);
@@ -140,8 +142,8 @@ LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
         L, em.idx(n), 1, [&](Value e) { return em.select(has(e), em.i32(0), em.i32(-1)); },
         [&](Value) { return em.i32(0); },
         [&](Value e, Value pos) { em.store(em.toI32(e), active, em.toIndex(pos)); });
-    Value found =
-        blockSum(L, em.idx(n), [&](Value e) { return em.select(has(e), em.i32(1), em.i32(0)); });
+    Value found = blockSum(
+        L, em.idx(n), [&](Value e) { return em.select(has(e), em.i32(1), em.i32(0)); });
     L.parallelLoop(em.idx(n), [&](Value i) {
       em.ifThen(em.cmpI(P::sge, em.toI32(i), found),
                 [&] { em.store(em.i32(-1), active, i); });
@@ -149,11 +151,12 @@ LogicalResult compactActive(RouterLowering &L, CompactActiveOp op) {
     em.store(found, num, em.idx(0));
     return success();
   }
-  Value found = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
-    Value has = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
-    em.ifThen(has, [&] { em.store(em.toI32(e), active, em.toIndex(it[0])); });
-    return SmallVector<Value>{em.select(has, em.addI(it[0], em.i32(1)), it[0])};
-  })[0];
+  Value found =
+      em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+        Value has = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
+        em.ifThen(has, [&] { em.store(em.toI32(e), active, em.toIndex(it[0])); });
+        return SmallVector<Value>{em.select(has, em.addI(it[0], em.i32(1)), it[0])};
+      })[0];
   em.loop(em.toIndex(found), em.idx(n), [&](Value i) { em.store(em.i32(-1), active, i); });
   em.store(found, num, em.idx(0));
   return success();
@@ -178,12 +181,14 @@ LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slo
     return em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
   };
   Value start = L.temporary(MemRefType::get({n}, em.builder().getI32Type()), {});
-  exclusiveScan(L, em.idx(n), start, [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  exclusiveScan(L, em.idx(n), start,
+                [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
   L.parallelLoop(em.idx(n), [&](Value e) {
     Value first = em.toIndex(em.divUI(em.load(start, e), em.i32(block)));
     em.loop(em.idx(0), em.toIndex(blocksOf(e)), [&](Value i) {
       Value at = em.addI(first, i);
-      em.ifThen(em.cmpI(P::ult, at, blockCount), [&] { em.store(em.toI32(e), blocks, at); });
+      em.ifThen(em.cmpI(P::ult, at, blockCount),
+                [&] { em.store(em.toI32(e), blocks, at); });
     });
   });
   stableScatter(
@@ -221,19 +226,20 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
   em.fill(blocks, blockCount, em.i32(-1));
   // Each expert's segment starts at the padded prefix sum of the counts before it.
   Value next = L.scratch(n, em.builder().getI32Type());
-  Value total = em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
-    Value count = em.load(counts, e);
-    count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
-    Value nblocks = em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
-    em.store(it[0], next, e);
-    Value first = em.toIndex(em.divUI(it[0], em.i32(block)));
-    em.loop(em.idx(0), em.toIndex(nblocks), [&](Value i) {
-      Value at = em.addI(first, i);
-      em.ifThen(em.cmpI(P::ult, at, blockCount),
-                [&] { em.store(em.toI32(e), blocks, at); });
-    });
-    return SmallVector<Value>{em.addI(it[0], em.mulI(nblocks, em.i32(block)))};
-  })[0];
+  Value total =
+      em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+        Value count = em.load(counts, e);
+        count = em.select(em.cmpI(P::slt, count, em.i32(0)), em.i32(0), count);
+        Value nblocks = em.divUI(em.addI(count, em.i32(block - 1)), em.i32(block));
+        em.store(it[0], next, e);
+        Value first = em.toIndex(em.divUI(it[0], em.i32(block)));
+        em.loop(em.idx(0), em.toIndex(nblocks), [&](Value i) {
+          Value at = em.addI(first, i);
+          em.ifThen(em.cmpI(P::ult, at, blockCount),
+                    [&] { em.store(em.toI32(e), blocks, at); });
+        });
+        return SmallVector<Value>{em.addI(it[0], em.mulI(nblocks, em.i32(block)))};
+      })[0];
   em.loop(em.idx(0), slots, [&](Value slot) {
     Value e = em.load(ids, {em.divUI(slot, em.idx(k)), em.remUI(slot, em.idx(k))});
     em.ifThen(em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n))), [&] {

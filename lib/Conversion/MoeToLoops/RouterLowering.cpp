@@ -38,7 +38,8 @@ MemRefType storageType(Type type) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
-RouterLowering::RouterLowering(PolicyOpInterface router, OpBuilder &builder, bool laneParallel)
+RouterLowering::RouterLowering(PolicyOpInterface router, OpBuilder &builder,
+                               bool laneParallel)
     : router(router), b(builder), emitter(builder, router.getLoc()),
       laneParallel(laneParallel) {}
 
@@ -106,8 +107,9 @@ Value RouterLowering::scratch(int64_t n, Type elem) {
     if (parallelToken && rows) // an expert-parallel loop: E rows, a static size
       buffer = memref::AllocOp::create(b, loc, MemRefType::get({*rows, n}, elem));
     else if (parallelToken)
-      buffer = memref::AllocOp::create(b, loc, MemRefType::get({ShapedType::kDynamic, n}, elem),
-                                       ValueRange{parallelExtent});
+      buffer =
+          memref::AllocOp::create(b, loc, MemRefType::get({ShapedType::kDynamic, n}, elem),
+                                  ValueRange{parallelExtent});
     else
       buffer = memref::AllocOp::create(b, loc, MemRefType::get({n}, elem));
     temporaries.push_back(buffer);
@@ -264,8 +266,8 @@ LogicalResult RouterLowering::lowerWhen(WhenOp when) {
   SmallVector<Value> buffers;
   for (Value result : when.getResults()) {
     if (!isa<RankedTensorType, ExpertSetType>(result.getType()))
-      return when.emitOpError() << "cannot lower a phase-gate result of type "
-                                << result.getType();
+      return when.emitOpError()
+             << "cannot lower a phase-gate result of type " << result.getType();
     buffers.push_back(allocFull(result));
     stored[result].mem = buffers.back();
   }
@@ -427,7 +429,8 @@ FailureOr<func::FuncOp> RouterLowering::run() {
       fields.push_back(attrs.getNamedAttr("size", attrs.getDenseI64ArrayAttr(*rule)));
     if (!values.first.empty() && role == "in") {
       fields.push_back(attrs.getNamedAttr("values", attrs.getStringAttr(values.first)));
-      fields.push_back(attrs.getNamedAttr("id_bound", attrs.getI64IntegerAttr(values.second)));
+      fields.push_back(
+          attrs.getNamedAttr("id_bound", attrs.getI64IntegerAttr(values.second)));
     }
     abi.push_back(attrs.getDictionaryAttr(fields));
     params.push_back(type);
@@ -456,16 +459,18 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     } else if (type.isIntOrFloat()) {
       describe(name, "in", "scalar", type, std::nullopt);
     } else {
-      return router.getOperation()->emitOpError() << "argument '" << name << "' of type " << type
-                                  << " cannot be passed to compiled code";
+      return router.getOperation()->emitOpError()
+             << "argument '" << name << "' of type " << type
+             << " cannot be passed to compiled code";
     }
   }
   values = {"", 0};
   for (auto [j, type] : llvm::enumerate(router.getResultTypes())) {
     StringRef name = cast<StringAttr>(router.getResultNames()[j]).getValue();
     if (!isa<ExpertSetType, RankedTensorType>(type))
-      return router.getOperation()->emitOpError() << "result '" << name << "' of type " << type
-                                  << " cannot be returned by compiled code";
+      return router.getOperation()->emitOpError()
+             << "result '" << name << "' of type " << type
+             << " cannot be returned by compiled code";
     std::optional<std::array<int64_t, 3>> rule;
     if (auto tensor = dyn_cast<RankedTensorType>(type);
         tensor && tensor.getRank() && tensor.isDynamicDim(0))
@@ -558,7 +563,8 @@ void RouterLowering::failIf(Value broken, ValueRange operands) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(entryBlock);
     statusSlot = memref::AllocaOp::create(b, loc, MemRefType::get({}, b.getI32Type()));
-    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, 0, 32), statusSlot);
+    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, 0, 32),
+                            statusSlot);
   }
   int32_t status = 2 + knobIndex.lookup(*knob);
   emitter.ifThen(broken, [&] {

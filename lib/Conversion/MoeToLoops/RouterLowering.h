@@ -12,8 +12,8 @@
 
 #include "LoopEmitter.h"
 
-#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -38,7 +38,8 @@ struct RowRef {
 
 class RouterLowering {
 public:
-  RouterLowering(PolicyOpInterface router, mlir::OpBuilder &builder, bool laneParallel = false);
+  RouterLowering(PolicyOpInterface router, mlir::OpBuilder &builder,
+                 bool laneParallel = false);
 
   /// Builds `func.func @<router name>` with the lowered body next to the router.
   mlir::FailureOr<mlir::func::FuncOp> run();

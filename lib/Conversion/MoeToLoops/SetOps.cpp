@@ -28,20 +28,23 @@ LogicalResult fill(RouterLowering &L, FillOp op) {
     break;
   case FillMode::min_size: {
     Value size = popcount(em, out, n);
-    Value missing = em.select(em.cmpI(P::sgt, amount, size), em.subI(amount, size), em.i64(0));
+    Value missing =
+        em.select(em.cmpI(P::sgt, amount, size), em.subI(amount, size), em.i64(0));
     addBest(L, out, s, clampedCount(em, missing, n), n);
     break;
   }
   case FillMode::threshold: {
     // XShare Alg. 1: while f(S) < tau * f(E), add the best expert outside S.
-    Value total = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
-      return SmallVector<Value>{em.addF(it[0], em.load(s, e))};
-    })[0];
+    Value total =
+        em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+          return SmallVector<Value>{em.addF(it[0], em.load(s, e))};
+        })[0];
     Value target = em.mulF(amount, total);
-    Value mass = em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
-      Value v = em.load(s, e);
-      return SmallVector<Value>{em.select(em.isSet(out, e), em.addF(it[0], v), it[0])};
-    })[0];
+    Value mass =
+        em.loopCarried(em.idx(0), em.idx(n), {em.f32(0)}, [&](Value e, ValueRange it) {
+          Value v = em.load(s, e);
+          return SmallVector<Value>{em.select(em.isSet(out, e), em.addF(it[0], v), it[0])};
+        })[0];
     em.loopCarried(em.idx(0), em.idx(n), {mass}, [&](Value, ValueRange it) {
       Value below = em.cmpF(F::OLT, it[0], target);
       auto [best, v] = em.argBest(
@@ -88,20 +91,22 @@ LogicalResult fillPerDevice(RouterLowering &L, FillPerDeviceOp op) {
     em.ifThenElse(
         active,
         [&] {
-          Value added = em.loopCarried(em.idx(0), em.idx(devices), {em.i64(0)},
-                                       [&](Value g, ValueRange it) {
-            Value gi = em.toI32(g);
-            // One block reduction per device in the GPU form.
-            auto [best, v] = L.argBest(
-                em.idx(n),
-                [&](Value e) {
-                  return em.andI(em.notI(em.isSet(out, e)), em.cmpI(P::eq, deviceOf(e), gi));
-                },
-                [&](Value e) { return em.load(mass, e); });
-            Value found = em.cmpI(P::sge, best, em.i32(0));
-            em.ifThen(found, [&] { em.store(em.i8(1), out, em.toIndex(best)); });
-            return SmallVector<Value>{em.select(found, em.addI(it[0], em.i64(1)), it[0])};
-          })[0];
+          Value added = em.loopCarried(
+              em.idx(0), em.idx(devices), {em.i64(0)}, [&](Value g, ValueRange it) {
+                Value gi = em.toI32(g);
+                // One block reduction per device in the GPU form.
+                auto [best, v] = L.argBest(
+                    em.idx(n),
+                    [&](Value e) {
+                      return em.andI(em.notI(em.isSet(out, e)),
+                                     em.cmpI(P::eq, deviceOf(e), gi));
+                    },
+                    [&](Value e) { return em.load(mass, e); });
+                Value found = em.cmpI(P::sge, best, em.i32(0));
+                em.ifThen(found, [&] { em.store(em.i8(1), out, em.toIndex(best)); });
+                return SmallVector<Value>{
+                    em.select(found, em.addI(it[0], em.i64(1)), it[0])};
+              })[0];
           em.store(em.addI(size, added), state, em.idx(0));
           em.ifThen(em.cmpI(P::eq, added, em.i64(0)),
                     [&] { em.store(em.i64(1), state, em.idx(1)); });
@@ -117,14 +122,14 @@ LogicalResult dropLowest(RouterLowering &L, DropLowestOp op) {
   Value out = L.allocFull(op.getResult()), s = L.mem(op.getScores());
   copySet(em, out, L.mem(op.getSet()), n);
   em.loop(em.idx(0), clampedCount(em, L.scalar(op.getCount()), n), [&](Value) {
-    Value worst = em.argWorst(em.idx(n), [&](Value e) { return em.isSet(out, e); },
-                              [&](Value e) { return em.load(s, e); });
+    Value worst = em.argWorst(
+        em.idx(n), [&](Value e) { return em.isSet(out, e); },
+        [&](Value e) { return em.load(s, e); });
     em.ifThen(em.cmpI(P::sge, worst, em.i32(0)),
               [&] { em.store(em.i8(0), out, em.toIndex(worst)); });
   });
   return success();
 }
-
 
 LogicalResult emptySet(RouterLowering &L, EmptySetOp o) {
   LoopEmitter &em = L.em();

@@ -21,11 +21,12 @@ LogicalResult softmaxRow(RouterLowering &L, SoftmaxOp op, Value t) {
   RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
   Value mx = maxOfRow(L, x, n);
   Value allMasked = em.cmpF(F::OEQ, mx, em.negInf());
-  Value sum = L.reduceLanes(em.idx(n), em.f32(0), RouterLowering::Combine::AddF, [&](Value e) {
-    Value p = em.exp(em.subF(L.at(x, e), mx));
-    L.put(p, y, e);
-    return p;
-  });
+  Value sum =
+      L.reduceLanes(em.idx(n), em.f32(0), RouterLowering::Combine::AddF, [&](Value e) {
+        Value p = em.exp(em.subF(L.at(x, e), mx));
+        L.put(p, y, e);
+        return p;
+      });
   // An all-masked row (max -inf) is all zeros, not NaN.
   L.forEachLane(em.idx(n), [&](Value e) {
     L.put(em.select(allMasked, em.f32(0), em.divF(L.at(y, e), sum)), y, e);
@@ -39,12 +40,13 @@ LogicalResult topkOpRow(RouterLowering &L, TopKOp op, Value t) {
   RowRef x = L.rowIn(op.getInput(), t);
   RowRef vals = L.rowOut(op.getValues(), t), ids = L.rowOut(op.getIndices(), t);
   Value taken = clearedFlags(L, n);
-  topKRow(L, em.idx(n), em.idx(op.getK()), op.getK(), taken, [&](Value) { return always(em); },
-          [&](Value e) { return L.at(x, e); },
-          [&](Value j, Value id, Value v) {
-            L.put(v, vals, j);
-            L.put(id, ids, j);
-          });
+  topKRow(
+      L, em.idx(n), em.idx(op.getK()), op.getK(), taken, [&](Value) { return always(em); },
+      [&](Value e) { return L.at(x, e); },
+      [&](Value j, Value id, Value v) {
+        L.put(v, vals, j);
+        L.put(id, ids, j);
+      });
   return success();
 }
 
@@ -58,21 +60,22 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
   // A group's score: the sum of its group_topk best scores, best first.
   em.loop(groups, [&](Value g) {
     Value base = em.mulI(g, em.idx(size));
-    Value sum = em.loopCarried(em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0)},
-                               [&](Value, ValueRange it) {
-      auto [best, v] = L.argBest(
-          em.idx(size),
-          [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); },
-          [&](Value i) { return L.at(x, em.addI(base, i)); });
-      em.store(em.i8(1), taken, em.addI(base, em.toIndex(best)));
-      return SmallVector<Value>{em.addF(it[0], v)};
-    })[0];
+    Value sum = em.loopCarried(
+        em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0)}, [&](Value, ValueRange it) {
+          auto [best, v] = L.argBest(
+              em.idx(size),
+              [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); },
+              [&](Value i) { return L.at(x, em.addI(base, i)); });
+          em.store(em.i8(1), taken, em.addI(base, em.toIndex(best)));
+          return SmallVector<Value>{em.addF(it[0], v)};
+        })[0];
     em.store(sum, groupScore, g);
   });
   Value kept = clearedFlags(L, groups);
-  topKRow(L, em.idx(groups), em.idx(op.getTopkGroups()), op.getTopkGroups(), kept,
-          [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
-          [](Value, Value, Value) {});
+  topKRow(
+      L, em.idx(groups), em.idx(op.getTopkGroups()), op.getTopkGroups(), kept,
+      [&](Value) { return always(em); }, [&](Value g) { return em.load(groupScore, g); },
+      [](Value, Value, Value) {});
   L.forEachLane(em.idx(n), [&](Value e) {
     Value inKept = em.isSet(kept, em.divUI(e, em.idx(size)));
     L.put(em.select(inKept, L.at(x, e), em.negInf()), y, e);
@@ -100,7 +103,6 @@ LogicalResult binsRow(RouterLowering &L, BinsOp op, Value t) {
   });
   return success();
 }
-
 
 LogicalResult sigmoidRow(RouterLowering &L, SigmoidOp o, Value t) {
   LoopEmitter &em = L.em();
@@ -147,10 +149,11 @@ LogicalResult gateRow(RouterLowering &L, GateOp o, Value t) {
   RowRef x = L.rowIn(o.getHidden(), t), y = L.rowOut(o.getResult(), t);
   int64_t hidden = cast<ShapedType>(o.getHidden().getType()).getDimSize(1);
   L.forEachLane(em.idx(expertsOf(o.getResult())), [&](Value e) {
-    Value dot = em.loopCarried(em.idx(0), em.idx(hidden), {em.f32(0)},
-                               [&](Value h, ValueRange it) {
-      return SmallVector<Value>{em.addF(it[0], em.mulF(L.at(x, h), em.load(w, {h, e})))};
-    })[0];
+    Value dot =
+        em.loopCarried(em.idx(0), em.idx(hidden), {em.f32(0)}, [&](Value h, ValueRange it) {
+          return SmallVector<Value>{
+              em.addF(it[0], em.mulF(L.at(x, h), em.load(w, {h, e})))};
+        })[0];
     L.put(dot, y, e);
   });
   return success();

@@ -185,7 +185,8 @@ private:
   }
   std::string type(Type t);
   std::string memrefType(MemRefType t) {
-    return "SyMemRef<" + type(t.getElementType()) + ", " + std::to_string(t.getRank()) + ">";
+    return "SyMemRef<" + type(t.getElementType()) + ", " + std::to_string(t.getRank()) +
+           ">";
   }
   void indent() { os.indent(depth * 2); }
   void declare(Value v) {
@@ -242,12 +243,22 @@ std::string Emitter::constant(Attribute attr, Type t) {
 
 static const char *cmpIOp(arith::CmpIPredicate p) {
   switch (p) {
-  case arith::CmpIPredicate::eq: return "==";
-  case arith::CmpIPredicate::ne: return "!=";
-  case arith::CmpIPredicate::slt: case arith::CmpIPredicate::ult: return "<";
-  case arith::CmpIPredicate::sle: case arith::CmpIPredicate::ule: return "<=";
-  case arith::CmpIPredicate::sgt: case arith::CmpIPredicate::ugt: return ">";
-  case arith::CmpIPredicate::sge: case arith::CmpIPredicate::uge: return ">=";
+  case arith::CmpIPredicate::eq:
+    return "==";
+  case arith::CmpIPredicate::ne:
+    return "!=";
+  case arith::CmpIPredicate::slt:
+  case arith::CmpIPredicate::ult:
+    return "<";
+  case arith::CmpIPredicate::sle:
+  case arith::CmpIPredicate::ule:
+    return "<=";
+  case arith::CmpIPredicate::sgt:
+  case arith::CmpIPredicate::ugt:
+    return ">";
+  case arith::CmpIPredicate::sge:
+  case arith::CmpIPredicate::uge:
+    return ">=";
   }
   return "==";
 }
@@ -280,14 +291,16 @@ LogicalResult Emitter::emitOp(Operation &op) {
   };
   auto castTo = [&]() {
     declare(op.getResult(0));
-    os << " = (" << type(op.getResult(0).getType()) << ")" << name(op.getOperand(0)) << ";\n";
+    os << " = (" << type(op.getResult(0).getType()) << ")" << name(op.getOperand(0))
+       << ";\n";
     return success();
   };
   auto unsignedOp = [&](const char *sym) {
     declare(op.getResult(0));
     std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
-    os << " = (" << type(op.getResult(0).getType()) << ")((" << u << ")" << name(op.getOperand(0))
-       << " " << sym << " (" << u << ")" << name(op.getOperand(1)) << ");\n";
+    os << " = (" << type(op.getResult(0).getType()) << ")((" << u << ")"
+       << name(op.getOperand(0)) << " " << sym << " (" << u << ")" << name(op.getOperand(1))
+       << ");\n";
     return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
@@ -303,27 +316,25 @@ LogicalResult Emitter::emitOp(Operation &op) {
       .Case<arith::RemSIOp>([&](auto) { return bin("%"); })
       .Case<arith::DivUIOp>([&](auto) { return unsignedOp("/"); })
       .Case<arith::RemUIOp>([&](auto) { return unsignedOp("%"); })
-      .Case<arith::AndIOp>([&](auto) {
-        return bin(op.getResult(0).getType().isInteger(1) ? "&&" : "&");
-      })
-      .Case<arith::OrIOp>([&](auto) {
-        return bin(op.getResult(0).getType().isInteger(1) ? "||" : "|");
-      })
+      .Case<arith::AndIOp>(
+          [&](auto) { return bin(op.getResult(0).getType().isInteger(1) ? "&&" : "&"); })
+      .Case<arith::OrIOp>(
+          [&](auto) { return bin(op.getResult(0).getType().isInteger(1) ? "||" : "|"); })
       .Case<arith::XOrIOp>([&](auto) { return bin("^"); })
       .Case([&](arith::MinUIOp) {
         declare(op.getResult(0));
         std::string a = name(op.getOperand(0)), c = name(op.getOperand(1));
         std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
-        os << " = ((" << u << ")" << a << " < (" << u << ")" << c << ") ? " << a << " : " << c
-           << ";\n";
+        os << " = ((" << u << ")" << a << " < (" << u << ")" << c << ") ? " << a << " : "
+           << c << ";\n";
         return success();
       })
       .Case([&](arith::MaxUIOp) {
         declare(op.getResult(0));
         std::string a = name(op.getOperand(0)), c = name(op.getOperand(1));
         std::string u = op.getResult(0).getType().isInteger(32) ? "uint32_t" : "uint64_t";
-        os << " = ((" << u << ")" << a << " > (" << u << ")" << c << ") ? " << a << " : " << c
-           << ";\n";
+        os << " = ((" << u << ")" << a << " > (" << u << ")" << c << ") ? " << a << " : "
+           << c << ";\n";
         return success();
       })
       .Case<arith::ShLIOp, arith::ShRUIOp>([&](auto) {
@@ -343,7 +354,8 @@ LogicalResult Emitter::emitOp(Operation &op) {
         if (s.getMode() != gpu::ShuffleMode::XOR && s.getMode() != gpu::ShuffleMode::IDX)
           return s.emitOpError() << "has no CUDA C++ form for this mode";
         declare(s.getShuffleResult());
-        os << " = " << (s.getMode() == gpu::ShuffleMode::XOR ? "__shfl_xor_sync" : "__shfl_sync")
+        os << " = "
+           << (s.getMode() == gpu::ShuffleMode::XOR ? "__shfl_xor_sync" : "__shfl_sync")
            << "(0xffffffffu, " << name(s.getValue()) << ", " << name(s.getOffset()) << ", "
            << name(s.getWidth()) << ");\n";
         declare(s.getValid());
@@ -370,8 +382,8 @@ LogicalResult Emitter::emitOp(Operation &op) {
         declare(c.getResult());
         if (isUnsigned(c.getPredicate())) {
           std::string u = c.getLhs().getType().isInteger(32) ? "uint32_t" : "uint64_t";
-          os << " = (" << u << ")" << name(c.getLhs()) << " " << cmpIOp(c.getPredicate()) << " ("
-             << u << ")" << name(c.getRhs()) << ";\n";
+          os << " = (" << u << ")" << name(c.getLhs()) << " " << cmpIOp(c.getPredicate())
+             << " (" << u << ")" << name(c.getRhs()) << ";\n";
         } else {
           os << " = " << name(c.getLhs()) << " " << cmpIOp(c.getPredicate()) << " "
              << name(c.getRhs()) << ";\n";
@@ -385,22 +397,54 @@ LogicalResult Emitter::emitOp(Operation &op) {
         std::string e;
         using F = arith::CmpFPredicate;
         switch (c.getPredicate()) {
-        case F::OEQ: e = a + " == " + d; break;
-        case F::ONE: e = "(" + ordered + ") && " + a + " != " + d; break;
-        case F::OGT: e = a + " > " + d; break;
-        case F::OGE: e = a + " >= " + d; break;
-        case F::OLT: e = a + " < " + d; break;
-        case F::OLE: e = a + " <= " + d; break;
-        case F::UNO: e = unordered; break;
-        case F::ORD: e = ordered; break;
-        case F::UEQ: e = "(" + unordered + ") || " + a + " == " + d; break;
-        case F::UNE: e = a + " != " + d; break;
-        case F::UGT: e = "(" + unordered + ") || " + a + " > " + d; break;
-        case F::UGE: e = "(" + unordered + ") || " + a + " >= " + d; break;
-        case F::ULT: e = "(" + unordered + ") || " + a + " < " + d; break;
-        case F::ULE: e = "(" + unordered + ") || " + a + " <= " + d; break;
-        case F::AlwaysTrue: e = "true"; break;
-        case F::AlwaysFalse: e = "false"; break;
+        case F::OEQ:
+          e = a + " == " + d;
+          break;
+        case F::ONE:
+          e = "(" + ordered + ") && " + a + " != " + d;
+          break;
+        case F::OGT:
+          e = a + " > " + d;
+          break;
+        case F::OGE:
+          e = a + " >= " + d;
+          break;
+        case F::OLT:
+          e = a + " < " + d;
+          break;
+        case F::OLE:
+          e = a + " <= " + d;
+          break;
+        case F::UNO:
+          e = unordered;
+          break;
+        case F::ORD:
+          e = ordered;
+          break;
+        case F::UEQ:
+          e = "(" + unordered + ") || " + a + " == " + d;
+          break;
+        case F::UNE:
+          e = a + " != " + d;
+          break;
+        case F::UGT:
+          e = "(" + unordered + ") || " + a + " > " + d;
+          break;
+        case F::UGE:
+          e = "(" + unordered + ") || " + a + " >= " + d;
+          break;
+        case F::ULT:
+          e = "(" + unordered + ") || " + a + " < " + d;
+          break;
+        case F::ULE:
+          e = "(" + unordered + ") || " + a + " <= " + d;
+          break;
+        case F::AlwaysTrue:
+          e = "true";
+          break;
+        case F::AlwaysFalse:
+          e = "false";
+          break;
         }
         declare(c.getResult());
         os << " = " << e << ";\n";
@@ -417,8 +461,8 @@ LogicalResult Emitter::emitOp(Operation &op) {
         if (!from.isBF16() && !from.isF16())
           return castTo();
         declare(e.getResult());
-        os << " = " << (from.isBF16() ? "syBf16ToFloat(" : "syHalfToFloat(") << name(e.getIn())
-           << ");\n";
+        os << " = " << (from.isBF16() ? "syBf16ToFloat(" : "syHalfToFloat(")
+           << name(e.getIn()) << ");\n";
         return success();
       })
       .Case<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp,
@@ -433,9 +477,9 @@ LogicalResult Emitter::emitOp(Operation &op) {
       .Case<arith::ShRSIOp>([&](auto) { return bin(">>"); })
       .Case([&](arith::ExtUIOp e) {
         declare(e.getResult());
-        std::string u = e.getIn().getType().isInteger(1)    ? "bool"
-                        : e.getIn().getType().isInteger(8)  ? "uint8_t"
-                                                            : "uint32_t";
+        std::string u = e.getIn().getType().isInteger(1)   ? "bool"
+                        : e.getIn().getType().isInteger(8) ? "uint8_t"
+                                                           : "uint32_t";
         os << " = (" << type(e.getType()) << ")(" << u << ")" << name(e.getIn()) << ";\n";
         return success();
       })
@@ -491,9 +535,8 @@ LogicalResult Emitter::emitOp(Operation &op) {
           return failure();
         std::string src = name(v.getSource());
         OpFoldResult row = v.getMixedOffsets()[0];
-        std::string rowText = isa<Value>(row)
-                                  ? name(cast<Value>(row))
-                                  : std::to_string(*getConstantIntValue(row));
+        std::string rowText = isa<Value>(row) ? name(cast<Value>(row))
+                                              : std::to_string(*getConstantIntValue(row));
         declare(v.getResult());
         os << " = {" << src << ".base, " << src << ".offset + " << rowText << " * " << src
            << ".strides[0], {" << v.getType().getDimSize(0) << "}, {" << src
@@ -507,8 +550,9 @@ LogicalResult Emitter::emitOp(Operation &op) {
         }
         indent();
         std::string iv = name(f.getInductionVar());
-        os << "for (int64_t " << iv << " = " << name(f.getLowerBound()) << "; " << iv << " < "
-           << name(f.getUpperBound()) << "; " << iv << " += " << name(f.getStep()) << ") {\n";
+        os << "for (int64_t " << iv << " = " << name(f.getLowerBound()) << "; " << iv
+           << " < " << name(f.getUpperBound()) << "; " << iv << " += " << name(f.getStep())
+           << ") {\n";
         ++depth;
         for (auto [arg, res] : llvm::zip(f.getRegionIterArgs(), f.getResults())) {
           declare(arg);
@@ -669,13 +713,14 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
     auto m = cast<MemRefType>(arg.getType());
     if (!m.hasStaticShape() || m.getRank() != 1)
-      return kernel.emitOpError() << "has a workgroup buffer the CUDA C++ emitter cannot place";
+      return kernel.emitOpError()
+             << "has a workgroup buffer the CUDA C++ emitter cannot place";
     std::string n = name(arg), elem = type(m.getElementType());
     os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  static " << elem << " " << n << "_shared["
        << m.getDimSize(0) << "];\n#else\n  __shared__ " << elem << " " << n << "_shared["
        << m.getDimSize(0) << "];\n#endif\n";
-    os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {" << m.getDimSize(0)
-       << "}, {1}};\n";
+    os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {"
+       << m.getDimSize(0) << "}, {1}};\n";
   }
   for (BlockArgument arg : params)
     if (auto m = dyn_cast<MemRefType>(arg.getType())) {

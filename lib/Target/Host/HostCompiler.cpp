@@ -1,7 +1,7 @@
 //===- Compiler.cpp - host code from a lowered policy ---------------------===//
 #include "switchyard/Target/Host/HostCompiler.h"
-#include "switchyard/Runtime/Binding.h"
 #include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Runtime/Binding.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -57,9 +57,9 @@ static std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error
   if (!target)
     return nullptr;
   llvm::TargetOptions options;
-  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, "x86-64-v2", "", options, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+  return std::unique_ptr<llvm::TargetMachine>(
+      target->createTargetMachine(triple, "x86-64-v2", "", options, llvm::Reloc::PIC_,
+                                  std::nullopt, llvm::CodeGenOptLevel::Aggressive));
 }
 
 /// Adds `void NAME_packed(void **args)` calling entry `name`: MLIR's packed calling
@@ -157,7 +157,7 @@ std::string cParamType(const AbiParam &p) {
                      : p.dtype == "int64" ? "int64_t"
                      // bfloat16 / float16: the raw 16-bit values (uint16_t bits).
                      : p.dtype == "bfloat16" || p.dtype == "float16" ? "uint16_t"
-                                          : "uint8_t";
+                                                                     : "uint8_t";
   if (p.kind == "scalar")
     return base;
   return (p.isOutput ? "" : "const ") + base + " *";
@@ -193,9 +193,11 @@ std::string knobCheckText(const runtime::Knob &k, const std::string &v) {
     if (r.nonzero)
       add(v + " == 0");
     if (r.min)
-      add("!(" + v + (r.minOpen ? " > " : " >= ") + runtime::ScalarRange::number(*r.min) + ")");
+      add("!(" + v + (r.minOpen ? " > " : " >= ") + runtime::ScalarRange::number(*r.min) +
+          ")");
     if (r.max)
-      add("!(" + v + (r.maxOpen ? " < " : " <= ") + runtime::ScalarRange::number(*r.max) + ")");
+      add("!(" + v + (r.maxOpen ? " < " : " <= ") + runtime::ScalarRange::number(*r.max) +
+          ")");
   }
   return bad.empty() ? "0" : bad;
 }
@@ -213,8 +215,9 @@ void emitKnobStruct(llvm::raw_ostream &os, const std::string &n,
     os << "  " << (k.isFloat() ? "float" : "int64_t") << " " << k.name << "; /*";
     for (const runtime::KnobRule &r : k.rules)
       os << " " << r.text << ";";
-    os << " default " << (k.isFloat() ? runtime::ScalarRange::number(k.floatDefault)
-                                      : std::to_string(k.intDefault))
+    os << " default "
+       << (k.isFloat() ? runtime::ScalarRange::number(k.floatDefault)
+                       : std::to_string(k.intDefault))
        << " */\n";
   }
   os << "};\n\nstatic inline struct " << n << "_knobs " << n << "_knobs_default(void) {\n"
@@ -273,9 +276,11 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi,
       os << (i ? ", " : " ") << k.name << " = " << k.value;
     os << ")";
   }
-  os << "\n//\n// Buffers are C-order; T is num_tokens. Sets are one byte per expert (0/1).\n"
+  os << "\n//\n// Buffers are C-order; T is num_tokens. Sets are one byte per expert "
+        "(0/1).\n"
      << "// A placement is passed as replica_count[E] and log2phy[E][R] (-1 padded).\n"
-     << "// Returns 0, or a status (" << info.name << "_status_message) when num_tokens or a\n"
+     << "// Returns 0, or a status (" << info.name
+     << "_status_message) when num_tokens or a\n"
      << "// knob is out of range. Thread-safe; allocates only temporaries.\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n#include <stdint.h>\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
@@ -284,22 +289,22 @@ std::string emitHeader(const RouterInfo &info, const std::vector<AbiParam> &abi,
   for (const AbiParam &p : abi) {
     std::string cname = p.name;
     std::replace(cname.begin(), cname.end(), '.', '_');
-    os << ",\n    " << cParamType(p) << (cParamType(p).back() == '*' ? "" : " ") << cname << " /* "
-       << (p.isOutput ? "out " : "in ") << (p.kind == "set" ? "bool" : p.dtype) << " "
-       << shapeText(p) << " */";
+    os << ",\n    " << cParamType(p) << (cParamType(p).back() == '*' ? "" : " ") << cname
+       << " /* " << (p.isOutput ? "out " : "in ") << (p.kind == "set" ? "bool" : p.dtype)
+       << " " << shapeText(p) << " */";
   }
   if (!knobs.empty())
     os << ",\n    const struct " << info.name << "_knobs *knobs /* NULL: the defaults */";
   os << ");\n\n";
   for (const AbiParam &p : abi)
-    if (p.shape.size() && p.shape[0] < 0 &&
-        p.sizeRule != std::array<int64_t, 3>{1, 0, 1}) {
+    if (p.shape.size() && p.shape[0] < 0 && p.sizeRule != std::array<int64_t, 3>{1, 0, 1}) {
       std::string cname = p.name;
       std::replace(cname.begin(), cname.end(), '.', '_');
-      os << "/* Entries of " << cname << " for num_tokens tokens. */\nstatic inline int64_t "
-         << info.name << "_" << cname << "_size(int64_t num_tokens) {\n  return (num_tokens * "
-         << p.sizeRule[0] << " + " << p.sizeRule[1] + p.sizeRule[2] - 1 << ") / "
-         << p.sizeRule[2] << ";\n}\n\n";
+      os << "/* Entries of " << cname
+         << " for num_tokens tokens. */\nstatic inline int64_t " << info.name << "_"
+         << cname << "_size(int64_t num_tokens) {\n  return (num_tokens * " << p.sizeRule[0]
+         << " + " << p.sizeRule[1] + p.sizeRule[2] - 1 << ") / " << p.sizeRule[2]
+         << ";\n}\n\n";
     }
   os << "#ifdef __cplusplus\n}\n#endif\n\n#endif // " << guard << "\n";
   return h;

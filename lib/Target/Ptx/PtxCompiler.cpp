@@ -9,8 +9,8 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
 using namespace mlir;
@@ -24,11 +24,10 @@ static llvm::json::Array kernelParams(gpu::GPUFuncOp kernel) {
   llvm::json::Array params;
   auto abi = cast<ArrayAttr>(kernel->getAttr("moe.abi"));
   for (auto [i, type] : llvm::enumerate(kernel.getArgumentTypes())) {
-    std::string name = i < abi.size()
-                           ? cast<StringAttr>(cast<DictionaryAttr>(abi[i]).get("name"))
-                                 .getValue()
-                                 .str()
-                           : "workspace";
+    std::string name =
+        i < abi.size()
+            ? cast<StringAttr>(cast<DictionaryAttr>(abi[i]).get("name")).getValue().str()
+            : "workspace";
     auto memref = dyn_cast<MemRefType>(type);
     if (!memref) {
       std::string t = type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
@@ -39,8 +38,8 @@ static llvm::json::Array kernelParams(gpu::GPUFuncOp kernel) {
     params.push_back(llvm::json::Object{{"name", name + ".aligned"}, {"type", "ptr"}});
     params.push_back(llvm::json::Object{{"name", name + ".offset"}, {"type", "i64"}});
     for (int64_t d = 0; d < memref.getRank(); ++d)
-      params.push_back(
-          llvm::json::Object{{"name", name + ".size" + std::to_string(d)}, {"type", "i64"}});
+      params.push_back(llvm::json::Object{{"name", name + ".size" + std::to_string(d)},
+                                          {"type", "i64"}});
     for (int64_t d = 0; d < memref.getRank(); ++d)
       params.push_back(llvm::json::Object{{"name", name + ".stride" + std::to_string(d)},
                                           {"type", "i64"}});
@@ -77,7 +76,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   bool gridClass = decode.sizeClass == "grid";
   std::string signature = "int32_t " + n + "_launch(\n    int64_t num_tokens";
   for (const AbiParam &p : abi)
-    signature += ",\n    " + cParamType(p) + (p.kind == "scalar" ? " " : "") + cName(p.name);
+    signature +=
+        ",\n    " + cParamType(p) + (p.kind == "scalar" ? " " : "") + cName(p.name);
   if (!knobs.empty())
     signature += ",\n    const struct " + n + "_knobs *knobs";
   signature += ",\n    void *workspace, cudaStream_t stream)";
@@ -87,17 +87,20 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     << "// All buffers are device pointers with the shapes of " << n << ".h. ";
   if (gridClass)
     h << "A batch of any\n// size runs in ONE launch of min(ceil(T / " << decode.block / 32
-      << "), SMs x resident blocks per SM) " << decode.block << "-thread\n// blocks (one warp "
+      << "), SMs x resident blocks per SM) " << decode.block
+      << "-thread\n// blocks (one warp "
       << "per token, a few per warp once the GPU is full)";
   else
     h << "A batch of up\n"
-      << "// to " << (large ? std::to_string(decode.maxTokens) : std::string("any number of"))
+      << "// to "
+      << (large ? std::to_string(decode.maxTokens) : std::string("any number of"))
       << " tokens runs in ONE launch of one " << decode.block << "-thread block";
   if (large)
     h << ";\n// a larger one in " << (kernels.size() == 3 ? "TWO launches" : "ONE launch")
       << " of ceil(num_tokens / " << kernels[1].tokensPerCta << ") blocks";
   h << ". No host\n// synchronisation: CUDA-graph capturable (one graph per size class).\n"
-    << "#pragma once\n#include <stddef.h>\n#include <stdint.h>\n#include <cuda_runtime_api.h>\n\n"
+    << "#pragma once\n#include <stddef.h>\n#include <stdint.h>\n#include "
+       "<cuda_runtime_api.h>\n\n"
     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
     << "/* Number of usable GPUs; 0 (and a message) on a machine without one. */\n"
     << "int32_t " << n << "_gpu_available(char *message, size_t size);\n\n"
@@ -106,9 +109,11 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   emitKnobStruct(h, n, knobs);
   h << "/* Launches the policy; returns 0, a cudaError_t, or (nothing launched) -1 when\n"
     << "   num_tokens is outside [0, 2^31 - 1] and -(2 + j) when knob j breaks a rule of\n"
-    << "   the ops that use it (" << n << ".h's " << n << "_status_message(2 + j) says which).\n"
+    << "   the ops that use it (" << n << ".h's " << n
+    << "_status_message(2 + j) says which).\n"
     << "   The knobs are kernel parameters: cudaGraphExecKernelNodeSetParams can change\n"
-    << "   them in a captured graph. */\n" << signature << ";\n\n"
+    << "   them in a captured graph. */\n"
+    << signature << ";\n\n"
     << "#ifdef __cplusplus\n}\n#endif\n";
 
   llvm::raw_string_ostream c(out.launchSource);
@@ -121,7 +126,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   c << "};\n\n"
     << "static cudaError_t loadKernels(cudaKernel_t *kernels) {\n"
     << "  static std::once_flag once;\n  static cudaLibrary_t library;\n"
-    << "  static cudaKernel_t loaded[" << kernels.size() << "];\n  static cudaError_t status;\n"
+    << "  static cudaKernel_t loaded[" << kernels.size()
+    << "];\n  static cudaError_t status;\n"
     << "  std::call_once(once, [] {\n"
     << "    status = cudaLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, "
        "nullptr, 0);\n"
@@ -145,8 +151,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
       perToken = std::max(perToken, k.perTokenBytes);
       fixed = std::max(fixed, k.fixedBytes);
     }
-    c << "  if (num_tokens > " << decode.maxTokens << ")\n    return num_tokens * " << perToken
-      << " + " << fixed << ";\n";
+    c << "  if (num_tokens > " << decode.maxTokens << ")\n    return num_tokens * "
+      << perToken << " + " << fixed << ";\n";
   }
   c << "  return num_tokens * " << decode.perTokenBytes << " + " << decode.fixedBytes
     << ";\n}\n\n"
@@ -156,14 +162,14 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     << "  if (num_tokens < 0 || num_tokens > 2147483647LL)\n    return -1;\n";
   for (auto [j, k] : llvm::enumerate(knobs)) {
     std::string v = "knob_" + k.name;
-    c << "  " << (k.isFloat() ? "float " : "int64_t ") << v << " = knobs ? knobs->" << k.name
-      << " : " << knobDefaultText(k) << ";\n"
+    c << "  " << (k.isFloat() ? "float " : "int64_t ") << v << " = knobs ? knobs->"
+      << k.name << " : " << knobDefaultText(k) << ";\n"
       << "  if (" << knobCheckText(k, v) << ")\n    return " << -(2 + int64_t(j)) << ";\n";
   }
-  c << "  int64_t tokens = num_tokens;\n  void *args[" << 1 + 7 * (abi.size() + 1) + knobs.size()
-    << "];\n"
-    << "  int64_t ints[" << 7 * (abi.size() + 1) << "];\n  void *ptrs[" << 2 * (abi.size() + 1)
-    << "];\n  int a = 0, i = 0, p = 0;\n  args[a++] = &tokens;\n";
+  c << "  int64_t tokens = num_tokens;\n  void *args["
+    << 1 + 7 * (abi.size() + 1) + knobs.size() << "];\n"
+    << "  int64_t ints[" << 7 * (abi.size() + 1) << "];\n  void *ptrs["
+    << 2 * (abi.size() + 1) << "];\n  int a = 0, i = 0, p = 0;\n  args[a++] = &tokens;\n";
   auto buffer = [&](const std::string &ptrExpr, std::vector<std::string> sizes) {
     c << "  ptrs[p] = (void *)(" << ptrExpr << "); args[a++] = &ptrs[p++];\n"
       << "  ptrs[p] = (void *)(" << ptrExpr << "); args[a++] = &ptrs[p++];\n"
@@ -185,10 +191,11 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     }
     std::vector<std::string> sizes;
     for (int64_t d : param.shape)
-      sizes.push_back(d >= 0 ? std::to_string(d)
-                             : "(num_tokens * " + std::to_string(param.sizeRule[0]) + " + " +
-                                   std::to_string(param.sizeRule[1] + param.sizeRule[2] - 1) +
-                                   ") / " + std::to_string(param.sizeRule[2]));
+      sizes.push_back(d >= 0
+                          ? std::to_string(d)
+                          : "(num_tokens * " + std::to_string(param.sizeRule[0]) + " + " +
+                                std::to_string(param.sizeRule[1] + param.sizeRule[2] - 1) +
+                                ") / " + std::to_string(param.sizeRule[2]));
     buffer(cName(param.name), sizes);
   }
   for (const runtime::Knob &k : knobs) // after the outputs, as the kernels take them
@@ -212,8 +219,10 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
     // Enough blocks to fill the GPU (one warp per token up to that), no more: the
     // SM count and the blocks an SM holds at once, asked once per device.
     c << "  static int resident[64];\n  int device = 0;\n"
-      << "  if ((status = cudaGetDevice(&device)) != cudaSuccess)\n    return (int32_t)status;\n"
-      << "  int cap = device < 64 ? __atomic_load_n(&resident[device], __ATOMIC_RELAXED) : 0;\n"
+      << "  if ((status = cudaGetDevice(&device)) != cudaSuccess)\n    return "
+         "(int32_t)status;\n"
+      << "  int cap = device < 64 ? __atomic_load_n(&resident[device], __ATOMIC_RELAXED) : "
+         "0;\n"
       << "  if (cap <= 0) {\n    int sms = 1, perSm = 1;\n"
       << "    if ((status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, "
          "device)) != cudaSuccess ||\n"
@@ -221,7 +230,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
          "(const void *)kernels[0], "
       << decode.block << ", 0)) != cudaSuccess)\n      return (int32_t)status;\n"
       << "    cap = sms * (perSm > 0 ? perSm : 1);\n"
-      << "    if (device < 64)\n      __atomic_store_n(&resident[device], cap, __ATOMIC_RELAXED);\n  }\n"
+      << "    if (device < 64)\n      __atomic_store_n(&resident[device], cap, "
+         "__ATOMIC_RELAXED);\n  }\n"
       << "  int64_t wanted = (num_tokens + " << decode.block / 32 - 1 << ") / "
       << decode.block / 32 << ";\n"
       << "  unsigned grid = (unsigned)(wanted < 1 ? 1 : wanted < cap ? wanted : cap);\n"
@@ -235,7 +245,8 @@ static void emitLauncher(StringRef name, const std::vector<AbiParam> &abi,
   // The same launch in MLIR's packed convention (the host library's NAME_packed): a
   // pointer to each argument, then one to the int32 status; what runtime::CudaPolicy
   // calls, whatever the parameter list.
-  h << "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid " << n << "_launch_packed(void **args);\n";
+  h << "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid " << n
+    << "_launch_packed(void **args);\n";
   c << "\nextern \"C\" void " << n << "_launch_packed(void **args) {\n"
     << "  *(int32_t *)args[" << abi.size() + (knobs.empty() ? 3 : 4) << "] = " << n
     << "_launch(\n      *(int64_t *)args[0]";
@@ -258,7 +269,7 @@ static llvm::json::Value launchModelJson(DictionaryAttr model) {
     else if (auto f = dyn_cast<FloatAttr>(field.getValue()))
       out[key] = f.getValueAsDouble();
     else if (auto points = dyn_cast<ArrayAttr>(field.getValue())) {
-      llvm::json::Array list;   // of points: {tokens, us} or {tokens, instructions}
+      llvm::json::Array list; // of points: {tokens, us} or {tokens, instructions}
       for (Attribute point : points) {
         llvm::json::Object row;
         for (NamedAttribute value : cast<DictionaryAttr>(point)) {
@@ -310,8 +321,8 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
         {"params", kernelParams(kernel)},
         {"block", llvm::json::Array{k.block, 1, 1}},
         {"shared_memory_bytes", sharedBytes},
-        {"workspace_bytes", llvm::json::Object{{"per_token", k.perTokenBytes},
-                                               {"fixed", k.fixedBytes}}}};
+        {"workspace_bytes",
+         llvm::json::Object{{"per_token", k.perTokenBytes}, {"fixed", k.fixedBytes}}}};
     if (k.sizeClass == "decode") {
       k.maxTokens = cast<IntegerAttr>(kernel->getAttr("moe.max_tokens")).getInt();
       entry["grid"] = "[1, 1, 1]: one CTA holds the whole batch";
@@ -399,9 +410,9 @@ bool linkLauncherLibrary(StringRef launcherSource, StringRef library, std::strin
   }
   std::string includeFlag = "-I" + include.str(), libFlag = "-L" + libDir.str();
   std::string rpath = "-Wl,-rpath," + libDir.str();
-  SmallVector<StringRef> args{*cxx,           "-shared",   "-fPIC",       "-O2",
-                              "-std=c++17",   includeFlag, launcherSource, "-o",
-                              library,        libFlag,     "-lcudart",    rpath};
+  SmallVector<StringRef> args{*cxx,         "-shared",   "-fPIC",        "-O2",
+                              "-std=c++17", includeFlag, launcherSource, "-o",
+                              library,      libFlag,     "-lcudart",     rpath};
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0) {

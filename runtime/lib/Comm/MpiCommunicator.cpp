@@ -51,13 +51,12 @@ public:
     if (!usable("allGather", error) || !fits(bytes, "allGather", error))
       return false;
     MPI_Request request;
-    MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm,
-                   &request);
+    MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm, &request);
     return wait(&request, 1, "allGather", error);
   }
 
-  bool exchangeCounts(const std::vector<int64_t> &sendCounts, std::vector<int64_t> &recvCounts,
-                      std::string &error) override {
+  bool exchangeCounts(const std::vector<int64_t> &sendCounts,
+                      std::vector<int64_t> &recvCounts, std::string &error) override {
     if (!usable("exchangeCounts", error))
       return false;
     if (sendCounts.size() != size_t(n)) {
@@ -101,7 +100,8 @@ public:
     }
     if (sendBytes[r] != recvBytes[r]) {
       error = "allToAllV: rank " + std::to_string(r) + " sends itself " +
-              std::to_string(sendBytes[r]) + " bytes but expects " + std::to_string(recvBytes[r]);
+              std::to_string(sendBytes[r]) + " bytes but expects " +
+              std::to_string(recvBytes[r]);
       return false;
     }
     constexpr int kTag = 0x5a;
@@ -133,7 +133,8 @@ public:
     if (!usable("broadcast", error) || !fits(bytes, "broadcast", error))
       return false;
     if (root < 0 || root >= n) {
-      error = "broadcast: root " + std::to_string(root) + " is not a rank of " + std::to_string(n);
+      error = "broadcast: root " + std::to_string(root) + " is not a rank of " +
+              std::to_string(n);
       return false;
     }
     MPI_Request request;
@@ -186,7 +187,8 @@ private:
   bool usable(const char *what, std::string &error) const {
     if (!poisoned)
       return true;
-    error = std::string("mpi ") + what + ": the communicator is unusable after a timed-out "
+    error = std::string("mpi ") + what +
+            ": the communicator is unusable after a timed-out "
             "collective";
     return false;
   }
@@ -235,7 +237,8 @@ std::unique_ptr<Communicator> createMpiCommunicator(const CommOptions &options,
   MPI_Initialized(&initialised);
   if (!initialised) {
     // MULTIPLE: a duplicate channel (expert weight transfers) runs on its own thread.
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel) != MPI_SUCCESS) {
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel) !=
+        MPI_SUCCESS) {
       error = "MPI_Init_thread failed (is the program started by mpirun?)";
       return nullptr;
     }

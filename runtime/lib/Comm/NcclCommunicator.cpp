@@ -40,8 +40,8 @@ public:
 
   bool init(int device, std::string &error) {
     if (cudaSetDevice(device) != cudaSuccess) {
-      error = "nccl: cudaSetDevice(" + std::to_string(device) + ") failed: " +
-              cudaGetErrorString(cudaGetLastError());
+      error = "nccl: cudaSetDevice(" + std::to_string(device) +
+              ") failed: " + cudaGetErrorString(cudaGetLastError());
       return false;
     }
     ncclUniqueId id;
@@ -53,7 +53,8 @@ public:
       return false;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t result = ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
+    ncclResult_t result =
+        ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
     if (result != ncclSuccess && result != ncclInProgress) {
       error = std::string("nccl: ncclCommInitRank failed: ") + ncclGetErrorString(result);
       return false;
@@ -79,8 +80,8 @@ public:
            waitStream("allGather", error);
   }
 
-  bool exchangeCounts(const std::vector<int64_t> &sendCounts, std::vector<int64_t> &recvCounts,
-                      std::string &error) override {
+  bool exchangeCounts(const std::vector<int64_t> &sendCounts,
+                      std::vector<int64_t> &recvCounts, std::string &error) override {
     if (!usable("exchangeCounts", error))
       return false;
     size_t n = size_t(size());
@@ -99,8 +100,8 @@ public:
     if (!enqueued(ncclGroupEnd(), "exchangeCounts", error))
       return false;
     recvCounts.assign(n, 0);
-    cudaMemcpyAsync(recvCounts.data(), counts + n, n * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                    stream);
+    cudaMemcpyAsync(recvCounts.data(), counts + n, n * sizeof(int64_t),
+                    cudaMemcpyDeviceToHost, stream);
     return waitStream("exchangeCounts", error);
   }
 
@@ -159,7 +160,8 @@ public:
     copy->ownsStream = true;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    if (!enqueued(ncclCommSplit(comm, 0, rank(), &copy->comm, &config), "duplicate", error) ||
+    if (!enqueued(ncclCommSplit(comm, 0, rank(), &copy->comm, &config), "duplicate",
+                  error) ||
         !copy->waitComm("duplicate", error) ||
         cudaMalloc(&copy->counts, sizeof(int64_t) * 2 * size_t(size())) != cudaSuccess) {
       if (error.empty())
@@ -194,13 +196,15 @@ private:
   bool timedOut(const char *what, std::string &error) {
     ncclCommAbort(comm);
     aborted = true;
-    error = std::string("nccl ") + what + " on rank " + std::to_string(rank()) + " of " +
-            std::to_string(size()) + ": timed out after " + std::to_string(int(timeout)) +
-            " s (a rank exited, failed or is stuck; $SWITCHYARD_COMM_TIMEOUT sets the limit)";
+    error =
+        std::string("nccl ") + what + " on rank " + std::to_string(rank()) + " of " +
+        std::to_string(size()) + ": timed out after " + std::to_string(int(timeout)) +
+        " s (a rank exited, failed or is stuck; $SWITCHYARD_COMM_TIMEOUT sets the limit)";
     return false;
   }
   bool waitComm(const char *what, std::string &error) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
     for (;;) {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm, &state);
@@ -216,7 +220,8 @@ private:
     }
   }
   bool waitStream(const char *what, std::string &error) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
     for (;;) {
       cudaError_t state = cudaStreamQuery(stream);
       if (state == cudaSuccess)
@@ -260,8 +265,8 @@ std::unique_ptr<Communicator> createNccl(Communicator &bootstrap, int device, vo
             std::to_string(device) + " of " + std::to_string(devices);
     return nullptr;
   }
-  auto comm = std::make_unique<NcclCommunicator>(bootstrap, static_cast<cudaStream_t>(stream),
-                                                 collectiveTimeout(options));
+  auto comm = std::make_unique<NcclCommunicator>(
+      bootstrap, static_cast<cudaStream_t>(stream), collectiveTimeout(options));
   if (!comm->init(device, error))
     return nullptr;
   return comm;

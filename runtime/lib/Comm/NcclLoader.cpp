@@ -7,8 +7,8 @@
 // how to get it.
 //
 //===----------------------------------------------------------------------===//
-#include "NcclPlugin.h"
 #include "../LoadBeside.h"
+#include "NcclPlugin.h"
 
 #ifndef SWITCHYARD_CUDA_MAJOR
 #define SWITCHYARD_CUDA_MAJOR ""
@@ -28,9 +28,9 @@ const LoadedPlugin &ncclPlugin() {
     LoadedPlugin result;
     std::string path, why;
     bool missing = false;
-    void *entry = plugin::loadBeside(reinterpret_cast<const void *>(&createNcclCommunicator),
-                                     SWITCHYARD_NCCL_LIBRARY, SWITCHYARD_NCCL_SYMBOL, path, why,
-                                     missing);
+    void *entry = plugin::loadBeside(
+        reinterpret_cast<const void *>(&createNcclCommunicator), SWITCHYARD_NCCL_LIBRARY,
+        SWITCHYARD_NCCL_SYMBOL, path, why, missing);
     const std::string major = SWITCHYARD_CUDA_MAJOR;
     if (missing) {
       result.error = "this installation of Switchyard lacks its NCCL backend '" + path +
@@ -46,8 +46,9 @@ const LoadedPlugin &ncclPlugin() {
       using Entry = const NcclPlugin *(*)();
       const NcclPlugin *table = reinterpret_cast<Entry>(entry)();
       if (!table || table->version != NcclPlugin::kVersion)
-        result.error = "'" + path + "' is the NCCL backend of another build of Switchyard "
-                                    "(reinstall it)";
+        result.error = "'" + path +
+                       "' is the NCCL backend of another build of Switchyard "
+                       "(reinstall it)";
       else
         result.plugin = table;
     }
@@ -59,7 +60,8 @@ const LoadedPlugin &ncclPlugin() {
 } // namespace
 
 std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap, int device,
-                                                     void *stream, const CommOptions &options,
+                                                     void *stream,
+                                                     const CommOptions &options,
                                                      std::string &error) {
   const LoadedPlugin &loaded = ncclPlugin();
   if (!loaded.plugin) {

@@ -17,8 +17,8 @@ std::shared_ptr<EplbRule> EplbRule::create(const model::MoeConfig &config, int r
             std::to_string(ranks);
     return nullptr;
   }
-  std::vector<std::string> flags = {"--nodes", "1", "--devices", std::to_string(ranks),
-                                    "--slots", std::to_string(slots)};
+  std::vector<std::string> flags = {
+      "--nodes", "1", "--devices", std::to_string(ranks), "--slots", std::to_string(slots)};
   if (config.family != model::Family::DeepseekV3) // no expert groups: one
     flags.insert(flags.end(), {"--groups", "1"});
   auto rule = std::make_shared<EplbRule>();
@@ -55,9 +55,10 @@ std::shared_ptr<LibraRules> LibraRules::create(const model::MoeConfig &config, i
   rules->gpus = ranks;
   const std::vector<std::string> devices = {"--devices", std::to_string(ranks)};
   std::set<std::string> known;
-  for (auto [entry, slot] : {std::pair<const char *, Entry *>{"libra_predict", &rules->predictor},
-                             {"libra", &rules->replicate},
-                             {"libra_shard", &rules->sharder}}) {
+  for (auto [entry, slot] :
+       {std::pair<const char *, Entry *>{"libra_predict", &rules->predictor},
+        {"libra", &rules->replicate},
+        {"libra_shard", &rules->sharder}}) {
     slot->policy = compileShipped(config, "libra.mlir", entry, devices, cache, error);
     if (!slot->policy)
       return nullptr;
@@ -76,7 +77,8 @@ std::shared_ptr<LibraRules> LibraRules::create(const model::MoeConfig &config, i
   }
   for (const std::string &setting : knobSettings)
     if (!known.count(setting.substr(0, setting.find('=')))) {
-      error = "--libra-set '" + setting + "': policies/libra.mlir has no such knob "
+      error = "--libra-set '" + setting +
+              "': policies/libra.mlir has no such knob "
               "(extra_experts, alpha, epsilon)";
       return nullptr;
     }
@@ -86,7 +88,8 @@ std::shared_ptr<LibraRules> LibraRules::create(const model::MoeConfig &config, i
 bool LibraRules::predict(const float *x, int64_t tokens, const std::vector<float> &nextGate,
                          std::vector<int32_t> &ids, std::string &error) const {
   runtime::CallBuffers call(predictor.policy->signature());
-  if (!call.bind("hidden", npy::makeF32({tokens, hidden}, x), "libra hidden states", error) ||
+  if (!call.bind("hidden", npy::makeF32({tokens, hidden}, x), "libra hidden states",
+                 error) ||
       !call.bind("next_gate", npy::makeF32({hidden, experts}, nextGate.data()),
                  "the next layer's gate", error) ||
       !call.finish(error) || !predictor.policy->run(call, predictor.knobs, error))
@@ -96,16 +99,20 @@ bool LibraRules::predict(const float *x, int64_t tokens, const std::vector<float
   return true;
 }
 
-bool LibraRules::plan(const std::vector<int32_t> &ids, const std::vector<int32_t> &tokenRank,
-                      Plan &out, std::string &error) const {
+bool LibraRules::plan(const std::vector<int32_t> &ids,
+                      const std::vector<int32_t> &tokenRank, Plan &out,
+                      std::string &error) const {
   const int64_t tokens = static_cast<int64_t>(tokenRank.size());
   runtime::CallBuffers call(replicate.policy->signature());
   if (!call.bind("next_topk_ids", npy::makeI32({tokens, topK}, ids.data()), "predicted ids",
                  error) ||
-      !call.bind("token_gpu", npy::makeI32({tokens}, tokenRank.data()), "token ranks", error) ||
+      !call.bind("token_gpu", npy::makeI32({tokens}, tokenRank.data()), "token ranks",
+                 error) ||
       !call.finish(error) || !replicate.policy->run(call, replicate.knobs, error))
     return false;
-  auto output = [&](const char *name) { return call.output(size_t(call.findOutput(name))); };
+  auto output = [&](const char *name) {
+    return call.output(size_t(call.findOutput(name)));
+  };
   npy::Array placement = output("placement");
   out.placement.assign(placement.i32(), placement.i32() + placement.numel());
   out.imbalanceBefore = output("imbalance_before").f32()[0];
@@ -116,14 +123,16 @@ bool LibraRules::plan(const std::vector<int32_t> &ids, const std::vector<int32_t
 
 bool LibraRules::shard(const std::vector<int32_t> &ids, int64_t k,
                        const std::vector<int32_t> &tokenRank,
-                       const std::vector<int32_t> &placement, std::vector<int32_t> &shardPlan,
-                       float &imbalance, std::string &error) const {
+                       const std::vector<int32_t> &placement,
+                       std::vector<int32_t> &shardPlan, float &imbalance,
+                       std::string &error) const {
   const int64_t tokens = static_cast<int64_t>(tokenRank.size());
   runtime::CallBuffers call(sharder.policy->signature());
   if (!call.bind("topk_ids", npy::makeI32({tokens, k}, ids.data()), "routed ids", error) ||
-      !call.bind("token_gpu", npy::makeI32({tokens}, tokenRank.data()), "token ranks", error) ||
-      !call.bind("placement", npy::makeI32({experts, gpus}, placement.data()), "libra placement",
+      !call.bind("token_gpu", npy::makeI32({tokens}, tokenRank.data()), "token ranks",
                  error) ||
+      !call.bind("placement", npy::makeI32({experts, gpus}, placement.data()),
+                 "libra placement", error) ||
       !call.finish(error) || !sharder.policy->run(call, sharder.knobs, error))
     return false;
   npy::Array plan = call.output(static_cast<size_t>(call.findOutput("shard_plan")));

@@ -7,9 +7,12 @@ namespace switchyard::exec {
 
 const char *phaseName(Phase phase) {
   switch (phase) {
-  case Phase::Prefill: return "prefill";
-  case Phase::Decode: return "decode";
-  case Phase::Mixed: return "mixed";
+  case Phase::Prefill:
+    return "prefill";
+  case Phase::Decode:
+    return "decode";
+  case Phase::Mixed:
+    return "mixed";
   }
   return "?";
 }
@@ -48,15 +51,17 @@ bool BatchInfo::derive(const Phase *givenPhase, std::string &error) {
   std::map<int32_t, Request> byId;
   for (size_t i = 0; i < t; ++i) {
     if (requestIds[i] < 0 || positions[i] < 0) {
-      error = "token " + std::to_string(i) + ": request id " + std::to_string(requestIds[i]) +
-              " and position " + std::to_string(positions[i]) + " must be non-negative";
+      error = "token " + std::to_string(i) + ": request id " +
+              std::to_string(requestIds[i]) + " and position " +
+              std::to_string(positions[i]) + " must be non-negative";
       return false;
     }
     Request &r = byId[requestIds[i]];
     if (r.count > 0 && positions[i] != r.last + 1) {
-      error = "token " + std::to_string(i) + " of request " + std::to_string(requestIds[i]) +
-              " is at position " + std::to_string(positions[i]) + ", expected " +
-              std::to_string(r.last + 1) + " (a request's tokens are consecutive, in order)";
+      error = "token " + std::to_string(i) + " of request " +
+              std::to_string(requestIds[i]) + " is at position " +
+              std::to_string(positions[i]) + ", expected " + std::to_string(r.last + 1) +
+              " (a request's tokens are consecutive, in order)";
       return false;
     }
     if (r.count == 0)
@@ -78,7 +83,7 @@ bool BatchInfo::derive(const Phase *givenPhase, std::string &error) {
     const Request &r = byId[requestIds[i]];
     draftMask[i] = r.count > 1 && r.first > 0 && positions[i] != r.first;
   }
-  phase = givenPhase ? *givenPhase
+  phase = givenPhase                ? *givenPhase
           : anyPrefill && anyDecode ? Phase::Mixed
           : anyPrefill              ? Phase::Prefill
                                     : Phase::Decode;

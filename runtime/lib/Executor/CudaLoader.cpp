@@ -7,8 +7,8 @@
 // is missing and how to get it; the host executor never notices.
 //
 //===----------------------------------------------------------------------===//
-#include "Cuda/CudaLayerPlugin.h"
 #include "../LoadBeside.h"
+#include "Cuda/CudaLayerPlugin.h"
 
 #ifndef SWITCHYARD_CUDA_MAJOR
 #define SWITCHYARD_CUDA_MAJOR ""
@@ -29,20 +29,21 @@ const LoadedPlugin &cudaLayerPlugin() {
     std::string path, why;
     bool missing = false;
     void *entry = plugin::loadBeside(reinterpret_cast<const void *>(&openCudaDevice),
-                                     SWITCHYARD_CUDA_LAYER_LIBRARY, SWITCHYARD_CUDA_LAYER_SYMBOL,
-                                     path, why, missing);
+                                     SWITCHYARD_CUDA_LAYER_LIBRARY,
+                                     SWITCHYARD_CUDA_LAYER_SYMBOL, path, why, missing);
     const std::string major = SWITCHYARD_CUDA_MAJOR;
     const std::string suffix = major.empty() ? "" : ".so." + major;
     if (missing) {
-      result.error = "--device cuda: this installation of Switchyard lacks its CUDA layer '" +
-                     path + "' (reinstall Switchyard, built with the CUDA toolkit)";
-    } else if (!entry) {
       result.error =
-          "--device cuda: cannot load the CUDA layer '" + path + "': " + why +
-          ". It needs the CUDA " + (major.empty() ? "" : major + " ") +
-          "runtime and cuBLAS (libcudart" + suffix + ", libcublas" + suffix +
-          "): install them (the CUDA toolkit or NVIDIA's CUDA runtime and cuBLAS packages) or "
-          "add the directory that holds them to LD_LIBRARY_PATH";
+          "--device cuda: this installation of Switchyard lacks its CUDA layer '" + path +
+          "' (reinstall Switchyard, built with the CUDA toolkit)";
+    } else if (!entry) {
+      result.error = "--device cuda: cannot load the CUDA layer '" + path + "': " + why +
+                     ". It needs the CUDA " + (major.empty() ? "" : major + " ") +
+                     "runtime and cuBLAS (libcudart" + suffix + ", libcublas" + suffix +
+                     "): install them (the CUDA toolkit or NVIDIA's CUDA runtime and "
+                     "cuBLAS packages) or "
+                     "add the directory that holds them to LD_LIBRARY_PATH";
     } else {
       using Entry = const CudaLayerPlugin *(*)();
       const CudaLayerPlugin *table = reinterpret_cast<Entry>(entry)();
@@ -90,8 +91,8 @@ std::shared_ptr<void> openCudaDevice(int ordinal, std::string &error) {
 
 std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &device,
                                      const model::MoeConfig &config,
-                                     const model::SafetensorsCheckpoint &ckpt, int64_t layer,
-                                     const std::string &artifacts,
+                                     const model::SafetensorsCheckpoint &ckpt,
+                                     int64_t layer, const std::string &artifacts,
                                      const ExecutorOptions &options, std::string &error) {
   const LoadedPlugin &loaded = cudaLayerPlugin();
   if (!loaded.plugin) {

@@ -10,7 +10,8 @@ std::shared_ptr<void> openCudaDevice(int, std::string &error) {
   return nullptr;
 }
 
-std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &, const model::MoeConfig &,
+std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &,
+                                     const model::MoeConfig &,
                                      const model::SafetensorsCheckpoint &, int64_t,
                                      const std::string &, const ExecutorOptions &,
                                      std::string &error) {
@@ -24,8 +25,8 @@ std::unique_ptr<memory::DeviceBackend> openCudaBackend(const std::shared_ptr<voi
   return nullptr;
 }
 
-bool cudaExpertFfn(const std::shared_ptr<void> &, const memory::DeviceExpert &, const float *,
-                   int64_t, float *, std::string &error) {
+bool cudaExpertFfn(const std::shared_ptr<void> &, const memory::DeviceExpert &,
+                   const float *, int64_t, float *, std::string &error) {
   error = "device expert memory: this build has no CUDA support";
   return false;
 }

@@ -21,7 +21,8 @@ EpMoeLayer::EpMoeLayer(std::unique_ptr<MoeLayer> inner, comm::Communicator &comm
   loads.assign(static_cast<size_t>(placement.experts), 0.0f);
 }
 
-void EpMoeLayer::balanceWith(std::shared_ptr<const EplbRule> rule, const EplbOptions &options) {
+void EpMoeLayer::balanceWith(std::shared_ptr<const EplbRule> rule,
+                             const EplbOptions &options) {
   eplb = std::move(rule);
   eplbOptions = options;
 }
@@ -46,8 +47,8 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
                          LayerMetrics &metrics, std::string &error) {
   const int64_t e = placement.experts;
   const int me = comm.rank(), n = comm.size();
-  const std::string where = "layer " + std::to_string(index()) + " (rank " +
-                            std::to_string(me) + "): ";
+  const std::string where =
+      "layer " + std::to_string(index()) + " (rank " + std::to_string(me) + "): ";
   const auto layerStart = Clock::now();
   Step s{x, tokens, &batch, {}, &routing, {}, y, &metrics};
   auto fail = [&] {
@@ -62,11 +63,12 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   // A step boundary: balancers' weights arrive (EPLB publishes a complete migration;
   // Libra's replicas for this layer are installed).
   int64_t moved = 0;
-  if ((eplb && !advanceMigration(moved, error)) || (libra && !installReplicas(moved, error)))
+  if ((eplb && !advanceMigration(moved, error)) ||
+      (libra && !installReplicas(moved, error)))
     return fail();
   if (batch.tokens != total) {
-    error = "the batch metadata has " + std::to_string(batch.tokens) + " tokens, the ranks hold " +
-            std::to_string(total);
+    error = "the batch metadata has " + std::to_string(batch.tokens) +
+            " tokens, the ranks hold " + std::to_string(total);
     return fail();
   }
 
@@ -136,8 +138,9 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   return true;
 }
 
-bool EpMoeLayer::computeServed(Step &s, const float *rows, const std::vector<int64_t> &served,
-                               bool routed, bool withShared, float *out, std::string &error) {
+bool EpMoeLayer::computeServed(Step &s, const float *rows,
+                               const std::vector<int64_t> &served, bool routed,
+                               bool withShared, float *out, std::string &error) {
   const Routing &routing = *s.routing;
   const int64_t k = routing.k, count = static_cast<int64_t>(served.size());
   const int me = comm.rank();
@@ -150,7 +153,8 @@ bool EpMoeLayer::computeServed(Step &s, const float *rows, const std::vector<int
     for (int64_t j = 0; j < k; ++j) {
       const int64_t slot = served[static_cast<size_t>(r)] * k + j;
       const bool here = routed && s.server[static_cast<size_t>(slot)] == me;
-      mine.ids[static_cast<size_t>(r * k + j)] = here ? routing.ids[static_cast<size_t>(slot)] : -1;
+      mine.ids[static_cast<size_t>(r * k + j)] =
+          here ? routing.ids[static_cast<size_t>(slot)] : -1;
       mine.weights[static_cast<size_t>(r * k + j)] =
           here ? routing.weights[static_cast<size_t>(slot)] : 0.0f;
     }
@@ -190,7 +194,8 @@ bool EpMoeLayer::returnPartials(Step &s, const std::vector<int64_t> &served,
   const int64_t h = local->modelConfig().hidden, row = h * int64_t(sizeof(float));
   const int me = comm.rank(), n = comm.size();
   const int64_t first = s.slices.begin[me];
-  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
+  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0),
+      recvBytes(static_cast<size_t>(n), 0);
   for (int64_t token : served) // in rank order: slices are contiguous
     sendBytes[static_cast<size_t>(s.slices.owner(token))] += row;
   for (int p = 0; p < n; ++p)
@@ -244,7 +249,8 @@ bool EpMoeLayer::forwardAllToAll(Step &s, std::string &error) {
   };
 
   // Dispatch: each local token's row once to every rank serving one of its slots.
-  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
+  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0),
+      recvBytes(static_cast<size_t>(n), 0);
   sendRows.clear();
   for (int p = 0; p < n; ++p)
     for (int64_t t = 0; t < s.tokens; ++t)
@@ -383,8 +389,8 @@ bool EpMoeLayer::planSuccessor(Step &s, std::string &error) {
   std::vector<int32_t> mine, ids;
   if (!libra->predict(s.x, s.tokens, successor->gateForPredecessor, mine, error))
     return false;
-  const int64_t k = s.tokens ? static_cast<int64_t>(mine.size()) / s.tokens
-                             : local->modelConfig().topK;
+  const int64_t k =
+      s.tokens ? static_cast<int64_t>(mine.size()) / s.tokens : local->modelConfig().topK;
   auto start = Clock::now();
   if (!gatherRows(comm, mine.data(), s.tokens, k, s.slices, ids, error))
     return false;
@@ -465,8 +471,8 @@ bool EpMoeLayer::shardRemoteSlots(const Step &s, std::vector<int32_t> &remoteSer
     while (g < n && left[static_cast<size_t>(g * experts + e)] == 0)
       ++g;
     if (g == n) {
-      error = "@libra_shard's plan serves fewer remote slots of expert " + std::to_string(e) +
-              " than the routing has";
+      error = "@libra_shard's plan serves fewer remote slots of expert " +
+              std::to_string(e) + " than the routing has";
       return false;
     }
     if (!plan.placement[static_cast<size_t>(e * n + g)]) {
@@ -510,7 +516,8 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
   float shardImbalance = 0;
   std::string shardError;
   bool sharded = false;
-  std::thread sharder([&] { sharded = shardRemoteSlots(s, remoteServer, shardImbalance, shardError); });
+  std::thread sharder(
+      [&] { sharded = shardRemoteSlots(s, remoteServer, shardImbalance, shardError); });
   // Libra's dispatch: every row to every rank (an all-gather needs no sharding plan).
   auto start = Clock::now();
   bool ok = gatherRows(comm, s.x, s.tokens, h, s.slices, allRows, error);
@@ -529,7 +536,8 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
   std::vector<uint8_t> remote(static_cast<size_t>(total * n), 0); // [token, rank]
   LibraMetrics &lm = s.metrics->libra;
   lm.on = true;
-  lm.remoteSlots.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(experts), 0));
+  lm.remoteSlots.assign(static_cast<size_t>(n),
+                        std::vector<int64_t>(static_cast<size_t>(experts), 0));
   for (size_t slot = 0; slot < s.server.size(); ++slot)
     if (s.server[slot] == kRemote) {
       const int g = remoteServer[slot];

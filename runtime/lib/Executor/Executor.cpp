@@ -10,12 +10,15 @@
 namespace switchyard::exec {
 
 std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
-                                           runtime::PolicyCache &cache, std::string &error) {
+                                           runtime::PolicyCache &cache,
+                                           std::string &error) {
   int cudaOrdinal = -1;
   if (options.device.rfind("cuda", 0) == 0) {
     std::string rest = options.device.substr(4);
     char *end = nullptr;
-    cudaOrdinal = rest.empty() ? 0 : rest[0] == ':' ? int(std::strtol(rest.c_str() + 1, &end, 10)) : -1;
+    cudaOrdinal = rest.empty()     ? 0
+                  : rest[0] == ':' ? int(std::strtol(rest.c_str() + 1, &end, 10))
+                                   : -1;
     if (cudaOrdinal < 0 || (!rest.empty() && (rest.size() < 2 || *end)))
       cudaOrdinal = -2;
   }
@@ -26,7 +29,8 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   std::unique_ptr<Executor> ex(new Executor);
   ex->deviceText = options.device;
   if (cudaOrdinal >= 0 && options.comm && options.comm->size() > 1) {
-    error = "--device " + options.device + " with --ep " + std::to_string(options.comm->size()) +
+    error = "--device " + options.device + " with --ep " +
+            std::to_string(options.comm->size()) +
             ": expert parallelism runs on the host (MPI) in this version";
     return nullptr;
   }
@@ -56,10 +60,16 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   }
   EplbOptions eplbOptions = options.eplb;
   if (eplbOptions.window > 0 && eplbOptions.slots == 0)
-    eplbOptions.slots = ex->cfg.experts + ((ex->cfg.experts / 8 + ranks - 1) / ranks) * ranks;
+    eplbOptions.slots =
+        ex->cfg.experts + ((ex->cfg.experts / 8 + ranks - 1) / ranks) * ranks;
   const int64_t slots = eplbOptions.window > 0 ? eplbOptions.slots : ex->cfg.experts;
-  request.flags = {"--model", ex->cfg.path, "--devices", std::to_string(ranks), "--slots",
-                   std::to_string(ranks > 1 ? slots : ex->cfg.experts), "--allow-unused-sizes"};
+  request.flags = {"--model",
+                   ex->cfg.path,
+                   "--devices",
+                   std::to_string(ranks),
+                   "--slots",
+                   std::to_string(ranks > 1 ? slots : ex->cfg.experts),
+                   "--allow-unused-sizes"};
   if (!options.entry.empty())
     request.flags.insert(request.flags.end(), {"--entry", options.entry});
   if (ex->device) { // the GPU launcher too
@@ -79,8 +89,8 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
   int64_t last = options.lastLayer < 0 ? ex->cfg.layers : options.lastLayer;
   if (options.firstLayer < 0 || options.firstLayer >= last || last > ex->cfg.layers) {
     error = "--layers " + std::to_string(options.firstLayer) + ":" + std::to_string(last) +
-            " is not a non-empty range within the model's " + std::to_string(ex->cfg.layers) +
-            " layers";
+            " is not a non-empty range within the model's " +
+            std::to_string(ex->cfg.layers) + " layers";
     return nullptr;
   }
   // Live balancing: one compiled rule set for every layer, one mover for the transfers.
@@ -160,9 +170,7 @@ static const Routing *replayed(const std::map<int64_t, Routing> *replay, int64_t
   return &it->second;
 }
 
-bool Executor::beginStep(std::string &error) {
-  return !memory || memory->beginStep(error);
-}
+bool Executor::beginStep(std::string &error) { return !memory || memory->beginStep(error); }
 
 void Executor::endStep() {
   if (memory)
@@ -171,8 +179,8 @@ void Executor::endStep() {
 
 bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
                         const std::map<int64_t, Routing> *replay,
-                        std::map<int64_t, Routing> &routings, std::vector<LayerMetrics> &metrics,
-                        std::string &error) {
+                        std::map<int64_t, Routing> &routings,
+                        std::vector<LayerMetrics> &metrics, std::string &error) {
   if (!beginStep(error))
     return false;
   const int64_t width = cfg.hidden;
@@ -197,8 +205,8 @@ bool Executor::runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &
   return true;
 }
 
-bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const BatchInfo &batch,
-                         const std::map<int64_t, Routing> *replay,
+bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens,
+                         const BatchInfo &batch, const std::map<int64_t, Routing> *replay,
                          std::map<int64_t, Routing> &routings,
                          std::map<int64_t, std::vector<float>> &outputs,
                          std::vector<LayerMetrics> &metrics, std::string &error) {
@@ -212,8 +220,8 @@ bool Executor::runBlocks(const std::vector<float> &x, int64_t tokens, const Batc
     std::vector<float> &y = outputs[layer->index()];
     y.resize(static_cast<size_t>(tokens * cfg.hidden));
     LayerMetrics m;
-    if (!layer->forward(x.data(), tokens, batch, fixed, routings[layer->index()], y.data(), m,
-                        error))
+    if (!layer->forward(x.data(), tokens, batch, fixed, routings[layer->index()], y.data(),
+                        m, error))
       return false;
     metrics.push_back(std::move(m));
   }

@@ -25,7 +25,8 @@ bool ExpertMover::start(std::string &error) {
   }
   whyNotBackground = why;
   if (main.rank() == 0)
-    std::fprintf(stderr, "note: expert weights move on the calling thread between steps: %s\n",
+    std::fprintf(stderr,
+                 "note: expert weights move on the calling thread between steps: %s\n",
                  why.c_str());
   return true;
 }
@@ -63,8 +64,8 @@ ExpertMover::Ticket ExpertMover::submit(TransferBatch batch) {
   return ticket;
 }
 
-bool ExpertMover::wait(Ticket ticket, std::map<int32_t, ExpertCopy> &received, int64_t &moved,
-                       std::string &error) {
+bool ExpertMover::wait(Ticket ticket, std::map<int32_t, ExpertCopy> &received,
+                       int64_t &moved, std::string &error) {
   std::unique_lock<std::mutex> lock(mutex);
   changed.wait(lock, [&] { return done.count(ticket) != 0; });
   Result result = std::move(done.at(ticket));
@@ -100,7 +101,8 @@ ExpertMover::Result ExpertMover::run(const TransferBatch &batch) {
   Result result;
   // Packed per destination rank in the batch's order; unpacked per source in that order.
   std::vector<std::vector<uint8_t>> toPeer(static_cast<size_t>(n));
-  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0), recvBytes(static_cast<size_t>(n), 0);
+  std::vector<int64_t> sendBytes(static_cast<size_t>(n), 0),
+      recvBytes(static_cast<size_t>(n), 0);
   for (const ExpertTransfer &t : batch.transfers) {
     result.moved += t.bytes;
     const FfnWeights &w = batch.weights.at(t.expert);
@@ -118,7 +120,8 @@ ExpertMover::Result ExpertMover::run(const TransferBatch &batch) {
     send.insert(send.end(), block.begin(), block.end());
   std::vector<int64_t> at(static_cast<size_t>(n), 0);
   for (int p = 1; p < n; ++p)
-    at[static_cast<size_t>(p)] = at[static_cast<size_t>(p - 1)] + recvBytes[static_cast<size_t>(p - 1)];
+    at[static_cast<size_t>(p)] =
+        at[static_cast<size_t>(p - 1)] + recvBytes[static_cast<size_t>(p - 1)];
   recv.resize(static_cast<size_t>(at[static_cast<size_t>(n - 1)] + recvBytes.back()));
   if (!comm.allToAllV(send.data(), sendBytes, recv.data(), recvBytes, result.error))
     return result;

@@ -46,7 +46,8 @@ streamWeightTBody(const float *x, int64_t n, const float *w, int64_t rows, int64
       Float8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
       for (int64_t c = 0; c < body; c += 8) {
         Float8 va = load8(xa + c), vb = load8(xb + c);
-        Float8 q0 = load8(w0 + c), q1 = load8(w1 + c), q2 = load8(w2 + c), q3 = load8(w3 + c);
+        Float8 q0 = load8(w0 + c), q1 = load8(w1 + c), q2 = load8(w2 + c),
+               q3 = load8(w3 + c);
         a0 += q0 * va;
         a1 += q1 * va;
         a2 += q2 * va;
@@ -92,8 +93,8 @@ static void streamWeightTBaseline(const float *x, int64_t n, const float *w, int
                                   int64_t cols, float *out, int64_t ldo) {
   streamWeightTBody(x, n, w, rows, cols, out, ldo);
 }
-static void streamWeightT(const float *x, int64_t n, const float *w, int64_t rows, int64_t cols,
-                          float *out, int64_t ldo) {
+static void streamWeightT(const float *x, int64_t n, const float *w, int64_t rows,
+                          int64_t cols, float *out, int64_t ldo) {
   static const auto kernel = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
                                  ? streamWeightTAvx2
                                  : streamWeightTBaseline;
@@ -112,11 +113,12 @@ static void product(const float *x, int64_t n, const float *w, int64_t rows, int
   else if (n < kStreamRows)
     streamWeightT(x, n, w, rows, cols, out, ldo);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w, cols,
-                0.0f, out, ldo);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w,
+                cols, 0.0f, out, ldo);
 }
 
-void matmulT(const float *x, int64_t n, const float *w, int64_t rows, int64_t cols, float *out) {
+void matmulT(const float *x, int64_t n, const float *w, int64_t rows, int64_t cols,
+             float *out) {
   product(x, n, w, rows, cols, out, rows);
 }
 
@@ -149,7 +151,8 @@ void rmsNorm(const float *x, int64_t n, int64_t width, const float *weight, doub
     float sum = 0;
     for (int64_t j = 0; j < width; ++j)
       sum += row[j] * row[j];
-    float scale = 1.0f / std::sqrt(sum / static_cast<float>(width) + static_cast<float>(eps));
+    float scale =
+        1.0f / std::sqrt(sum / static_cast<float>(width) + static_cast<float>(eps));
     for (int64_t j = 0; j < width; ++j)
       y[i * width + j] = weight[j] * (row[j] * scale);
   }

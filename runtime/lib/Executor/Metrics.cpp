@@ -18,7 +18,8 @@ double LayerMetrics::imbalance() const {
   return sum ? double(most) * double(slotsPerRank.size()) / double(sum) : 1.0;
 }
 
-std::string metricsToJson(const std::vector<LayerMetrics> &layers, const MemoryMetrics *memory) {
+std::string metricsToJson(const std::vector<LayerMetrics> &layers,
+                          const MemoryMetrics *memory) {
   nlohmann::json list = nlohmann::json::array();
   for (const LayerMetrics &m : layers) {
     list.push_back({{"layer", m.layer},

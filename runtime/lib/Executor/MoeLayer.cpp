@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace switchyard::exec {
 
@@ -32,7 +32,8 @@ double since(Clock::time_point start) {
 }
 
 bool widenTensor(const model::SafetensorsCheckpoint &ckpt, const std::string &name,
-                 const std::vector<int64_t> &shape, std::vector<float> &out, std::string &error) {
+                 const std::vector<int64_t> &shape, std::vector<float> &out,
+                 std::string &error) {
   const model::TensorView *v = ckpt.require(name, shape, error);
   if (!v)
     return false;
@@ -52,8 +53,8 @@ bool loadFfn(const model::SafetensorsCheckpoint &ckpt, const std::string &gate,
 } // namespace
 
 std::unique_ptr<MoeLayer> MoeLayer::load(const model::MoeConfig &config,
-                                         const model::SafetensorsCheckpoint &ckpt, int64_t layer,
-                                         std::string &error) {
+                                         const model::SafetensorsCheckpoint &ckpt,
+                                         int64_t layer, std::string &error) {
   std::unique_ptr<MoeLayer> m(new MoeLayer);
   m->config = &config;
   m->layer = layer;
@@ -67,8 +68,9 @@ std::unique_ptr<MoeLayer> MoeLayer::load(const model::MoeConfig &config,
     return nullptr;
   m->experts.resize(static_cast<size_t>(e));
   for (int64_t x = 0; x < e; ++x)
-    if (!loadFfn(ckpt, config.expertWeight(layer, x, "gate"), config.expertWeight(layer, x, "up"),
-                 config.expertWeight(layer, x, "down"), h, w, m->experts[x], error))
+    if (!loadFfn(ckpt, config.expertWeight(layer, x, "gate"),
+                 config.expertWeight(layer, x, "up"), config.expertWeight(layer, x, "down"),
+                 h, w, m->experts[x], error))
       return nullptr;
   if (config.sharedIntermediate > 0 &&
       !loadFfn(ckpt, config.sharedWeight(layer, "gate"), config.sharedWeight(layer, "up"),
@@ -160,8 +162,8 @@ void MoeLayer::routerLogits(const float *x, int64_t tokens, float *out) const {
 }
 
 bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
-                       const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
-                       std::string &error) {
+                       const Routing *replay, Routing &routing, float *y,
+                       LayerMetrics &metrics, std::string &error) {
   const int64_t h = config->hidden, e = config->experts;
   metrics = LayerMetrics{};
   metrics.layer = layer;
@@ -204,7 +206,8 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
 
   // Expert memory: the routing is counted, loads of routed experts start.
   std::vector<int64_t> pending;
-  if (expertsHook.routed && !expertsHook.routed(layer, x, tokens, routing, pending, error)) {
+  if (expertsHook.routed &&
+      !expertsHook.routed(layer, x, tokens, routing, pending, error)) {
     error = where + error;
     return false;
   }
@@ -235,8 +238,10 @@ bool MoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   runExperts(routing, workers, pending.empty() ? nullptr : &ready);
   while (!pending.empty()) { // the swap-ins: wait for some, run their tokens, repeat
     std::vector<int64_t> now;
-    if (!expertsHook.await || !expertsHook.await(layer, pending, now, error) || now.empty()) {
-      error = where + (error.empty() ? "pending experts that never became resident" : error);
+    if (!expertsHook.await || !expertsHook.await(layer, pending, now, error) ||
+        now.empty()) {
+      error =
+          where + (error.empty() ? "pending experts that never became resident" : error);
       return false;
     }
     std::vector<uint8_t> batch(static_cast<size_t>(e), 0);

@@ -24,8 +24,8 @@ bool ExpertPlacement::fromPhy2Log(const std::vector<int32_t> &phy2log, int64_t e
   for (size_t slot = 0; slot < phy2log.size(); ++slot) {
     int32_t e = phy2log[slot];
     if (e < 0 || e >= experts) {
-      error = "placement: slot " + std::to_string(slot) + " holds expert " + std::to_string(e) +
-              ", outside [0, " + std::to_string(experts) + ")";
+      error = "placement: slot " + std::to_string(slot) + " holds expert " +
+              std::to_string(e) + ", outside [0, " + std::to_string(experts) + ")";
       return false;
     }
     out.log2phy[static_cast<size_t>(e)].push_back(static_cast<int64_t>(slot));
@@ -97,6 +97,7 @@ bool gatherRows(comm::Communicator &comm, const T *mine, int64_t rows, int64_t w
 template bool gatherRows<float>(comm::Communicator &, const float *, int64_t, int64_t,
                                 const TokenSlices &, std::vector<float> &, std::string &);
 template bool gatherRows<int32_t>(comm::Communicator &, const int32_t *, int64_t, int64_t,
-                                  const TokenSlices &, std::vector<int32_t> &, std::string &);
+                                  const TokenSlices &, std::vector<int32_t> &,
+                                  std::string &);
 
 } // namespace switchyard::exec

@@ -79,9 +79,10 @@ std::unique_ptr<Router> Router::create(std::shared_ptr<runtime::HostPolicy> poli
     if (name != "logits" && name != "bias" && name != "phase" && name != "request_ids" &&
         name != "positions" && name != "draft_mask" && name != "placement" &&
         name != "resident") {
-      error = where + " takes '" + name + "', which the executor does not provide (it binds "
-                      "logits, bias, phase, request_ids, positions, draft_mask, placement, "
-                      "resident)";
+      error = where + " takes '" + name +
+              "', which the executor does not provide (it binds "
+              "logits, bias, phase, request_ids, positions, draft_mask, placement, "
+              "resident)";
       return nullptr;
     }
   return r;
@@ -95,10 +96,10 @@ std::vector<std::string> Router::boundInputs() const {
   return names;
 }
 
-bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
-                       int64_t tokens, const float *bias, const BatchInfo &batch,
-                       const ExpertPlacement *placement, const std::vector<uint8_t> *resident,
-                       std::string &error) const {
+bool Router::bindInput(runtime::CallBuffers &call, const std::string &name,
+                       const float *logits, int64_t tokens, const float *bias,
+                       const BatchInfo &batch, const ExpertPlacement *placement,
+                       const std::vector<uint8_t> *resident, std::string &error) const {
   if (name == "logits")
     return call.bind(name, npy::makeF32({tokens, experts}, logits), "router logits", error);
   if (name == "bias") {
@@ -111,14 +112,18 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
   if (name == "phase")
     return call.bindScalar(name, static_cast<int32_t>(batch.phase), error);
   if (name == "request_ids")
-    return call.bind(name, npy::makeI32({tokens}, batch.requestIds.data()), "request ids", error);
+    return call.bind(name, npy::makeI32({tokens}, batch.requestIds.data()), "request ids",
+                     error);
   if (name == "positions")
-    return call.bind(name, npy::makeI32({tokens}, batch.positions.data()), "positions", error);
+    return call.bind(name, npy::makeI32({tokens}, batch.positions.data()), "positions",
+                     error);
   if (name == "draft_mask")
-    return call.bind(name, npy::makeBool({tokens}, batch.draftMask.data()), "draft mask", error);
+    return call.bind(name, npy::makeBool({tokens}, batch.draftMask.data()), "draft mask",
+                     error);
   if (name == "resident") { // expert memory's resident set; without one, all experts
     std::vector<uint8_t> all(resident ? 0 : static_cast<size_t>(experts), 1);
-    return call.bind(name, npy::makeBool({experts}, resident ? resident->data() : all.data()),
+    return call.bind(name,
+                     npy::makeBool({experts}, resident ? resident->data() : all.data()),
                      "the resident experts", error);
   }
   if (placement) { // the expert-parallel job's live placement, as log2phy [E, R]
@@ -130,7 +135,8 @@ bool Router::bindInput(runtime::CallBuffers &call, const std::string &name, cons
   std::vector<int32_t> identity(static_cast<size_t>(experts));
   for (int64_t e = 0; e < experts; ++e)
     identity[e] = static_cast<int32_t>(e);
-  return call.bind(name, npy::makeI32({experts}, identity.data()), "one-device placement", error);
+  return call.bind(name, npy::makeI32({experts}, identity.data()), "one-device placement",
+                   error);
 }
 
 bool Router::route(const float *logits, int64_t tokens, const float *bias,
@@ -169,7 +175,8 @@ bool Router::readSlots(const runtime::CallBuffers &call, Routing &routing,
   int64_t sortedSize = *sig.params[sortedIndex].elementsFor(routing.tokens);
   int64_t sentinel = routing.tokens * k;
   if (block < 1 || padded < 0 || padded > sortedSize || padded % block != 0) {
-    error = "policy @" + sig.entry + ": num_tokens_post_padded = " + std::to_string(padded) +
+    error = "policy @" + sig.entry +
+            ": num_tokens_post_padded = " + std::to_string(padded) +
             " is not a multiple of the block size " + std::to_string(block) + " within " +
             std::to_string(sortedSize);
     return false;
@@ -182,8 +189,8 @@ bool Router::readSlots(const runtime::CallBuffers &call, Routing &routing,
   for (int64_t b = 0; b < padded / block; ++b) {
     int64_t e = owners[b];
     if (e < 0 || e >= experts || e < previous) {
-      error = "policy @" + sig.entry + ": expert_ids[" + std::to_string(b) + "] = " +
-              std::to_string(e) + " is not an expert in ascending order";
+      error = "policy @" + sig.entry + ": expert_ids[" + std::to_string(b) +
+              "] = " + std::to_string(e) + " is not an expert in ascending order";
       return false;
     }
     previous = e;
@@ -192,8 +199,8 @@ bool Router::readSlots(const runtime::CallBuffers &call, Routing &routing,
       if (s == sentinel)
         continue;
       if (s < 0 || s > sentinel || routing.ids[s] != e) {
-        error = "policy @" + sig.entry + ": sorted_token_ids[" + std::to_string(i) + "] = " +
-                std::to_string(s) + " in a block of expert " + std::to_string(e) +
+        error = "policy @" + sig.entry + ": sorted_token_ids[" + std::to_string(i) +
+                "] = " + std::to_string(s) + " in a block of expert " + std::to_string(e) +
                 " disagrees with topk_ids";
         return false;
       }

@@ -27,19 +27,18 @@ std::string shippedPolicyDir() {
   Dl_info self;
   if (dladdr(reinterpret_cast<void *>(&shippedPolicyDir), &self) && self.dli_fname) {
     std::string lib(self.dli_fname);
-    std::string dir = lib.substr(0, lib.find_last_of('/')) + "/../share/switchyard/policies";
+    std::string dir =
+        lib.substr(0, lib.find_last_of('/')) + "/../share/switchyard/policies";
     if (stat(dir.c_str(), &info) == 0)
       return dir;
   }
   return "policies";
 }
 
-std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &config,
-                                                    const std::string &file,
-                                                    const std::string &entry,
-                                                    std::vector<std::string> flags,
-                                                    runtime::PolicyCache &cache,
-                                                    std::string &error) {
+std::shared_ptr<runtime::HostPolicy>
+compileShipped(const model::MoeConfig &config, const std::string &file,
+               const std::string &entry, std::vector<std::string> flags,
+               runtime::PolicyCache &cache, std::string &error) {
   runtime::CompileRequest request;
   request.policyPath = shippedPolicyDir() + "/" + file;
   request.flags = {"--model", config.path, "--entry", entry, "--allow-unused-sizes"};

@@ -22,17 +22,28 @@ struct DeviceExperts::Tier {
 bool packedMatrix(const model::TensorView &view, PackedMatrix &out, std::string &error) {
   out = {};
   switch (view.dtype) {
-  case model::DType::F32: out.type = PackedType::F32; break;
-  case model::DType::F16: out.type = PackedType::F16; break;
-  case model::DType::BF16: out.type = PackedType::BF16; break;
-  case model::DType::Q8: out.type = PackedType::Q8; break;
-  case model::DType::Q4: out.type = PackedType::Q4; break;
+  case model::DType::F32:
+    out.type = PackedType::F32;
+    break;
+  case model::DType::F16:
+    out.type = PackedType::F16;
+    break;
+  case model::DType::BF16:
+    out.type = PackedType::BF16;
+    break;
+  case model::DType::Q8:
+    out.type = PackedType::Q8;
+    break;
+  case model::DType::Q4:
+    out.type = PackedType::Q4;
+    break;
   default:
     error = view.name + " is " + view.dtypeText + ", which no kernel widens to float32";
     return false;
   }
   if (view.shape.size() != 2) {
-    error = view.name + ": an expert matrix must have two dimensions, not " + view.shapeText();
+    error =
+        view.name + ": an expert matrix must have two dimensions, not " + view.shapeText();
     return false;
   }
   out.rows = view.shape[0];
@@ -43,8 +54,9 @@ bool packedMatrix(const model::TensorView &view, PackedMatrix &out, std::string 
   return true;
 }
 
-bool resolveExpert(DeviceBackend &backend, const DeviceExpert &expert, float *const staging[3],
-                   const float *out[3], Stream s, std::string &error) {
+bool resolveExpert(DeviceBackend &backend, const DeviceExpert &expert,
+                   float *const staging[3], const float *out[3], Stream s,
+                   std::string &error) {
   for (int j = 0; j < 3; ++j) {
     PackedMatrix m;
     if (!packedMatrix(expert.views[j], m, error))
@@ -91,14 +103,17 @@ DeviceExperts::Tier *DeviceExperts::tier(Precision p) const {
 }
 
 namespace {
-void freeDeviceRegion(void *backend, void *p) { static_cast<DeviceBackend *>(backend)->freeDevice(p); }
-void freePinnedRegion(void *backend, void *p) { static_cast<DeviceBackend *>(backend)->freePinned(p); }
+void freeDeviceRegion(void *backend, void *p) {
+  static_cast<DeviceBackend *>(backend)->freeDevice(p);
+}
+void freePinnedRegion(void *backend, void *p) {
+  static_cast<DeviceBackend *>(backend)->freePinned(p);
+}
 } // namespace
 
-std::unique_ptr<DeviceExperts> DeviceExperts::create(DeviceBackend &backend,
-                                                     const std::vector<exec::FfnWeights> &experts,
-                                                     const DeviceExpertsOptions &options,
-                                                     std::string &error) {
+std::unique_ptr<DeviceExperts>
+DeviceExperts::create(DeviceBackend &backend, const std::vector<exec::FfnWeights> &experts,
+                      const DeviceExpertsOptions &options, std::string &error) {
   if (experts.empty()) {
     error = "device expert memory: no expert";
     return nullptr;
@@ -130,7 +145,8 @@ std::unique_ptr<DeviceExperts> DeviceExperts::create(DeviceBackend &backend,
       return nullptr;
     }
     // The host tier: every expert's version, packed once into pinned memory.
-    auto *pinned = static_cast<uint8_t *>(backend.allocatePinned(stride * size_t(d->count), error));
+    auto *pinned =
+        static_cast<uint8_t *>(backend.allocatePinned(stride * size_t(d->count), error));
     if (!pinned) {
       error = "device expert memory: pinned host tier (" + std::string(precisionName(p)) +
               ", " + std::to_string(stride * size_t(d->count)) + " bytes): " + error;
@@ -138,16 +154,20 @@ std::unique_ptr<DeviceExperts> DeviceExperts::create(DeviceBackend &backend,
     }
     t->pinned = std::make_unique<BlockPool>(
         std::string("pinned_") + precisionName(p), bytes, d->count, d->pinnedTracker,
-        std::make_unique<RegionBlocks>("pinned host", pinned, stride, freePinnedRegion, &backend));
-    auto *region = static_cast<uint8_t *>(backend.allocateDevice(stride * size_t(slots), error));
+        std::make_unique<RegionBlocks>("pinned host", pinned, stride, freePinnedRegion,
+                                       &backend));
+    auto *region =
+        static_cast<uint8_t *>(backend.allocateDevice(stride * size_t(slots), error));
     if (!region) {
       error = "device expert memory: device pool (" + std::string(precisionName(p)) + ", " +
-              std::to_string(slots) + " slots of " + std::to_string(stride) + " bytes): " + error;
+              std::to_string(slots) + " slots of " + std::to_string(stride) +
+              " bytes): " + error;
       return nullptr;
     }
     t->device = std::make_unique<BlockPool>(
         std::string("device_") + precisionName(p), bytes, slots, d->tracker,
-        std::make_unique<RegionBlocks>("device", region, stride, freeDeviceRegion, &backend));
+        std::make_unique<RegionBlocks>("device", region, stride, freeDeviceRegion,
+                                       &backend));
     t->hostBlock.assign(size_t(d->count), -1);
     t->deviceBlock.assign(size_t(d->count), -1);
     for (int64_t e = 0; e < d->count; ++e) {
@@ -201,14 +221,17 @@ bool DeviceExperts::resident(int64_t e, Precision p) const {
   return t && e >= 0 && e < count && t->deviceBlock[size_t(e)] >= 0;
 }
 
-bool DeviceExperts::checkExpert(int64_t e, Precision p, Tier *&t, std::string &error) const {
+bool DeviceExperts::checkExpert(int64_t e, Precision p, Tier *&t,
+                                std::string &error) const {
   t = tier(p);
   if (!t) {
-    error = std::string("device expert memory: no ") + precisionName(p) + " versions were packed";
+    error = std::string("device expert memory: no ") + precisionName(p) +
+            " versions were packed";
     return false;
   }
   if (e < 0 || e >= count) {
-    error = "device expert memory: expert " + std::to_string(e) + " of " + std::to_string(count);
+    error = "device expert memory: expert " + std::to_string(e) + " of " +
+            std::to_string(count);
     return false;
   }
   return true;
@@ -223,10 +246,11 @@ bool DeviceExperts::migrate(int64_t e, Precision p, std::string &error) {
   const int32_t slot = t->device->allocate();
   if (slot < 0) {
     ++stats.refused;
-    error = "device expert memory: no free " + std::string(precisionName(p)) + " slot for expert " +
-            std::to_string(e) + " (budget " + std::to_string(tracker.used()) + " of " +
-            std::to_string(tracker.budget()) + " bytes in use, " +
-            std::to_string(t->device->freeBlocks()) + " free slots): evict first";
+    error = "device expert memory: no free " + std::string(precisionName(p)) +
+            " slot for expert " + std::to_string(e) + " (budget " +
+            std::to_string(tracker.used()) + " of " + std::to_string(tracker.budget()) +
+            " bytes in use, " + std::to_string(t->device->freeBlocks()) +
+            " free slots): evict first";
     return false;
   }
   const size_t s = size_t(slot);

@@ -14,9 +14,11 @@ using Clock = std::chrono::steady_clock;
 
 /// Sum over the tokens of softmax(x . W^T): the pre-gate mass of a layer whose router
 /// weight is W [E, H], on hidden states x [T, H] (ExpertFlow §3.2.1).
-std::vector<float> pregateMass(const float *x, int64_t tokens, const std::vector<float> &gate,
-                               int64_t experts, int64_t hidden) {
-  std::vector<float> logits(static_cast<size_t>(tokens * experts)), mass(size_t(experts), 0.0f);
+std::vector<float> pregateMass(const float *x, int64_t tokens,
+                               const std::vector<float> &gate, int64_t experts,
+                               int64_t hidden) {
+  std::vector<float> logits(static_cast<size_t>(tokens * experts)),
+      mass(size_t(experts), 0.0f);
   if (tokens > 0)
     exec::matmulT(x, tokens, gate.data(), experts, hidden, logits.data());
   for (int64_t t = 0; t < tokens; ++t) {
@@ -34,11 +36,16 @@ std::vector<float> pregateMass(const float *x, int64_t tokens, const std::vector
 
 const char *memoryModeName(MemoryMode mode) {
   switch (mode) {
-  case MemoryMode::Resident: return "resident";
-  case MemoryMode::StaticLow: return "static-lo";
-  case MemoryMode::DynaExq: return "dynaexq";
-  case MemoryMode::Offload: return "offload";
-  case MemoryMode::OnDemand: return "on-demand";
+  case MemoryMode::Resident:
+    return "resident";
+  case MemoryMode::StaticLow:
+    return "static-lo";
+  case MemoryMode::DynaExq:
+    return "dynaexq";
+  case MemoryMode::Offload:
+    return "offload";
+  case MemoryMode::OnDemand:
+    return "on-demand";
   }
   return "?";
 }
@@ -88,7 +95,8 @@ std::unique_ptr<ExpertMemory> ExpertMemory::create(const MemoryOptions &options,
     if (options.mode == MemoryMode::DynaExq &&
         options.budgetBytes < L * E * store.loBytes() + L * store.hiBytes()) {
       error = "--budget " + budget + " bytes holds the " + std::to_string(L * E) + " " +
-              precisionName(options.low) + " experts but not one high-precision expert per "
+              precisionName(options.low) +
+              " experts but not one high-precision expert per "
               "MoE layer besides: dynaexq needs at least " +
               std::to_string(L * E * store.loBytes() + L * store.hiBytes()) + " bytes";
       return nullptr;
@@ -114,13 +122,15 @@ std::unique_ptr<ExpertMemory> ExpertMemory::create(const MemoryOptions &options,
     m->rule = exec::compileShipped(config, "dynaexq.mlir", "dynaexq", {}, cache, error);
     settings = {"budget_bytes=" + budget, "fixed_bytes=0",
                 "hi_bytes=" + std::to_string(store.hiBytes()),
-                "lo_bytes=" + std::to_string(store.loBytes()), "layers=" + std::to_string(L)};
+                "lo_bytes=" + std::to_string(store.loBytes()),
+                "layers=" + std::to_string(L)};
   } else if (options.mode == MemoryMode::Offload) {
     // The default capacity (32) may exceed a small model's experts: the job's instead.
     m->rule = exec::compileShipped(config, "expertflow.mlir", "expertflow",
-                                   {"--set", "capacity=" + std::to_string(m->capacity)}, cache,
-                                   error);
-    const double bandwidth = options.link.bytesPerSecond > 0 ? options.link.bytesPerSecond : 1e12;
+                                   {"--set", "capacity=" + std::to_string(m->capacity)},
+                                   cache, error);
+    const double bandwidth =
+        options.link.bytesPerSecond > 0 ? options.link.bytesPerSecond : 1e12;
     settings = {"expert_bytes=" + std::to_string(store.hiBytes()),
                 "bandwidth=" + std::to_string(bandwidth), "layers=" + std::to_string(L),
                 "capacity=" + std::to_string(m->capacity)};
@@ -132,7 +142,8 @@ std::unique_ptr<ExpertMemory> ExpertMemory::create(const MemoryOptions &options,
   if (options.mode == MemoryMode::DynaExq || options.mode == MemoryMode::Offload) {
     if (!m->rule)
       return nullptr;
-    settings.insert(settings.end(), options.knobSettings.begin(), options.knobSettings.end());
+    settings.insert(settings.end(), options.knobSettings.begin(),
+                    options.knobSettings.end());
     std::vector<uint8_t> knobs;
     if (!m->rule->packKnobs(settings, knobs, error)) { // checked now, not at the first call
       error = "--memory " + std::string(memoryModeName(options.mode)) + ": " + error;
@@ -152,7 +163,8 @@ std::unique_ptr<ExpertMemory> ExpertMemory::create(const MemoryOptions &options,
     hook.routed = [self, l](int64_t, const float *x, int64_t tokens, const exec::Routing &r,
                             std::vector<int64_t> &pending, std::string &err) {
       return self->routed(l, r, pending, err) &&
-             (self->options.mode != MemoryMode::Offload || self->predictAhead(l, x, tokens, err));
+             (self->options.mode != MemoryMode::Offload ||
+              self->predictAhead(l, x, tokens, err));
     };
     hook.await = [self, l](int64_t, const std::vector<int64_t> &pending,
                            std::vector<int64_t> &ready, std::string &err) {
@@ -170,7 +182,8 @@ std::unique_ptr<ExpertMemory> ExpertMemory::create(const MemoryOptions &options,
 void ExpertMemory::refreshResident(int64_t layer) {
   for (int64_t e = 0; e < experts->experts(); ++e) {
     const Residency s = experts->state(layer, e);
-    resident[size_t(layer)][size_t(e)] = s == Residency::ResidentHi || s == Residency::Loading;
+    resident[size_t(layer)][size_t(e)] =
+        s == Residency::ResidentHi || s == Residency::Loading;
   }
 }
 
@@ -180,10 +193,11 @@ bool ExpertMemory::beginStep(std::string &error) {
   atStart = store.counters();
   store.advance();
   if (options.mode == MemoryMode::DynaExq) {
-    const bool due = options.updateSeconds > 0
-                         ? std::chrono::duration<double>(Clock::now() - lastUpdate).count() >=
-                               options.updateSeconds
-                         : steps > 0 && steps % std::max<int64_t>(1, options.updateSteps) == 0;
+    const bool due =
+        options.updateSeconds > 0
+            ? std::chrono::duration<double>(Clock::now() - lastUpdate).count() >=
+                  options.updateSeconds
+            : steps > 0 && steps % std::max<int64_t>(1, options.updateSteps) == 0;
     if (due) {
       if (!updateResidency(error))
         return false;
@@ -193,7 +207,8 @@ bool ExpertMemory::beginStep(std::string &error) {
   }
   ++steps;
   prefetches = overfetches = 0;
-  versions.assign(size_t(store.layerCount()), std::vector<int8_t>(size_t(store.experts()), 0));
+  versions.assign(size_t(store.layerCount()),
+                  std::vector<int8_t>(size_t(store.experts()), 0));
   for (int64_t l = 0; l < store.layerCount(); ++l) {
     if (capacity > 0)
       refreshResident(l);
@@ -256,15 +271,18 @@ bool ExpertMemory::updateResidency(std::string &error) {
       current[size_t(e)] = s == Residency::ResidentHi || s == Residency::Promoting;
     }
     runtime::CallBuffers call(rule->signature());
-    if (!call.bind("hotness", npy::makeF32({E}, hotness[size_t(l)].data()), "hotness", error) ||
-        !call.bind("counts", npy::makeI32({E}, counts[size_t(l)].data()), "counts", error) ||
+    if (!call.bind("hotness", npy::makeF32({E}, hotness[size_t(l)].data()), "hotness",
+                   error) ||
+        !call.bind("counts", npy::makeI32({E}, counts[size_t(l)].data()), "counts",
+                   error) ||
         !call.bind("current", npy::makeBool({E}, current.data()), "current", error) ||
         !call.finish(error) || !rule->run(call, knobs, error))
       return false;
     auto out = [&](const char *name) { return call.output(size_t(call.findOutput(name))); };
     npy::Array s = out("hotness_out"), up = out("promotions"), down = out("demotions");
     hotness[size_t(l)].assign(s.f32(), s.f32() + E);
-    const int32_t ups = out("num_promotions").i32()[0], downs = out("num_demotions").i32()[0];
+    const int32_t ups = out("num_promotions").i32()[0],
+                  downs = out("num_demotions").i32()[0];
     for (int32_t i = 0; i < downs; ++i) // demotions first: they free the budget
       store.requestDemotion(l, down.i32()[i]);
     for (int32_t i = 0; i < ups; ++i)
@@ -274,8 +292,8 @@ bool ExpertMemory::updateResidency(std::string &error) {
   return true;
 }
 
-bool ExpertMemory::routed(int64_t l, const exec::Routing &routing, std::vector<int64_t> &pending,
-                          std::string &error) {
+bool ExpertMemory::routed(int64_t l, const exec::Routing &routing,
+                          std::vector<int64_t> &pending, std::string &error) {
   ExpertStore &store = *experts;
   const int64_t E = store.experts();
   std::vector<uint8_t> requested(size_t(E), 0);
@@ -302,7 +320,8 @@ bool ExpertMemory::routed(int64_t l, const exec::Routing &routing, std::vector<i
       if (requested[size_t(e)] || !store.resident(l, e))
         prefetched[size_t(l)][size_t(e)] = 0;
     }
-    if (!expertflowStep(l, std::vector<float>(size_t(E), 0.0f), requested, events, loads, error))
+    if (!expertflowStep(l, std::vector<float>(size_t(E), 0.0f), requested, events, loads,
+                        error))
       return false;
   } else { // on demand: the routed experts that are missing, plain LRU
     for (int64_t e = 0; e < E; ++e)
@@ -315,8 +334,9 @@ bool ExpertMemory::routed(int64_t l, const exec::Routing &routing, std::vector<i
   for (int32_t e : loads) {
     if (!requested[size_t(e)])
       continue; // prefetches come from predictAhead
-    if (options.mode == MemoryMode::OnDemand && held(l) >= capacity && !makeRoom(l, requested))
-      continue; // every slot holds a routed expert: a later wave
+    if (options.mode == MemoryMode::OnDemand && held(l) >= capacity &&
+        !makeRoom(l, requested))
+      continue;                    // every slot holds a routed expert: a later wave
     store.requestLoad(l, e, true); // false: no block now, a later wave
   }
   for (int64_t e = 0; e < E; ++e)
@@ -326,7 +346,8 @@ bool ExpertMemory::routed(int64_t l, const exec::Routing &routing, std::vector<i
   return true;
 }
 
-bool ExpertMemory::predictAhead(int64_t l, const float *x, int64_t tokens, std::string &error) {
+bool ExpertMemory::predictAhead(int64_t l, const float *x, int64_t tokens,
+                                std::string &error) {
   // The layer S ahead, from its gate on this layer's input (the pre-gate), prefetched;
   // past the last layer, the next step's (decode runs the stack again).
   const int64_t L = experts->layerCount();
@@ -334,8 +355,8 @@ bool ExpertMemory::predictAhead(int64_t l, const float *x, int64_t tokens, std::
     return true;
   const int64_t m = (l + std::clamp<int64_t>(stepSize, 1, L - 1)) % L;
   const int64_t E = experts->experts();
-  std::vector<float> mass = pregateMass(x, tokens, layers[size_t(m)]->routerWeights(), E,
-                                        config->hidden);
+  std::vector<float> mass =
+      pregateMass(x, tokens, layers[size_t(m)]->routerWeights(), E, config->hidden);
   std::vector<int32_t> loads;
   if (!expertflowStep(m, mass, std::vector<uint8_t>(size_t(E), 0), {}, loads, error))
     return false;
@@ -350,24 +371,28 @@ bool ExpertMemory::predictAhead(int64_t l, const float *x, int64_t tokens, std::
 
 bool ExpertMemory::expertflowStep(int64_t l, const std::vector<float> &mass,
                                   const std::vector<uint8_t> &requested,
-                                  const std::vector<int32_t> &events, std::vector<int32_t> &loads,
-                                  std::string &error) {
+                                  const std::vector<int32_t> &events,
+                                  std::vector<int32_t> &loads, std::string &error) {
   const int64_t E = experts->experts();
   refreshResident(l);
-  std::vector<int32_t> ev = events.empty() ? std::vector<int32_t>{0} : events; // 0: no event
+  std::vector<int32_t> ev =
+      events.empty() ? std::vector<int32_t>{0} : events; // 0: no event
   const int32_t now = tick, step = stepSize, stalls = stallCount, over = overfetchCount;
   std::vector<uint8_t> knobs;
   runtime::CallBuffers call(rule->signature());
   if (!rule->packKnobs(ruleSettings, knobs, error) ||
       !call.bind("pregate_mass", npy::makeF32({E}, mass.data()), "pre-gate mass", error) ||
       !call.bind("requested", npy::makeBool({E}, requested.data()), "requested", error) ||
-      !call.bind("resident", npy::makeBool({E}, resident[size_t(l)].data()), "resident", error) ||
-      !call.bind("last_use", npy::makeI32({E}, lastUse[size_t(l)].data()), "last use", error) ||
+      !call.bind("resident", npy::makeBool({E}, resident[size_t(l)].data()), "resident",
+                 error) ||
+      !call.bind("last_use", npy::makeI32({E}, lastUse[size_t(l)].data()), "last use",
+                 error) ||
       !call.bind("now", npy::makeI32({1}, &now), "now", error) ||
       !call.bind("step", npy::makeI32({1}, &step), "step", error) ||
       !call.bind("stalls", npy::makeI32({1}, &stalls), "stalls", error) ||
       !call.bind("overfetches", npy::makeI32({1}, &over), "overfetches", error) ||
-      !call.bind("events", npy::makeI32({int64_t(ev.size())}, ev.data()), "events", error) ||
+      !call.bind("events", npy::makeI32({int64_t(ev.size())}, ev.data()), "events",
+                 error) ||
       !call.finish(error) || !rule->run(call, knobs, error))
     return false;
   auto out = [&](const char *name) { return call.output(size_t(call.findOutput(name))); };
@@ -413,7 +438,8 @@ bool ExpertMemory::evictOne(int64_t l, const std::vector<uint8_t> &keep) {
 int64_t ExpertMemory::held(int64_t l) const {
   int64_t n = 0;
   for (int64_t e = 0; e < experts->experts(); ++e)
-    n += experts->state(l, e) == Residency::ResidentHi || experts->state(l, e) == Residency::Loading;
+    n += experts->state(l, e) == Residency::ResidentHi ||
+         experts->state(l, e) == Residency::Loading;
   return n;
 }
 
@@ -449,8 +475,8 @@ bool ExpertMemory::await(int64_t l, const std::vector<int64_t> &pending,
     if (!waitLoading(l, pending, ready, error))
       return false;
     if (ready.empty()) {
-      error = "expert memory: no room for a routed expert of MoE layer " + std::to_string(l) +
-              " (" + std::to_string(capacity) + " slots per layer)";
+      error = "expert memory: no room for a routed expert of MoE layer " +
+              std::to_string(l) + " (" + std::to_string(capacity) + " slots per layer)";
       return false;
     }
   }

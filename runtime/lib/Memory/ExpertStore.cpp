@@ -14,13 +14,20 @@ constexpr int kLoadAttempts = 8; // a demand load retried after injected failure
 
 const char *residencyName(Residency r) {
   switch (r) {
-  case Residency::ResidentHi: return "RESIDENT-HI";
-  case Residency::ResidentLo: return "RESIDENT-LO";
-  case Residency::Promoting: return "PROMOTING";
-  case Residency::Demoting: return "DEMOTING";
-  case Residency::Evicting: return "EVICTING";
-  case Residency::Offloaded: return "OFFLOADED";
-  case Residency::Loading: return "LOADING";
+  case Residency::ResidentHi:
+    return "RESIDENT-HI";
+  case Residency::ResidentLo:
+    return "RESIDENT-LO";
+  case Residency::Promoting:
+    return "PROMOTING";
+  case Residency::Demoting:
+    return "DEMOTING";
+  case Residency::Evicting:
+    return "EVICTING";
+  case Residency::Offloaded:
+    return "OFFLOADED";
+  case Residency::Loading:
+    return "LOADING";
   }
   return "?";
 }
@@ -64,7 +71,8 @@ std::unique_ptr<ExpertStore> ExpertStore::create(std::vector<exec::MoeLayer *> l
     return nullptr;
   }
   if (budgetBytes <= 0) {
-    error = "--budget " + std::to_string(budgetBytes) + ": the device budget must be positive";
+    error =
+        "--budget " + std::to_string(budgetBytes) + ": the device budget must be positive";
     return nullptr;
   }
   std::unique_ptr<ExpertStore> s(new ExpertStore(budgetBytes, link));
@@ -85,7 +93,8 @@ std::unique_ptr<ExpertStore> ExpertStore::create(std::vector<exec::MoeLayer *> l
       if (i == 0) {
         s->hiLayout = hi;
         s->loLayout = s->hostLo[i].layout;
-      } else if (hi.bytes != s->hiLayout.bytes || s->hostLo[i].layout.bytes != s->loLayout.bytes) {
+      } else if (hi.bytes != s->hiLayout.bytes ||
+                 s->hostLo[i].layout.bytes != s->loLayout.bytes) {
         error = "expert store: expert " + std::to_string(e) + " of MoE layer " +
                 std::to_string(l) + " has another size or dtype than the first one";
         return nullptr;
@@ -108,8 +117,9 @@ bool ExpertStore::placeAll(Precision precision, std::string &error) {
       if (v.block < 0) {
         error = "--budget " + std::to_string(tracker.budget()) + " bytes holds " +
                 std::to_string(l * expertCount + e) + " of the " +
-                std::to_string(layerCount() * expertCount) + " " + precisionName(precision) +
-                " expert versions (" + std::to_string(pool.blockBytes()) + " bytes each)";
+                std::to_string(layerCount() * expertCount) + " " +
+                precisionName(precision) + " expert versions (" +
+                std::to_string(pool.blockBytes()) + " bytes each)";
         return false;
       }
       const size_t i = static_cast<size_t>(l * expertCount + e);
@@ -140,7 +150,8 @@ void ExpertStore::pointHandle(int64_t l, int64_t e) {
   Entry &x = entry(l, e);
   const DeviceVersion *v = x.handleOnHi ? &x.hi : x.handleOnLo ? &x.lo : nullptr;
   layers[static_cast<size_t>(l)]->setExpertWeights(
-      e, v ? exec::FfnWeights{&v->views[0], &v->views[1], &v->views[2]} : exec::FfnWeights{});
+      e,
+      v ? exec::FfnWeights{&v->views[0], &v->views[1], &v->views[2]} : exec::FfnWeights{});
 }
 
 bool ExpertStore::resident(int64_t l, int64_t e) const {
@@ -170,11 +181,13 @@ void ExpertStore::requestPromotion(int64_t l, int64_t e) {
 
 void ExpertStore::requestDemotion(int64_t l, int64_t e) {
   std::pair<int64_t, int64_t> key{l, e};
-  pendingPromotions.erase(std::remove(pendingPromotions.begin(), pendingPromotions.end(), key),
-                          pendingPromotions.end());
+  pendingPromotions.erase(
+      std::remove(pendingPromotions.begin(), pendingPromotions.end(), key),
+      pendingPromotions.end());
   Residency s = entry(l, e).state;
   if ((s == Residency::ResidentHi || s == Residency::Promoting) &&
-      std::find(pendingDemotions.begin(), pendingDemotions.end(), key) == pendingDemotions.end())
+      std::find(pendingDemotions.begin(), pendingDemotions.end(), key) ==
+          pendingDemotions.end())
     pendingDemotions.push_back(key);
 }
 
@@ -410,8 +423,8 @@ bool ExpertStore::check(std::string &error) const {
       const Entry &x = entry(l, e);
       const std::string where = "expert " + std::to_string(e) + " of MoE layer " +
                                 std::to_string(l) + " (" + residencyName(x.state) + "): ";
-      for (auto [v, seen, count] : {std::tuple{&x.hi, &seenHi, &hiBlocks},
-                                     std::tuple{&x.lo, &seenLo, &loBlocks}})
+      for (auto [v, seen, count] :
+           {std::tuple{&x.hi, &seenHi, &hiBlocks}, std::tuple{&x.lo, &seenLo, &loBlocks}})
         if (v->block >= 0) {
           if ((*seen)[static_cast<size_t>(v->block)]++) {
             error = where + "block " + std::to_string(v->block) + " has two owners";
@@ -423,7 +436,8 @@ bool ExpertStore::check(std::string &error) const {
       const exec::FfnWeights &handle = layers[static_cast<size_t>(l)]->expertWeights(e);
       const DeviceVersion *want = x.handleOnHi ? &x.hi : x.handleOnLo ? &x.lo : nullptr;
       if (!want) {
-        if (handle.gate || (x.state != Residency::Offloaded && x.state != Residency::Loading)) {
+        if (handle.gate ||
+            (x.state != Residency::Offloaded && x.state != Residency::Loading)) {
           error = where + "no version, but the handle resolves";
           return false;
         }
@@ -445,7 +459,8 @@ bool ExpertStore::check(std::string &error) const {
         for (int j = 0; j < 3 && same; ++j)
           same = std::memcmp(want->views[j].data, host[j]->data, host[j]->bytes) == 0;
       } else {
-        same = std::memcmp(want->views[0].data, hostLo[i].bytes.data(), loLayout.bytes) == 0;
+        same =
+            std::memcmp(want->views[0].data, hostLo[i].bytes.data(), loLayout.bytes) == 0;
       }
       if (!same) {
         error = where + "the handle resolves to an incomplete or foreign version";

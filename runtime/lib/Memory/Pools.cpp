@@ -32,10 +32,11 @@ uint8_t *HostBlocks::block(int32_t b) {
   return slot.get();
 }
 
-BlockPool::BlockPool(std::string name, size_t blockBytes, int64_t blocks, BudgetTracker &budget,
-                     std::unique_ptr<BlockMemory> memory)
+BlockPool::BlockPool(std::string name, size_t blockBytes, int64_t blocks,
+                     BudgetTracker &budget, std::unique_ptr<BlockMemory> memory)
     : poolName(std::move(name)), size(blockBytes), budget(budget),
-      memory(memory ? std::move(memory) : std::make_unique<HostBlocks>(blockBytes, blocks)) {
+      memory(memory ? std::move(memory)
+                    : std::make_unique<HostBlocks>(blockBytes, blocks)) {
   inUse.assign(static_cast<size_t>(blocks), 0);
   for (int64_t b = blocks - 1; b >= 0; --b)
     freeList.push_back(static_cast<int32_t>(b));

@@ -9,9 +9,12 @@ namespace switchyard::memory {
 
 const char *precisionName(Precision p) {
   switch (p) {
-  case Precision::High: return "hi";
-  case Precision::Int8: return "int8";
-  case Precision::Int4: return "int4";
+  case Precision::High:
+    return "hi";
+  case Precision::Int8:
+    return "int8";
+  case Precision::Int4:
+    return "int4";
   }
   return "?";
 }
@@ -76,7 +79,8 @@ bool layoutVersion(const exec::FfnWeights &expert, Precision precision, int64_t 
     } else {
       if (group < 2 || group % 2 != 0 || cols % group != 0) {
         error = "int4 groups of " + std::to_string(group) + " do not divide the " +
-                std::to_string(cols) + "-wide rows of " + v.name + " (an even group that does)";
+                std::to_string(cols) + "-wide rows of " + v.name +
+                " (an even group that does)";
         return false;
       }
       part.dtype = model::DType::Q4;
@@ -94,7 +98,8 @@ bool layoutVersion(const exec::FfnWeights &expert, Precision precision, int64_t 
   return true;
 }
 
-void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout, uint8_t *image) {
+void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout,
+                 uint8_t *image) {
   const model::TensorView *views[3] = {expert.gate, expert.up, expert.down};
   for (int j = 0; j < 3; ++j) {
     const model::TensorView &v = *views[j];
@@ -116,8 +121,8 @@ void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout, ui
       }
       const int64_t groups = cols / layout.group;
       for (int64_t g = 0; g < groups; ++g)
-        scales[r * groups + g] =
-            quantizeRun(row.data() + g * layout.group, layout.group, 7, q.data() + g * layout.group);
+        scales[r * groups + g] = quantizeRun(row.data() + g * layout.group, layout.group, 7,
+                                             q.data() + g * layout.group);
       uint8_t *packed = image + part.offset + r * cols / 2;
       for (int64_t c = 0; c < cols; c += 2)
         packed[c / 2] = uint8_t((q[size_t(c)] & 0xF) | ((q[size_t(c + 1)] & 0xF) << 4));
@@ -125,7 +130,8 @@ void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout, ui
   }
 }
 
-void bindVersion(const uint8_t *image, const VersionLayout &layout, model::TensorView views[3]) {
+void bindVersion(const uint8_t *image, const VersionLayout &layout,
+                 model::TensorView views[3]) {
   static const char *names[3] = {"gate", "up", "down"};
   for (int j = 0; j < 3; ++j) {
     const VersionLayout::Part &part = layout.parts[j];

@@ -12,11 +12,16 @@ namespace switchyard::model {
 
 const char *MoeConfig::familyName() const {
   switch (family) {
-  case Family::Mixtral: return "mixtral";
-  case Family::Qwen2Moe: return "qwen2_moe";
-  case Family::Qwen3Moe: return "qwen3_moe";
-  case Family::Olmoe: return "olmoe";
-  case Family::DeepseekV3: return "deepseek_v3";
+  case Family::Mixtral:
+    return "mixtral";
+  case Family::Qwen2Moe:
+    return "qwen2_moe";
+  case Family::Qwen3Moe:
+    return "qwen3_moe";
+  case Family::Olmoe:
+    return "olmoe";
+  case Family::DeepseekV3:
+    return "deepseek_v3";
   }
   return "?";
 }
@@ -25,7 +30,9 @@ std::string MoeConfig::nativePolicy() const {
   return family == Family::DeepseekV3 ? "deepseek_v3" : "topk_softmax";
 }
 
-static std::string layerPrefix(int64_t l) { return "model.layers." + std::to_string(l) + "."; }
+static std::string layerPrefix(int64_t l) {
+  return "model.layers." + std::to_string(l) + ".";
+}
 
 std::string MoeConfig::routerWeight(int64_t l) const {
   return layerPrefix(l) + (family == Family::Mixtral ? "block_sparse_moe." : "mlp.") +
@@ -40,12 +47,16 @@ std::string MoeConfig::expertWeight(int64_t l, int64_t e, const char *proj) cons
   std::string p(proj);
   if (family == Family::Mixtral) // w1: gate, w3: up, w2: down
     return layerPrefix(l) + "block_sparse_moe.experts." + std::to_string(e) + "." +
-           (p == "gate" ? "w1" : p == "up" ? "w3" : "w2") + ".weight";
+           (p == "gate" ? "w1"
+            : p == "up" ? "w3"
+                        : "w2") +
+           ".weight";
   return layerPrefix(l) + "mlp.experts." + std::to_string(e) + "." + p + "_proj.weight";
 }
 
 std::string MoeConfig::sharedWeight(int64_t l, const char *proj) const {
-  return layerPrefix(l) + (family == Family::DeepseekV3 ? "mlp.shared_experts." : "mlp.shared_expert.") +
+  return layerPrefix(l) +
+         (family == Family::DeepseekV3 ? "mlp.shared_experts." : "mlp.shared_expert.") +
          proj + "_proj.weight";
 }
 
@@ -81,8 +92,8 @@ struct Reader {
       return fail(key, "must be an integer, got " + j[key].dump());
     int64_t value = j[key].get<int64_t>();
     if (value < min || value > (int64_t(1) << 24))
-      return fail(key, "= " + std::to_string(value) + " is outside [" + std::to_string(min) +
-                           ", 16777216]");
+      return fail(key, "= " + std::to_string(value) + " is outside [" +
+                           std::to_string(min) + ", 16777216]");
     if (agree && has(agree) && value != out)
       return fail(key, "= " + std::to_string(value) + " disagrees with " + agree + " = " +
                            std::to_string(out) + " (two spellings of one value)");
@@ -125,7 +136,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     file = path + "/config.json";
   // A config is a small regular file: a FIFO would block and /dev/zero never ends.
-  if (stat(file.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > kMaxConfigBytes)) {
+  if (stat(file.c_str(), &st) == 0 &&
+      (!S_ISREG(st.st_mode) || st.st_size > kMaxConfigBytes)) {
     error = file + (S_ISREG(st.st_mode) ? ": " + std::to_string(st.st_size) +
                                               " bytes, more than a config.json has (16 MiB)"
                                         : ": not a regular file");
@@ -133,7 +145,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    error = "cannot open '" + file + "' (a Hugging Face checkpoint directory has config.json)";
+    error =
+        "cannot open '" + file + "' (a Hugging Face checkpoint directory has config.json)";
     return false;
   }
   std::stringstream text;
@@ -164,11 +177,13 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       {"DeepseekV3ForCausalLM", "deepseek_v3", Family::DeepseekV3}};
   const Known *match = nullptr;
   for (const Known &k : known)
-    if (c.architecture == k.architecture || (c.architecture.empty() && modelType == k.modelType))
+    if (c.architecture == k.architecture ||
+        (c.architecture.empty() && modelType == k.modelType))
       match = &k;
   if (!match) {
     error = file + ": architectures = [\"" + c.architecture + "\"], model_type = \"" +
-            modelType + "\" is not a MoE model the executor runs (Mixtral, Qwen2-MoE, "
+            modelType +
+            "\" is not a MoE model the executor runs (Mixtral, Qwen2-MoE, "
             "Qwen3-MoE, OLMoE, DeepSeek-V3)";
     return false;
   }
@@ -178,7 +193,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
                                     c.architecture + "\"]");
   if (!r.integer("hidden_size", c.hidden, true) ||
       !r.integer("num_hidden_layers", c.layers, true) ||
-      !r.integer("num_experts_per_tok", c.topK, true) || !r.number("rms_norm_eps", c.rmsNormEps))
+      !r.integer("num_experts_per_tok", c.topK, true) ||
+      !r.number("rms_norm_eps", c.rmsNormEps))
     return false;
   // The expert count has two spellings: the family's own key (what the hub's
   // checkpoints have) and transformers' standard name for it (its attribute_map): the
@@ -189,7 +205,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   const char *expertsKey = c.family == Family::Mixtral      ? "num_local_experts"
                            : c.family == Family::DeepseekV3 ? "n_routed_experts"
                                                             : "num_experts";
-  const char *expertsAlias = c.family == Family::Mixtral ? "num_experts" : "num_local_experts";
+  const char *expertsAlias =
+      c.family == Family::Mixtral ? "num_experts" : "num_local_experts";
   if (!r.has(expertsKey) && !r.has(expertsAlias))
     return r.fail(expertsKey, std::string("(or ") + expertsAlias + ") is missing");
   if (!r.integer(expertsKey, c.experts, false) ||
@@ -202,7 +219,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   if (!r.integer(widthKey, c.expertIntermediate, true))
     return false;
   if (c.topK > c.experts)
-    return r.fail("num_experts_per_tok", "= " + std::to_string(c.topK) + " is more than the " +
+    return r.fail("num_experts_per_tok", "= " + std::to_string(c.topK) +
+                                             " is more than the " +
                                              std::to_string(c.experts) + " experts");
   c.normTopkProb = c.family == Family::Mixtral || c.family == Family::DeepseekV3 ||
                    c.family == Family::Qwen3Moe;
@@ -232,7 +250,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   case Family::DeepseekV3: {
     int64_t shared = 0;
     if (!r.integer("n_shared_experts", shared, false, 0) ||
-        !r.integer("n_group", c.groups, false) || !r.integer("topk_group", c.topkGroups, false) ||
+        !r.integer("n_group", c.groups, false) ||
+        !r.integer("topk_group", c.topkGroups, false) ||
         !r.number("routed_scaling_factor", c.routedScaling) ||
         !r.integer("first_k_dense_replace", firstDense, false, 0) ||
         !r.integer("moe_layer_freq", moeFreq, false))
@@ -243,10 +262,12 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
     if (!r.string("scoring_func", scoring))
       return false;
     if (scoring != "sigmoid")
-      return r.fail("scoring_func", "= \"" + scoring + "\": DeepSeek-V3 routing scores with sigmoid");
+      return r.fail("scoring_func",
+                    "= \"" + scoring + "\": DeepSeek-V3 routing scores with sigmoid");
     if (c.experts % c.groups != 0 || c.topkGroups > c.groups)
       return r.fail("n_group", "= " + std::to_string(c.groups) + " must divide the " +
-                                   std::to_string(c.experts) + " experts and be >= topk_group");
+                                   std::to_string(c.experts) +
+                                   " experts and be >= topk_group");
     // The kept groups must hold the top-k, else every token gets empty slots.
     if (c.topK > c.topkGroups * (c.experts / c.groups))
       return r.fail("num_experts_per_tok",
@@ -269,7 +290,8 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       c.moeLayers.push_back(l);
   }
   if (c.moeLayers.empty())
-    return r.fail("num_hidden_layers", "= " + std::to_string(c.layers) + ": no layer has a MoE block");
+    return r.fail("num_hidden_layers",
+                  "= " + std::to_string(c.layers) + ": no layer has a MoE block");
   config = std::move(c);
   return true;
 }

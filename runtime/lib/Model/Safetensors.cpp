@@ -19,24 +19,34 @@ namespace switchyard::model {
 
 const char *dtypeName(DType dtype) {
   switch (dtype) {
-  case DType::F32: return "F32";
-  case DType::F16: return "F16";
-  case DType::BF16: return "BF16";
-  case DType::Q8: return "Q8";
-  case DType::Q4: return "Q4";
-  case DType::Other: break;
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::Q8:
+    return "Q8";
+  case DType::Q4:
+    return "Q4";
+  case DType::Other:
+    break;
   }
   return "other";
 }
 
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
-  case DType::F32: return 4;
+  case DType::F32:
+    return 4;
   case DType::F16:
-  case DType::BF16: return 2;
-  case DType::Q8: return 1;
+  case DType::BF16:
+    return 2;
+  case DType::Q8:
+    return 1;
   case DType::Q4: // two per byte: not byte-addressable
-  case DType::Other: break;
+  case DType::Other:
+    break;
   }
   return 0;
 }
@@ -58,9 +68,9 @@ std::string TensorView::shapeText() const {
 /// Bytes per element of every dtype the format defines (0: unknown).
 static size_t formatDtypeSize(const std::string &dtype) {
   static const std::map<std::string, size_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"I64", 8},  {"U64", 8}, {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -103,9 +113,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
   if (headerBytes > size - 8)
     return bad("header length " + std::to_string(headerBytes) + " is past the end of the " +
                std::to_string(size) + "-byte file (truncated, or not a safetensors file)");
-  nlohmann::json header = nlohmann::json::parse(
-      reinterpret_cast<const char *>(base + 8), reinterpret_cast<const char *>(base + 8 + headerBytes),
-      nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header =
+      nlohmann::json::parse(reinterpret_cast<const char *>(base + 8),
+                            reinterpret_cast<const char *>(base + 8 + headerBytes), nullptr,
+                            /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object())
     return bad("the header is not a JSON object");
   const uint8_t *data = base + 8 + headerBytes;
@@ -194,7 +205,8 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
     std::set<std::string> seen;
     for (auto it = map->begin(); it != map->end(); ++it) {
       if (!it->is_string() || it->get<std::string>().find('/') != std::string::npos) {
-        error = indexPath + ": weight_map['" + it.key() + "'] must name a file in '" + dir + "'";
+        error = indexPath + ": weight_map['" + it.key() + "'] must name a file in '" + dir +
+                "'";
         return nullptr;
       }
       weightMap[it.key()] = it->get<std::string>();
@@ -205,7 +217,8 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
     shards.push_back("model.safetensors");
     struct stat st;
     if (stat((dir + "/model.safetensors").c_str(), &st) != 0) {
-      error = "'" + dir + "' has neither model.safetensors nor model.safetensors.index.json";
+      error =
+          "'" + dir + "' has neither model.safetensors nor model.safetensors.index.json";
       return nullptr;
     }
   }
@@ -228,7 +241,8 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
   }
   for (const auto &[name, shard] : weightMap)
     if (!ckpt->index.count(name)) {
-      error = indexPath + ": tensor '" + name + "' is listed in " + shard + " but not there";
+      error =
+          indexPath + ": tensor '" + name + "' is listed in " + shard + " but not there";
       return nullptr;
     }
   return ckpt;
@@ -266,11 +280,13 @@ void widenToFloat(const TensorView &view, int64_t offset, int64_t count, float *
   if (view.dtype == DType::Q8 || view.dtype == DType::Q4) {
     // One run per scale (a row for Q8, a group for Q4): no division in the inner loops.
     const bool q8 = view.dtype == DType::Q8;
-    const int64_t cols = view.shape.back(), run = q8 ? cols : view.group, end = offset + count;
+    const int64_t cols = view.shape.back(), run = q8 ? cols : view.group,
+                  end = offset + count;
     for (int64_t i = offset; i < end;) {
       const int64_t row = i / cols, col = i % cols;
       const int64_t stop = std::min(end, i + (run - col % run));
-      const float scale = q8 ? view.scales[row] : view.scales[row * (cols / run) + col / run];
+      const float scale =
+          q8 ? view.scales[row] : view.scales[row * (cols / run) + col / run];
       float *o = out + (i - offset);
       if (q8) {
         const auto *q = reinterpret_cast<const int8_t *>(view.data);

@@ -13,14 +13,14 @@ LogicalResult BatchReduceOp::verify() {
     return failure();
   auto out = getResult().getType();
   if (out.getDimSize(0) != *e)
-    return emitOpError() << "result must have one entry per expert (" << *e
-                         << "), got " << out;
+    return emitOpError() << "result must have one entry per expert (" << *e << "), got "
+                         << out;
   bool isCount = getKind() == ReduceKind::count;
   Type want = isCount ? Type(IntegerType::get(getContext(), 32))
                       : Type(Float32Type::get(getContext()));
   if (out.getElementType() != want)
-    return emitOpError() << "a '" << stringifyReduceKind(getKind())
-                         << "' reduction yields " << want << " elements, got " << out;
+    return emitOpError() << "a '" << stringifyReduceKind(getKind()) << "' reduction yields "
+                         << want << " elements, got " << out;
   if (isCount && !getTopk())
     return emitOpError() << "'count' needs 'over topk = k' to say which entries count";
   if (auto k = getTopk(); k && (*k < 1 || (!isParam(*e) && *k > *e)))
@@ -34,15 +34,16 @@ LogicalResult SegmentReduceOp::verify() {
                               getRequestIds().getType(), "request_ids")))
     return failure();
   if (getKind() == ReduceKind::count)
-    return emitOpError() << "'count' is not a segment reduction (use 'sum' of a 0/1 matrix)";
+    return emitOpError()
+           << "'count' is not a segment reduction (use 'sum' of a 0/1 matrix)";
   return success();
 }
 
 LogicalResult BinScoreOp::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getBins().getType(), "bins");
   if (failed(e) || failed(verifyIdMatrix(*this, getIds().getType(), "ids")) ||
-      failed(verifySameTokens(*this, getBins().getType(), "bins", getIds().getType(),
-                              "ids")))
+      failed(
+          verifySameTokens(*this, getBins().getType(), "bins", getIds().getType(), "ids")))
     return failure();
   if (getResult().getType().getDimSize(0) != *e)
     return emitOpError() << "result must have one entry per expert (" << *e << "), got "

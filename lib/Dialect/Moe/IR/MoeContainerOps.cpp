@@ -23,10 +23,10 @@ static bool isIdentifier(StringRef name) {
 //===----------------------------------------------------------------------===//
 
 /// `@name(%arg: type, ...) -> (name: type, ...) attributes {...} { body }`.
-ParseResult switchyard::moe::detail::parsePolicyOp(OpAsmParser &parser, OperationState &result) {
+ParseResult switchyard::moe::detail::parsePolicyOp(OpAsmParser &parser,
+                                                   OperationState &result) {
   StringAttr symName;
-  if (parser.parseSymbolName(symName, SymbolTable::getSymbolAttrName(),
-                             result.attributes))
+  if (parser.parseSymbolName(symName, SymbolTable::getSymbolAttrName(), result.attributes))
     return failure();
 
   SmallVector<OpAsmParser::Argument> args;
@@ -83,14 +83,18 @@ void switchyard::moe::detail::printPolicyOp(PolicyOpInterface op, OpAsmPrinter &
   llvm::interleaveComma(body.front().getArguments(), p,
                         [&](BlockArgument arg) { p.printRegionArgument(arg); });
   p << ") -> (";
-  llvm::interleaveComma(llvm::zip(op.getResultNames(), op.getResultTypes()), p,
-                        [&](auto nameAndType) {
-    p.printKeywordOrString(cast<StringAttr>(std::get<0>(nameAndType)).getValue());
-    p << ": " << std::get<1>(nameAndType);
-  });
+  llvm::interleaveComma(
+      llvm::zip(op.getResultNames(), op.getResultTypes()), p, [&](auto nameAndType) {
+        p.printKeywordOrString(cast<StringAttr>(std::get<0>(nameAndType)).getValue());
+        p << ": " << std::get<1>(nameAndType);
+      });
   p << ')';
-  SmallVector<StringRef> elided = {SymbolTable::getSymbolAttrName(), "function_type",
-                                   "arg_names", "result_names", "arg_attrs", "res_attrs"};
+  SmallVector<StringRef> elided = {SymbolTable::getSymbolAttrName(),
+                                   "function_type",
+                                   "arg_names",
+                                   "result_names",
+                                   "arg_attrs",
+                                   "res_attrs"};
   if (op.getSharedExperts() == 0)
     elided.push_back("shared_experts");
   p.printOptionalAttrDictWithKeyword(op->getAttrs(), elided);
@@ -99,7 +103,7 @@ void switchyard::moe::detail::printPolicyOp(PolicyOpInterface op, OpAsmPrinter &
 }
 
 void switchyard::moe::detail::nameBlockArguments(PolicyOpInterface op, Region &region,
-                                OpAsmSetValueNameFn setNameFn) {
+                                                 OpAsmSetValueNameFn setNameFn) {
   ArrayAttr names = op.getArgNames();
   if (&region != &op->getRegion(0) || names.size() != region.getNumArguments())
     return;
@@ -123,9 +127,9 @@ static LogicalResult verifyNames(Operation *op, ArrayAttr names, StringRef what)
 
 /// The signature rules routers and rules share: names, one namespace, at least one
 /// result, only dimension 0 dynamic.
-static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAttr resultNames,
-                                     ArrayRef<Type> argTypes, ArrayRef<Type> resultTypes,
-                                     bool generic) {
+static LogicalResult verifySignature(Operation *op, ArrayAttr argNames,
+                                     ArrayAttr resultNames, ArrayRef<Type> argTypes,
+                                     ArrayRef<Type> resultTypes, bool generic) {
   if (argNames.size() != argTypes.size())
     return op->emitOpError() << "has " << argTypes.size() << " arguments but "
                              << argNames.size() << " argument names";
@@ -151,10 +155,10 @@ static LogicalResult verifySignature(Operation *op, ArrayAttr argNames, ArrayAtt
     if (auto shaped = dyn_cast<ShapedType>(type))
       for (int64_t d = 1; d < shaped.getRank(); ++d)
         if (shaped.isDynamicDim(d))
-          return op->emitOpError() << "argument '"
-                                   << cast<StringAttr>(argNames[i]).getValue()
-                                   << "' has a dynamic dimension " << d
-                                   << "; only dimension 0 (the tokens) may be dynamic";
+          return op->emitOpError()
+                 << "argument '" << cast<StringAttr>(argNames[i]).getValue()
+                 << "' has a dynamic dimension " << d
+                 << "; only dimension 0 (the tokens) may be dynamic";
   return success();
 }
 
@@ -167,7 +171,8 @@ static LogicalResult verifyAbiTypes(Operation *op) {
   ArrayRef<Type> argTypes = f.getArgumentTypes(), resultTypes = f.getResultTypes();
   auto isDataTensor = [](Type type) {
     auto tensor = dyn_cast<RankedTensorType>(type);
-    return tensor && (tensor.getElementType().isF32() || tensor.getElementType().isInteger(32));
+    return tensor &&
+           (tensor.getElementType().isF32() || tensor.getElementType().isInteger(32));
   };
   for (auto [i, type] : llvm::enumerate(argTypes))
     if (!isDataTensor(type) && !isa<ExpertSetType, PlacementType>(type) &&
@@ -229,8 +234,9 @@ static LogicalResult verifyStaticSize(Type type, Location loc) {
     if (ShapedType::isDynamic(d))
       continue;
     if (d > kMaxStaticElements || (d && elements > kMaxStaticElements / d))
-      return emitError(loc) << type << " is too large: its static dimensions hold more "
-                                       "than "
+      return emitError(loc) << type
+                            << " is too large: its static dimensions hold more "
+                               "than "
                             << kMaxStaticElements << " elements";
     elements *= d;
   }
@@ -252,8 +258,10 @@ static LogicalResult verifyLowerable(Operation *container, Operation *op) {
                              << describeContainer(container)
                              << ": only scalar constants (integers and floats) can";
   }
-  if (isa<RouterOp>(container) && op->getDialect() && isa<arith::ArithDialect>(op->getDialect())) {
-    if (llvm::all_of(op->getOperandTypes(), scalar) && llvm::all_of(op->getResultTypes(), scalar))
+  if (isa<RouterOp>(container) && op->getDialect() &&
+      isa<arith::ArithDialect>(op->getDialect())) {
+    if (llvm::all_of(op->getOperandTypes(), scalar) &&
+        llvm::all_of(op->getResultTypes(), scalar))
       return success();
     return op->emitOpError() << "cannot be compiled in a " << describeContainer(container)
                              << ": arith ops in a router compute on scalars only";
@@ -266,16 +274,17 @@ static LogicalResult verifyLowerable(Operation *container, Operation *op) {
 /// Types over the container's experts, static sizes in bounds, only ops the lowering
 /// knows, unique knob names.
 static LogicalResult verifyBody(Operation *container, StringRef symName, Block &block,
-                               ArrayRef<Type> argTypes, int64_t experts) {
+                                ArrayRef<Type> argTypes, int64_t experts) {
   if (block.getArgumentTypes() != argTypes)
     return container->emitOpError() << "entry block arguments do not match the signature";
   for (auto [i, type] : llvm::enumerate(argTypes))
-    if (failed(verifyExpertTypes(container, type, experts, block.getArgument(i).getLoc())) ||
+    if (failed(
+            verifyExpertTypes(container, type, experts, block.getArgument(i).getLoc())) ||
         failed(verifyStaticSize(type, block.getArgument(i).getLoc())))
       return failure();
-  for (Type type : cast<FunctionType>(
-                       container->getAttrOfType<TypeAttr>("function_type").getValue())
-                       .getResults())
+  for (Type type :
+       cast<FunctionType>(container->getAttrOfType<TypeAttr>("function_type").getValue())
+           .getResults())
     if (failed(verifyStaticSize(type, container->getLoc())))
       return failure();
 
@@ -314,8 +323,8 @@ LogicalResult RouterOp::verify() {
   if (!ShapedType::isDynamic(getTopK()) && getTopK() < 1)
     return emitOpError() << "top_k must be >= 1, got " << getTopK();
   if (!genericExperts && getTopK() > getExperts())
-    return emitOpError() << "top_k must be in [1, experts = " << getExperts()
-                         << "], got " << getTopK();
+    return emitOpError() << "top_k must be in [1, experts = " << getExperts() << "], got "
+                         << getTopK();
   if (getSharedExperts() < 0)
     return emitOpError() << "shared_experts must be >= 0, got " << getSharedExperts();
   if (getSharedExperts() > kMaxExperts)
@@ -431,9 +440,8 @@ static ParseResult parsePhaseList(OpAsmParser &parser, ArrayAttr &phases) {
 
 static void printPhaseList(OpAsmPrinter &p, WhenOp, ArrayAttr phases) {
   p << '[';
-  llvm::interleaveComma(phases, p, [&](Attribute a) {
-    p << stringifyPhase(cast<PhaseAttr>(a).getValue());
-  });
+  llvm::interleaveComma(
+      phases, p, [&](Attribute a) { p << stringifyPhase(cast<PhaseAttr>(a).getValue()); });
   p << ']';
 }
 
@@ -482,8 +490,7 @@ struct InlineNeverTakenGate : OpRewritePattern<WhenOp> {
 };
 } // namespace
 
-void WhenOp::getCanonicalizationPatterns(RewritePatternSet &results,
-                                         MLIRContext *context) {
+void WhenOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
   results.add<InlineNeverTakenGate>(context);
 }
 

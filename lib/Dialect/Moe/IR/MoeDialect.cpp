@@ -9,8 +9,8 @@
 using namespace mlir;
 using namespace switchyard::moe;
 
-#include "switchyard/Dialect/Moe/IR/MoeOpsDialect.cpp.inc"
 #include "switchyard/Dialect/Moe/IR/MoeEnums.cpp.inc"
+#include "switchyard/Dialect/Moe/IR/MoeOpsDialect.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // Attributes: unknown ones on moe ops, and moe.* attributes on other ops
@@ -83,7 +83,8 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       Attribute size = dict.get("size");
       auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(size);
       bool dynamic = memref && !memref.hasStaticShape();
-      if ((size && (!rule || rule.size() != 3 || rule[0] < 0 || rule[1] < 0 || rule[2] < 1)) ||
+      if ((size &&
+           (!rule || rule.size() != 3 || rule[0] < 0 || rule[1] < 0 || rule[2] < 1)) ||
           (dynamic && !rule))
         return fail("an array whose dynamic parameters have a size rule "
                     "array<i64: a, b, d> with a, b >= 0 and d >= 1");

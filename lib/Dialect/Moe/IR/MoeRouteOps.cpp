@@ -25,9 +25,8 @@ LogicalResult RouteOp::verify() {
     return emitOpError() << "routes to k = " << describeSize(k) << " experts but router @"
                          << router.getSymName()
                          << " has top_k = " << describeSize(router.getTopK());
-  for (auto [type, name] :
-       {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
-        {getTopkWeights().getType(), "topk_weights"}}) {
+  for (auto [type, name] : {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
+                            {getTopkWeights().getType(), "topk_weights"}}) {
     if (cast<ShapedType>(type).getDimSize(1) != k)
       return emitOpError() << name << " must have k = " << describeSize(k)
                            << " columns, got " << type;
@@ -38,8 +37,7 @@ LogicalResult RouteOp::verify() {
   if (!std::isfinite(scaling) || scaling <= 0.0f)
     return emitOpError() << "scaling must be finite and > 0, got " << scaling;
   if (getScalingFactor() && scaling != 1.0f)
-    return emitOpError() << "takes scaling = " << scaling
-                         << " or scaled_by(...), not both";
+    return emitOpError() << "takes scaling = " << scaling << " or scaled_by(...), not both";
   return verifyScalarRules(*this);
 }
 
@@ -111,7 +109,8 @@ LogicalResult AlignBlocksOp::verify() {
        {std::pair<Type, StringRef>{getSortedTokenIds().getType(), "sorted_token_ids"},
         {getExpertIds().getType(), "expert_ids"}})
     if (!cast<ShapedType>(type).isDynamicDim(0))
-      return emitOpError() << name << " depends on the token count: its size must be "
+      return emitOpError() << name
+                           << " depends on the token count: its size must be "
                               "dynamic, got "
                            << type;
   if (getNumTokensPostPadded().getType().getDimSize(0) != 1)
@@ -137,7 +136,8 @@ static LogicalResult verifyCapacityForm(Operation *op, Value factor, Value capac
   return success();
 }
 
-static void capacityRules(Value factor, Value capacity, SmallVectorImpl<ScalarRule> &rules) {
+static void capacityRules(Value factor, Value capacity,
+                          SmallVectorImpl<ScalarRule> &rules) {
   if (factor) {
     ScalarRule rule = ScalarRule::floatRange(factor, "capacity_factor", 0.0,
                                              /*minOpen=*/true, {}, false);
@@ -154,8 +154,8 @@ LogicalResult CapacityOp::verify() {
   if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
     return failure();
   if (getIds().getType().getShape() != getWeights().getType().getShape())
-    return emitOpError() << "weights must have the shape of the ids ("
-                         << getIds().getType() << "), got " << getWeights().getType();
+    return emitOpError() << "weights must have the shape of the ids (" << getIds().getType()
+                         << "), got " << getWeights().getType();
   if (failed(verifyExpertCount(*this, getCounts().getType().getDimSize(0), "counts")))
     return failure();
   if (getDropped().getType().getDimSize(0) != 1)
@@ -177,9 +177,8 @@ LogicalResult ExpertChoiceOp::verify() {
   if (m < 1 || (!isParam(*e) && m > *e))
     return emitOpError() << "max_experts must be in [1, " << describeSize(*e) << "], got "
                          << m;
-  for (auto [type, name] :
-       {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
-        {getTopkWeights().getType(), "topk_weights"}}) {
+  for (auto [type, name] : {std::pair<Type, StringRef>{getTopkIds().getType(), "topk_ids"},
+                            {getTopkWeights().getType(), "topk_weights"}}) {
     if (cast<ShapedType>(type).getDimSize(1) != m)
       return emitOpError() << name << " must have max_experts = " << m << " columns, got "
                            << type;
@@ -197,12 +196,13 @@ LogicalResult ExpertChoiceOp::verify() {
         {getSortedWeights().getType(), "sorted_weights"},
         {getExpertIds().getType(), "expert_ids"}})
     if (!cast<ShapedType>(type).isDynamicDim(0))
-      return emitOpError() << name << " depends on the token count: its size must be "
+      return emitOpError() << name
+                           << " depends on the token count: its size must be "
                               "dynamic, got "
                            << type;
-  for (auto [type, name] :
-       {std::pair<Type, StringRef>{getNumTokensPostPadded().getType(), "num_tokens_post_padded"},
-        {getNumUnrouted().getType(), "num_unrouted"}})
+  for (auto [type, name] : {std::pair<Type, StringRef>{getNumTokensPostPadded().getType(),
+                                                       "num_tokens_post_padded"},
+                            {getNumUnrouted().getType(), "num_unrouted"}})
     if (cast<ShapedType>(type).getDimSize(0) != 1)
       return emitOpError() << name << " must hold one value, got " << type;
   return verifyScalarRules(*this);
@@ -218,5 +218,6 @@ std::array<int64_t, 3> ExpertChoiceOp::getDynamicSizeRule(OpResult result) {
   if (result != getSortedTokenIds() && result != getSortedWeights() &&
       result != getExpertIds())
     return {1, 0, 1};
-  return {e, e * (getBlockSize() - 1), result == getExpertIds() ? getBlockSize() : int64_t(1)};
+  return {e, e * (getBlockSize() - 1),
+          result == getExpertIds() ? getBlockSize() : int64_t(1)};
 }

@@ -31,8 +31,10 @@ void HiCapacityOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   static constexpr llvm::StringLiteral relation =
       "budget >= fixed + layers * experts * lo_bytes + layers * hi_bytes (the "
       "low-precision experts and one high-precision expert per layer)";
-  for (auto [value, name] : {std::pair{getBudget(), "budget"}, {getFixed(), "fixed"},
-                             {getLayers(), "layers"}, {getHiBytes(), "hi_bytes"},
+  for (auto [value, name] : {std::pair{getBudget(), "budget"},
+                             {getFixed(), "fixed"},
+                             {getLayers(), "layers"},
+                             {getHiBytes(), "hi_bytes"},
                              {getLoBytes(), "lo_bytes"}})
     rules.push_back(ScalarRule::relational(value, name, relation));
 }
@@ -48,13 +50,14 @@ LogicalResult HiCapacityOp::verify() {
   if (!budget || !fixed || !hi || !lo || !layers || isParam(experts))
     return success();
   // In 128-bit arithmetic: byte counts times layers times experts may overflow i64.
-  __int128 needed = (__int128)*fixed + (__int128)*layers * experts * *lo + (__int128)*layers * *hi;
+  __int128 needed =
+      (__int128)*fixed + (__int128)*layers * experts * *lo + (__int128)*layers * *hi;
   if ((__int128)*budget < needed)
     return emitOpError() << "a budget of " << *budget << " bytes cannot hold the fixed "
-                         << *fixed << " bytes, the low-precision experts ("
-                         << *layers << " layers x " << experts << " x " << *lo
-                         << " bytes) and one high-precision expert per layer ("
-                         << *layers << " x " << *hi << " bytes)";
+                         << *fixed << " bytes, the low-precision experts (" << *layers
+                         << " layers x " << experts << " x " << *lo
+                         << " bytes) and one high-precision expert per layer (" << *layers
+                         << " x " << *hi << " bytes)";
   return success();
 }
 
@@ -70,7 +73,8 @@ LogicalResult HotSetOp::verify() {
 void HotSetOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   rules.push_back(ScalarRule::intRange(getCapacity(), "capacity", 0));
   if (getMargin()) {
-    ScalarRule margin = ScalarRule::floatRange(getMargin(), "margin", 0.0, false, {}, false);
+    ScalarRule margin =
+        ScalarRule::floatRange(getMargin(), "margin", 0.0, false, {}, false);
     margin.finite = true;
     rules.push_back(margin);
   }
@@ -182,8 +186,9 @@ LogicalResult GateOp::verify() {
   if (!weight.hasStaticShape() || hidden.isDynamicDim(1))
     return emitOpError() << "the hidden size and the weight must be static";
   if (weight.getDimSize(0) != hidden.getDimSize(1))
-    return emitOpError() << "weight has " << weight.getDimSize(0) << " rows but hidden states have "
-                         << hidden.getDimSize(1) << " features";
+    return emitOpError() << "weight has " << weight.getDimSize(0)
+                         << " rows but hidden states have " << hidden.getDimSize(1)
+                         << " features";
   if (result.getDimSize(1) != weight.getDimSize(1))
     return emitOpError() << "result must have " << weight.getDimSize(1)
                          << " experts (the weight's columns)";
@@ -209,7 +214,8 @@ static FailureOr<std::pair<int64_t, int64_t>> verifyRequests(Operation *op, Type
 static LogicalResult verifyPlacementMatrix(Operation *op, Type type, int64_t g, int64_t e) {
   auto t = cast<ShapedType>(type);
   if (t.getDimSize(0) != e || t.getDimSize(1) != g)
-    return op->emitOpError() << "placement must be " << e << "x" << g << " (experts x GPUs)";
+    return op->emitOpError() << "placement must be " << e << "x" << g
+                             << " (experts x GPUs)";
   return success();
 }
 
@@ -236,11 +242,13 @@ LogicalResult ServedLoadsOp::verify() {
     return failure();
   if (generic) // checked once --moe-specialize has bound the sizes
     return success();
-  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  FailureOr<std::pair<int64_t, int64_t>> ge =
+      verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
-  if (getPlacement() && failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
+  if (getPlacement() &&
+      failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
     return failure();
   if (cast<ShapedType>(getResult().getType()).getDimSize(0) != g)
     return emitOpError() << "result must have one entry per GPU (" << g << ")";
@@ -253,7 +261,8 @@ LogicalResult LibraReplicateOp::verify() {
     return failure();
   if (generic) // checked once --moe-specialize has bound the sizes
     return success();
-  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  FailureOr<std::pair<int64_t, int64_t>> ge =
+      verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
@@ -274,7 +283,8 @@ LogicalResult LibraShardOp::verify() {
     return failure();
   if (generic) // checked once --moe-specialize has bound the sizes
     return success();
-  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(*this, getRequests().getType());
+  FailureOr<std::pair<int64_t, int64_t>> ge =
+      verifyRequests(*this, getRequests().getType());
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
@@ -289,7 +299,8 @@ LogicalResult LibraShardOp::verify() {
 }
 
 void LibraShardOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
-  ScalarRule epsilon = ScalarRule::floatRange(getEpsilon(), "epsilon", 0.0, false, {}, false);
+  ScalarRule epsilon =
+      ScalarRule::floatRange(getEpsilon(), "epsilon", 0.0, false, {}, false);
   epsilon.finite = true;
   rules.push_back(epsilon);
 }
@@ -313,7 +324,8 @@ LogicalResult ExpectedExpertsOp::verify() {
 }
 
 void ExpectedExpertsOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
-  rules.push_back(ScalarRule::floatRange(getThreshold(), "threshold", 0.0, true, 1.0, false));
+  rules.push_back(
+      ScalarRule::floatRange(getThreshold(), "threshold", 0.0, true, 1.0, false));
 }
 
 LogicalResult StepSizeOp::verify() {
@@ -326,7 +338,8 @@ LogicalResult StepSizeOp::verify() {
 void StepSizeOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   rules.push_back(ScalarRule::intRange(getExpertBytes(), "expert_bytes", 0));
   rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
-  for (auto [v, name] : {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}}) {
+  for (auto [v, name] :
+       {std::pair{getBandwidth(), "bandwidth"}, {getLayerTime(), "layer_time"}}) {
     ScalarRule rate = ScalarRule::floatRange(v, name, 0.0, /*minOpen=*/true, {}, false);
     rate.finite = true;
     rules.push_back(rate);
@@ -334,9 +347,12 @@ void StepSizeOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
 }
 
 LogicalResult StepFeedbackOp::verify() {
-  for (auto [v, name] : {std::pair{getStep(), "step"}, {getInitial(), "initial"},
-                         {getStallCount(), "stall_count"}, {getOverfetchCount(), "overfetch_count"},
-                         {getStepOut(), "step_out"}, {getStallOut(), "stall_out"},
+  for (auto [v, name] : {std::pair{getStep(), "step"},
+                         {getInitial(), "initial"},
+                         {getStallCount(), "stall_count"},
+                         {getOverfetchCount(), "overfetch_count"},
+                         {getStepOut(), "step_out"},
+                         {getStallOut(), "stall_out"},
                          {getOverfetchOut(), "overfetch_out"}})
     if (failed(verifyOneEntry(*this, v, name)))
       return failure();
@@ -347,10 +363,10 @@ LogicalResult StepFeedbackOp::verify() {
 
 void StepFeedbackOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   // The step and the counters are i32 state: thresholds and layers must fit.
-  rules.push_back(ScalarRule::intRange(getStallThreshold(), "stall_threshold", 0,
-                                       INT32_MAX - 1));
-  rules.push_back(ScalarRule::intRange(getOverfetchThreshold(), "overfetch_threshold", 1,
-                                       INT32_MAX));
+  rules.push_back(
+      ScalarRule::intRange(getStallThreshold(), "stall_threshold", 0, INT32_MAX - 1));
+  rules.push_back(
+      ScalarRule::intRange(getOverfetchThreshold(), "overfetch_threshold", 1, INT32_MAX));
   rules.push_back(ScalarRule::intRange(getLayers(), "layers", 1, kMaxLayers));
 }
 

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 #include "MoeVerifyUtils.h"
 
-
 using namespace mlir;
 using namespace switchyard::moe;
 

@@ -7,7 +7,9 @@ using namespace mlir;
 using namespace switchyard::moe;
 using namespace switchyard::moe::detail;
 
-static int64_t setSize(Value set) { return cast<ExpertSetType>(set.getType()).getExperts(); }
+static int64_t setSize(Value set) {
+  return cast<ExpertSetType>(set.getType()).getExperts();
+}
 
 //===----------------------------------------------------------------------===//
 // union_topk
@@ -85,7 +87,8 @@ void FillOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
     rules.push_back(ScalarRule::intRange(getAmount(), "min_size", 0, boundOf(e)));
     return;
   case FillMode::threshold:
-    rules.push_back(ScalarRule::floatRange(getAmount(), "threshold", 0.0, false, 1.0, false));
+    rules.push_back(
+        ScalarRule::floatRange(getAmount(), "threshold", 0.0, false, 1.0, false));
     return;
   }
 }
@@ -175,8 +178,8 @@ OpFoldResult DropLowestOp::fold(FoldAdaptor) {
 LogicalResult ConfidentTop1Op::verify() {
   FailureOr<int64_t> e = verifyScoreMatrix(*this, getBins().getType(), "bins");
   if (failed(e) || failed(verifySetSize(*this, getResult().getType(), *e, "result")) ||
-      failed(verifySameTokens(*this, getBins().getType(), "bins", getIds().getType(),
-                              "ids")))
+      failed(
+          verifySameTokens(*this, getBins().getType(), "bins", getIds().getType(), "ids")))
     return failure();
   FailureOr<int64_t> k = verifyIdMatrix(*this, getIds().getType(), "ids");
   if (failed(k))

@@ -12,8 +12,9 @@
 using namespace mlir;
 using namespace switchyard::moe;
 
-LogicalResult switchyard::moe::detail::refineByMatchingTypes(Operation *op, const ShapeBinding &binding,
-                                            SmallVectorImpl<Type> &types) {
+LogicalResult switchyard::moe::detail::refineByMatchingTypes(Operation *op,
+                                                             const ShapeBinding &binding,
+                                                             SmallVectorImpl<Type> &types) {
   for (OpResult result : op->getResults()) {
     Type written = result.getType();
     if (isa<ExpertSetType>(written)) {
@@ -38,7 +39,7 @@ LogicalResult switchyard::moe::detail::refineByMatchingTypes(Operation *op, cons
 }
 
 Type switchyard::moe::detail::bindScoreOperand(Operation *op, unsigned index,
-                              const ShapeBinding &binding) {
+                                               const ShapeBinding &binding) {
   auto tensor = dyn_cast<RankedTensorType>(op->getOperand(index).getType());
   // Scores are [T, E]; an op over per-expert statistics reads [E] (or [E, E]) only.
   bool allExperts = op->hasTrait<role::ExpertOperands>();
@@ -59,8 +60,8 @@ Type AddBiasOp::bindOperandType(unsigned index, const ShapeBinding &binding) {
 
 /// [T, k] of `element`, T taken from `tokens` (a [T, ...] tensor).
 static Type tokensBy(Value tokens, int64_t k, Type element) {
-  return RankedTensorType::get(
-      {cast<ShapedType>(tokens.getType()).getDimSize(0), k}, element);
+  return RankedTensorType::get({cast<ShapedType>(tokens.getType()).getDimSize(0), k},
+                               element);
 }
 
 /// [E] of `element`.
@@ -265,7 +266,7 @@ LogicalResult LibraReplicateOp::refineResultTypes(const ShapeBinding &,
                                                   SmallVectorImpl<Type> &types) {
   auto requests = cast<RankedTensorType>(getRequests().getType()); // [G, E]
   types.push_back(matrix(requests.getDimSize(1), requests.getDimSize(0),
-                         requests.getElementType()));                // [E, G]
+                         requests.getElementType())); // [E, G]
   return success();
 }
 
@@ -290,8 +291,9 @@ LogicalResult LibraShardOp::refineResultTypes(const ShapeBinding &,
 
 LogicalResult ResidentFirstOp::refineResultTypes(const ShapeBinding &,
                                                  SmallVectorImpl<Type> &types) {
-  types.push_back(RankedTensorType::get({cast<ShapedType>(getIds().getType()).getDimSize(0)},
-                                        IntegerType::get(getContext(), 32)));
+  types.push_back(
+      RankedTensorType::get({cast<ShapedType>(getIds().getType()).getDimSize(0)},
+                            IntegerType::get(getContext(), 32)));
   types.push_back(getNumReady().getType());
   return success();
 }
@@ -299,7 +301,8 @@ LogicalResult ResidentFirstOp::refineResultTypes(const ShapeBinding &,
 LogicalResult GateOp::refineResultTypes(const ShapeBinding &,
                                         SmallVectorImpl<Type> &types) {
   types.push_back(matrix(getHidden().getType().getDimSize(0),
-                         getWeight().getType().getDimSize(1), Float32Type::get(getContext())));
+                         getWeight().getType().getDimSize(1),
+                         Float32Type::get(getContext())));
   return success();
 }
 

@@ -1,7 +1,6 @@
 //===- MoeStages.cpp - which fused stage an op belongs to -----------------===//
 #include "switchyard/Dialect/Moe/IR/MoeStages.h"
 
-
 using namespace mlir;
 
 namespace switchyard::moe {

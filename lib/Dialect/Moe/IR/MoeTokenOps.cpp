@@ -99,14 +99,14 @@ LogicalResult BinsOp::verify() {
   auto in = getLogits().getType();
   auto out = getBins().getType();
   if (in.getShape() != out.getShape())
-    return emitOpError() << "bins must have the shape of the logits, got " << out
-                         << " for " << in;
+    return emitOpError() << "bins must have the shape of the logits, got " << out << " for "
+                         << in;
   return verifyScalarRules(*this);
 }
 
 void BinsOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
-  ScalarRule alpha = ScalarRule::floatRange(getAlpha(), "alpha", 0.0, /*minOpen=*/true, {},
-                                            false);
+  ScalarRule alpha =
+      ScalarRule::floatRange(getAlpha(), "alpha", 0.0, /*minOpen=*/true, {}, false);
   alpha.finite = true;
   rules.push_back(alpha);
   rules.push_back(ScalarRule::intRange(getBeta(), "beta", 0));

@@ -41,8 +41,8 @@ LogicalResult ExpertSetType::verify(function_ref<InFlightDiagnostic()> emitError
   if (experts < 1)
     return emitError() << "an expert set needs at least one expert, got " << experts;
   if (experts > kMaxExperts)
-    return emitError() << "an expert set holds at most " << kMaxExperts
-                       << " experts, got " << experts;
+    return emitError() << "an expert set holds at most " << kMaxExperts << " experts, got "
+                       << experts;
   return success();
 }
 
@@ -60,15 +60,15 @@ LogicalResult PlacementType::verify(function_ref<InFlightDiagnostic()> emitError
   if (devices < 1)
     return emitError() << "a placement needs at least one device, got " << devices;
   if (slots < experts)
-    return emitError() << "a placement needs at least one slot per expert: slots ("
-                       << slots << ") < experts (" << experts << ")";
+    return emitError() << "a placement needs at least one slot per expert: slots (" << slots
+                       << ") < experts (" << experts << ")";
   if (slots % devices != 0)
     return emitError() << "slots (" << slots << ") must be a multiple of devices ("
                        << devices << ") so that every device hosts the same number";
   // The runtime form is replica_count[E] and log2phy[E][slots - E + 1] of i32 slot ids.
   if (experts > kMaxExperts)
-    return emitError() << "a placement holds at most " << kMaxExperts
-                       << " experts, got " << experts;
+    return emitError() << "a placement holds at most " << kMaxExperts << " experts, got "
+                       << experts;
   if (slots > INT32_MAX || slots - experts + 1 > kMaxStaticElements / experts)
     return emitError() << "a placement of " << experts << " experts over " << slots
                        << " slots is too large (its log2phy table of experts x (slots - "

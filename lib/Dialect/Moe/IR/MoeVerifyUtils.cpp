@@ -104,8 +104,8 @@ LogicalResult verifySameTokens(Operation *op, Type a, StringRef aName, Type b,
   int64_t ta = cast<ShapedType>(a).getDimSize(0);
   int64_t tb = cast<ShapedType>(b).getDimSize(0);
   if (!ShapedType::isDynamic(ta) && !ShapedType::isDynamic(tb) && ta != tb)
-    return op->emitOpError() << aName << " has " << ta << " tokens but " << bName
-                             << " has " << tb;
+    return op->emitOpError() << aName << " has " << ta << " tokens but " << bName << " has "
+                             << tb;
   return success();
 }
 
@@ -129,8 +129,7 @@ LogicalResult verifyChoices(Operation *op, int64_t k, int64_t experts) {
   return success();
 }
 
-LogicalResult verifySetSize(Operation *op, Type setType, int64_t experts,
-                            StringRef what) {
+LogicalResult verifySetSize(Operation *op, Type setType, int64_t experts, StringRef what) {
   int64_t n = cast<ExpertSetType>(setType).getExperts();
   if (n != experts)
     return op->emitOpError() << what << " is a set of " << describeSize(n)
@@ -149,7 +148,8 @@ LogicalResult verifySizeParameters(Operation *op, bool *generic) {
       continue; // a size in types: the type checks cover it
     if (isParam(p.value)) {
       if (!inGeneric)
-        return op->emitOpError() << p.attr << " = ? is only allowed in a generic policy "
+        return op->emitOpError() << p.attr
+                                 << " = ? is only allowed in a generic policy "
                                     "(one whose experts are bound by --moe-specialize)";
       continue;
     }

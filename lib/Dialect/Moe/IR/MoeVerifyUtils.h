@@ -60,8 +60,8 @@ mlir::FailureOr<int64_t> verifyIdMatrix(mlir::Operation *op, mlir::Type type,
 mlir::LogicalResult verifyChoices(mlir::Operation *op, int64_t k, int64_t experts);
 
 /// Checks an expert set's size against `experts`.
-mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType,
-                                  int64_t experts, llvm::StringRef what);
+mlir::LogicalResult verifySetSize(mlir::Operation *op, mlir::Type setType, int64_t experts,
+                                  llvm::StringRef what);
 
 /// Checks the model sizes an op is written with (ShapeRefinementOpInterface::
 /// getSizeParameters): `?` only inside a generic policy, fixed values >= 1. Returns

@@ -37,7 +37,8 @@ static SmallVector<Operation *> producersOf(Operation *op, Block &block) {
 
 /// Wraps `group` (ops of one kind, in a valid order) in a moe.stage placed before
 /// `insertBefore`.
-static void buildStage(StageKind kind, ArrayRef<Operation *> group, Operation *insertBefore) {
+static void buildStage(StageKind kind, ArrayRef<Operation *> group,
+                       Operation *insertBefore) {
   llvm::SmallPtrSet<Operation *, 16> inGroup(group.begin(), group.end());
   SmallVector<Value> escaping;
   for (Operation *op : group)
@@ -49,17 +50,16 @@ static void buildStage(StageKind kind, ArrayRef<Operation *> group, Operation *i
         escaping.push_back(result);
 
   OpBuilder b(insertBefore);
-  auto stage = StageOp::create(b, group.front()->getLoc(), TypeRange(ValueRange(escaping)),
-                               kind);
+  auto stage =
+      StageOp::create(b, group.front()->getLoc(), TypeRange(ValueRange(escaping)), kind);
   Block *body = b.createBlock(&stage.getBody());
   b.setInsertionPointToEnd(body);
   auto yield = YieldOp::create(b, stage.getLoc(), escaping);
   for (Operation *op : group)
     op->moveBefore(yield);
   for (auto [value, result] : llvm::zip(escaping, stage.getResults()))
-    value.replaceUsesWithIf(result, [&](OpOperand &use) {
-      return !stage->isAncestor(use.getOwner());
-    });
+    value.replaceUsesWithIf(
+        result, [&](OpOperand &use) { return !stage->isAncestor(use.getOwner()); });
 }
 
 /// Schedules the stage-able ops in [begin, end) of `block` into stages placed before
@@ -102,7 +102,8 @@ static void formStagesInRun(Block &block, ArrayRef<Operation *> run, Operation *
 static bool isScalarLeaf(Operation &op) {
   auto scalar = [](Type t) { return t.isIntOrIndexOrFloat(); };
   return op.getNumRegions() == 0 && !getStageKind(&op) &&
-         !op.hasTrait<OpTrait::IsTerminator>() && llvm::all_of(op.getOperandTypes(), scalar) &&
+         !op.hasTrait<OpTrait::IsTerminator>() &&
+         llvm::all_of(op.getOperandTypes(), scalar) &&
          llvm::all_of(op.getResultTypes(), scalar);
 }
 
@@ -133,8 +134,7 @@ static void formStagesInBlock(Block &block) {
   }
 }
 
-struct MoeFormStagesPass
-    : switchyard::moe::impl::MoeFormStagesBase<MoeFormStagesPass> {
+struct MoeFormStagesPass : switchyard::moe::impl::MoeFormStagesBase<MoeFormStagesPass> {
   void runOnOperation() override {
     getOperation().walk([](RouterOp router) {
       bool staged = false;

@@ -67,8 +67,9 @@ LogicalResult switchyard::moe::setKnobs(ModuleOp module, ArrayRef<std::string> v
       module.walk([&](KnobOp knob) {
         known += (known.empty() ? "" : ", ") + knob.getName().str();
       });
-      return cliError() << "unknown knob '" << entry.getKey() << "' (the policy's knobs: "
-                        << (known.empty() ? "none" : known) << ")";
+      return cliError() << "unknown knob '" << entry.getKey()
+                        << "' (the policy's knobs: " << (known.empty() ? "none" : known)
+                        << ")";
     }
   return success();
 }

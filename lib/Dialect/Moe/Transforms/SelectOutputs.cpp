@@ -40,7 +40,7 @@ static void eraseDeadOps(Block &block) {
 }
 
 LogicalResult switchyard::moe::selectOutputs(ModuleOp module, ArrayRef<std::string> names,
-                                            StringRef entry) {
+                                             StringRef entry) {
   if (names.empty())
     return success();
   llvm::StringSet<> wanted, found;
@@ -83,8 +83,8 @@ LogicalResult switchyard::moe::selectOutputs(ModuleOp module, ArrayRef<std::stri
     }
     yield->setOperands(operands);
     Builder b(module.getContext());
-    policy->setAttr("function_type",
-                    TypeAttr::get(FunctionType::get(b.getContext(), type.getInputs(), types)));
+    policy->setAttr("function_type", TypeAttr::get(FunctionType::get(
+                                         b.getContext(), type.getInputs(), types)));
     policy->setAttr("result_names", b.getArrayAttr(kept));
     if (resAttrs)
       policy->setAttr("res_attrs", b.getArrayAttr(keptAttrs));

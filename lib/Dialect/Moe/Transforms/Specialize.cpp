@@ -97,9 +97,8 @@ private:
       for (StringRef name : {"top_k", "shared_experts", "scaling", "norm_topk_prob"})
         used.insert(name);
     for (PolicyOpInterface p : policies) {
-      forEachSize(p, [&](Operation *, const SizeParameter &param) {
-        used.insert(param.name);
-      });
+      forEachSize(
+          p, [&](Operation *, const SizeParameter &param) { used.insert(param.name); });
       if (llvm::any_of(p.getArgumentTypes(), llvm::IsaPred<PlacementType>)) {
         used.insert("devices");
         used.insert("slots");
@@ -112,10 +111,11 @@ private:
         return success();
       return emitError(loc) << bound->source
                             << " is not used by this policy file: no router or rule in it "
-                               "has a `" << name << "` parameter";
+                               "has a `"
+                            << name << "` parameter";
     };
-    for (StringRef name : {"top_k", "groups", "topk_groups", "devices", "slots", "nodes",
-                           "hidden_size"})
+    for (StringRef name :
+         {"top_k", "groups", "topk_groups", "devices", "slots", "nodes", "hidden_size"})
       if (failed(check(name, *request.size(name))))
         return failure();
     if (failed(check("shared_experts", request.sharedExperts)) ||
@@ -141,11 +141,11 @@ private:
     else if (fallback)
       current = *fallback;
     else
-      return at->emitError() << describe(at) << " is generic in " << what
-                             << ": bind it (" << flagFor(what) << " or --model)";
+      return at->emitError() << describe(at) << " is generic in " << what << ": bind it ("
+                             << flagFor(what) << " or --model)";
     if (current < 1)
-      return at->emitError() << (wanted ? wanted->source : std::string(what))
-                             << ": " << what << " must be >= 1";
+      return at->emitError() << (wanted ? wanted->source : std::string(what)) << ": "
+                             << what << " must be >= 1";
     return success();
   }
 
@@ -170,8 +170,8 @@ private:
     if (failed(bindValue(p, "experts", experts, request.experts)))
       return failure();
     if (experts > kMaxExperts)
-      return p->emitError() << request.experts->source << ": experts must be <= "
-                            << kMaxExperts;
+      return p->emitError() << request.experts->source
+                            << ": experts must be <= " << kMaxExperts;
     p.setExperts(experts);
     return success();
   }
@@ -182,9 +182,9 @@ private:
     if (failed(bindValue(router, "top_k", topK, request.topK)))
       return failure();
     if (topK > router.getExperts())
-      return router.emitError() << "top_k = " << topK << " is more than the "
-                                << router.getExperts() << " experts of "
-                                << describe(router);
+      return router.emitError()
+             << "top_k = " << topK << " is more than the " << router.getExperts()
+             << " experts of " << describe(router);
     router.setTopK(topK);
 
     if (request.sharedExperts) {
@@ -430,8 +430,7 @@ struct MoeSpecializePass : switchyard::moe::impl::MoeSpecializeBase<MoeSpecializ
 
 namespace {
 /// moe-specialize with a request built in C++ (sources name the tools' flags).
-struct SpecializeWithRequest
-    : PassWrapper<SpecializeWithRequest, OperationPass<ModuleOp>> {
+struct SpecializeWithRequest : PassWrapper<SpecializeWithRequest, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SpecializeWithRequest)
   explicit SpecializeWithRequest(ShapeRequest request) : request(std::move(request)) {}
   StringRef getArgument() const override { return "moe-specialize-request"; }

@@ -33,7 +33,8 @@ public:
   virtual bool onDevice() const = 0;
 
   /// Every rank contributes `bytes` bytes; `recv` gets size() * bytes in rank order.
-  virtual bool allGather(const void *send, size_t bytes, void *recv, std::string &error) = 0;
+  virtual bool allGather(const void *send, size_t bytes, void *recv,
+                         std::string &error) = 0;
   /// sendCounts[p]: how many elements this rank sends to rank p; recvCounts (host) gets
   /// how many it receives from each (the count exchange of an all-to-all).
   virtual bool exchangeCounts(const std::vector<int64_t> &sendCounts,
@@ -41,8 +42,9 @@ public:
   /// All-to-all with per-peer byte counts: rank p gets sendBytes[p] bytes from `send`
   /// (peers' blocks back to back, rank order) and this rank receives recvBytes[p]
   /// bytes from rank p into `recv` (same layout). Grouped point-to-point underneath.
-  virtual bool allToAllV(const void *send, const std::vector<int64_t> &sendBytes, void *recv,
-                         const std::vector<int64_t> &recvBytes, std::string &error) = 0;
+  virtual bool allToAllV(const void *send, const std::vector<int64_t> &sendBytes,
+                         void *recv, const std::vector<int64_t> &recvBytes,
+                         std::string &error) = 0;
   /// In-place sums over the ranks.
   virtual bool allReduceSum(float *data, size_t count, std::string &error) = 0;
   virtual bool allReduceSum(int64_t *data, size_t count, std::string &error) = 0;
@@ -68,7 +70,8 @@ std::unique_ptr<Communicator> createMpiCommunicator(const CommOptions &options,
 /// waited for with the deadline. Device buffers. An error (with the reason) where the
 /// build has no NCCL or the machine no GPU.
 std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap, int device,
-                                                     void *stream, const CommOptions &options,
+                                                     void *stream,
+                                                     const CommOptions &options,
                                                      std::string &error);
 
 /// Every rank says whether it started (`ok`, else `message`); true on every rank when all

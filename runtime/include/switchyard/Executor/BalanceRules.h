@@ -22,12 +22,10 @@ namespace switchyard::exec {
 
 /// `entry` of the shipped policy `file` (policies/, see shippedPolicyDir) compiled for
 /// the model's shape plus `flags`, through the cache, loaded for the host.
-std::shared_ptr<runtime::HostPolicy> compileShipped(const model::MoeConfig &config,
-                                                    const std::string &file,
-                                                    const std::string &entry,
-                                                    std::vector<std::string> flags,
-                                                    runtime::PolicyCache &cache,
-                                                    std::string &error);
+std::shared_ptr<runtime::HostPolicy>
+compileShipped(const model::MoeConfig &config, const std::string &file,
+               const std::string &entry, std::vector<std::string> flags,
+               runtime::PolicyCache &cache, std::string &error);
 
 /// The compiled eplb rule (policies/eplb.mlir) for one model and job.
 class EplbRule {
@@ -52,7 +50,8 @@ public:
   /// epsilon); a name no entry has is an error.
   static std::shared_ptr<LibraRules> create(const model::MoeConfig &config, int ranks,
                                             const std::vector<std::string> &knobSettings,
-                                            runtime::PolicyCache &cache, std::string &error);
+                                            runtime::PolicyCache &cache,
+                                            std::string &error);
   int ranks() const { return gpus; }
   /// The predicted top-k ids [T, k] of the next layer: @libra_predict on the current
   /// hidden states x [T, H] and the next layer's gate, transposed to [H, E].
@@ -63,13 +62,13 @@ public:
     float imbalanceBefore = 0, imbalanceReplicated = 0, imbalanceAfter = 0;
   };
   /// @libra on the predicted ids [T, k] of every rank's tokens (tokenRank [T]).
-  bool plan(const std::vector<int32_t> &ids, const std::vector<int32_t> &tokenRank, Plan &out,
-            std::string &error) const;
+  bool plan(const std::vector<int32_t> &ids, const std::vector<int32_t> &tokenRank,
+            Plan &out, std::string &error) const;
   /// @libra_shard: shardPlan [G, E] = the remote slots of expert e rank g serves, for the
   /// actual ids [T, k] with `placement` [E, G] in place; `imbalance` after sharding.
-  bool shard(const std::vector<int32_t> &ids, int64_t k, const std::vector<int32_t> &tokenRank,
-             const std::vector<int32_t> &placement, std::vector<int32_t> &shardPlan,
-             float &imbalance, std::string &error) const;
+  bool shard(const std::vector<int32_t> &ids, int64_t k,
+             const std::vector<int32_t> &tokenRank, const std::vector<int32_t> &placement,
+             std::vector<int32_t> &shardPlan, float &imbalance, std::string &error) const;
 
 private:
   struct Entry {

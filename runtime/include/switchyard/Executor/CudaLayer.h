@@ -17,8 +17,8 @@
 #ifndef SWITCHYARD_EXECUTOR_CUDALAYER_H
 #define SWITCHYARD_EXECUTOR_CUDALAYER_H
 
-#include "switchyard/Executor/Layer.h"
 #include "switchyard/Executor/Executor.h"
+#include "switchyard/Executor/Layer.h"
 
 namespace switchyard::exec {
 
@@ -30,8 +30,8 @@ std::shared_ptr<void> openCudaDevice(int ordinal, std::string &error);
 /// artifact directory `artifacts`.
 std::unique_ptr<Layer> loadCudaLayer(const std::shared_ptr<void> &device,
                                      const model::MoeConfig &config,
-                                     const model::SafetensorsCheckpoint &ckpt, int64_t layer,
-                                     const std::string &artifacts,
+                                     const model::SafetensorsCheckpoint &ckpt,
+                                     int64_t layer, const std::string &artifacts,
                                      const ExecutorOptions &options, std::string &error);
 
 } // namespace switchyard::exec

@@ -46,9 +46,9 @@ namespace switchyard::exec {
 /// compute; the new placement is published at the first step boundary where every rank
 /// has every byte, so no step ever sees a half-moved expert.
 struct EplbOptions {
-  int64_t window = 0;               // steps per plan; 0: no live balancing
-  int64_t slots = 0;                // physical slots (experts + redundant)
-  int64_t bytesPerStep = 64 << 20;  // weight bytes moved per layer and step
+  int64_t window = 0;              // steps per plan; 0: no live balancing
+  int64_t slots = 0;               // physical slots (experts + redundant)
+  int64_t bytesPerStep = 64 << 20; // weight bytes moved per layer and step
 };
 
 class EpMoeLayer : public Layer {
@@ -69,8 +69,9 @@ public:
   }
   /// x, y: this rank's tokens [T_local, H]; batch: the GLOBAL batch's metadata;
   /// routing: the global routing (the same on every rank).
-  bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
-               Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
+  bool forward(const float *x, int64_t tokens, const BatchInfo &batch,
+               const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
+               std::string &error) override;
 
 private:
   /// What one forward pass works with.
@@ -98,7 +99,8 @@ private:
   /// it gets for its own tokens into y in rank order. `computed(token, rank)`: whether
   /// `rank` sent a partial sum for `token`.
   bool returnPartials(Step &s, const std::vector<int64_t> &served, const float *partials,
-                      const std::function<bool(int64_t, int)> &computed, std::string &error);
+                      const std::function<bool(int64_t, int)> &computed,
+                      std::string &error);
 
   // Live EPLB.
   /// At a step boundary: waits for the migration chunk in flight, publishes the new
@@ -134,7 +136,7 @@ private:
   // Live EPLB.
   std::shared_ptr<const EplbRule> eplb;
   EplbOptions eplbOptions;
-  std::vector<float> loads;           // routed slots per expert over the window
+  std::vector<float> loads; // routed slots per expert over the window
   int64_t stepsInWindow = 0;
   bool migrating = false;
   ExpertPlacement next;
@@ -147,9 +149,9 @@ private:
   EpMoeLayer *successor = nullptr;
   std::vector<float> gateForPredecessor; // this layer's gate [H, E]
   bool planned = false;
-  LibraRules::Plan plan;                 // this layer's placement [E, G]
+  LibraRules::Plan plan; // this layer's placement [E, G]
   ExpertMover::Ticket replicaTicket = 0;
-  std::vector<int32_t> predictedIds;     // the predecessor's prediction [T, k]
+  std::vector<int32_t> predictedIds; // the predecessor's prediction [T, k]
   std::map<int32_t, ExpertCopy> replicas;
 };
 

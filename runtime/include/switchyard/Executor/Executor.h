@@ -24,11 +24,11 @@ namespace switchyard::exec {
 
 struct ExecutorOptions {
   std::string modelDir;
-  std::string policyPath;                // empty: the model's native routing
-  std::string entry;                     // the router in the policy file (empty: the only one)
-  std::vector<std::string> knobSettings; // "name=value"
+  std::string policyPath; // empty: the model's native routing
+  std::string entry;      // the router in the policy file (empty: the only one)
+  std::vector<std::string> knobSettings;  // "name=value"
   int64_t firstLayer = 0, lastLayer = -1; // checkpoint layer range [first, last); -1: all
-  std::string device = "host"; // host | cuda | cuda:N
+  std::string device = "host";            // host | cuda | cuda:N
   /// Expert parallelism: this rank's view of the job (nullptr or one rank: all experts
   /// here). The stack then runs on this rank's token slice with the global batch's
   /// metadata.
@@ -59,11 +59,13 @@ public:
 
   /// The stack on hidden states h[T, H] (in place). `replay` maps layer -> routing.
   bool runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,
-                const std::map<int64_t, Routing> *replay, std::map<int64_t, Routing> &routings,
-                std::vector<LayerMetrics> &metrics, std::string &error);
+                const std::map<int64_t, Routing> *replay,
+                std::map<int64_t, Routing> &routings, std::vector<LayerMetrics> &metrics,
+                std::string &error);
   /// Each layer's block on the same x[T, H]: outputs[l] = MoE_l(x).
   bool runBlocks(const std::vector<float> &x, int64_t tokens, const BatchInfo &batch,
-                 const std::map<int64_t, Routing> *replay, std::map<int64_t, Routing> &routings,
+                 const std::map<int64_t, Routing> *replay,
+                 std::map<int64_t, Routing> &routings,
                  std::map<int64_t, std::vector<float>> &outputs,
                  std::vector<LayerMetrics> &metrics, std::string &error);
 

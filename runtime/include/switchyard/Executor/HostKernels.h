@@ -21,7 +21,8 @@ void matmulWeightT(const float *x, int64_t n, const model::TensorView &w, float 
                    std::vector<float> &scratch);
 
 /// out[n, N] = x[n, K] . W^T for a float32 W [N, K] in memory.
-void matmulT(const float *x, int64_t n, const float *w, int64_t rows, int64_t cols, float *out);
+void matmulT(const float *x, int64_t n, const float *w, int64_t rows, int64_t cols,
+             float *out);
 
 /// y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * weight (Hugging Face's RMSNorm, in
 /// float32).

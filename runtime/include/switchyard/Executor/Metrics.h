@@ -26,7 +26,7 @@ struct LibraMetrics {
 };
 
 struct LayerMetrics {
-  int64_t layer = 0;       // the checkpoint's layer index
+  int64_t layer = 0; // the checkpoint's layer index
   int64_t tokens = 0;
   int64_t activeExperts = 0;
   std::vector<int32_t> tokensPerExpert;
@@ -52,9 +52,10 @@ struct MemoryMetrics {
   std::string mode, low; // low: the low-precision format
   int64_t budget = 0, used = 0, peak = 0;
   int64_t promotions = 0, demotions = 0, loads = 0, evictions = 0, failedCopies = 0;
-  int64_t admittedPromotions = 0, deferredPromotions = 0, stalls = 0, prefetches = 0, overfetches = 0, bytesCopied = 0;
+  int64_t admittedPromotions = 0, deferredPromotions = 0, stalls = 0, prefetches = 0,
+          overfetches = 0, bytesCopied = 0;
   double stallSeconds = 0, copySeconds = 0;
-  int32_t stepSize = 0; // ExpertFlow's S
+  int32_t stepSize = 0;                      // ExpertFlow's S
   std::vector<int64_t> layers;               // checkpoint layer indices
   std::vector<std::vector<int8_t>> versions; // [layer][expert]: 2 high, 1 low, 0 none
 };

@@ -21,15 +21,17 @@ namespace switchyard::exec {
 
 struct FfnWeights {
   const model::TensorView *gate = nullptr, *up = nullptr, *down = nullptr;
-  int64_t bytes() const { return gate ? int64_t(gate->bytes + up->bytes + down->bytes) : 0; }
+  int64_t bytes() const {
+    return gate ? int64_t(gate->bytes + up->bytes + down->bytes) : 0;
+  }
 };
 
 class MoeLayer : public Layer {
 public:
   /// The weights of checkpoint layer `layer`, checked against the config's shapes.
   static std::unique_ptr<MoeLayer> load(const model::MoeConfig &config,
-                                        const model::SafetensorsCheckpoint &ckpt, int64_t layer,
-                                        std::string &error);
+                                        const model::SafetensorsCheckpoint &ckpt,
+                                        int64_t layer, std::string &error);
 
   int64_t index() const override { return layer; }
   /// The compiled router that computes the routing (nullptr: replays only).
@@ -50,10 +52,14 @@ public:
   const float *correctionBias() const { return bias.empty() ? nullptr : bias.data(); }
   const model::MoeConfig &modelConfig() const { return *config; }
   /// Expert `e`'s weights (views into the checkpoint, or into memory a balancer owns).
-  const FfnWeights &expertWeights(int64_t e) const { return experts[static_cast<size_t>(e)]; }
+  const FfnWeights &expertWeights(int64_t e) const {
+    return experts[static_cast<size_t>(e)];
+  }
   /// Points expert `e` at other weights of the same shapes (a balancer publishing an
   /// expert it received); the views must outlive their use.
-  void setExpertWeights(int64_t e, const FfnWeights &w) { experts[static_cast<size_t>(e)] = w; }
+  void setExpertWeights(int64_t e, const FfnWeights &w) {
+    experts[static_cast<size_t>(e)] = w;
+  }
 
   /// Expert memory's view of a layer (switchyard/Memory/ExpertMemory.h): `routed` runs
   /// after routing (counts it; starts the loads of routed experts that are not resident
@@ -75,8 +81,9 @@ public:
   /// (cache-aware routing); nullptr: all of them.
   void setResidentExperts(const std::vector<uint8_t> *flags) { residentFlags = flags; }
 
-  bool forward(const float *x, int64_t tokens, const BatchInfo &batch, const Routing *replay,
-               Routing &routing, float *y, LayerMetrics &metrics, std::string &error) override;
+  bool forward(const float *x, int64_t tokens, const BatchInfo &batch,
+               const Routing *replay, Routing &routing, float *y, LayerMetrics &metrics,
+               std::string &error) override;
 
 private:
   /// Scratch of one FFN worker, reused across batches.
@@ -90,7 +97,8 @@ private:
   void runExperts(const Routing &routing, int64_t workers,
                   const std::vector<uint8_t> *include = nullptr);
   /// Adds expert e's bytes and FLOPs to `metrics`; false when it has no version.
-  bool countExpert(int64_t e, int64_t rows, LayerMetrics &metrics, std::string &error) const;
+  bool countExpert(int64_t e, int64_t rows, LayerMetrics &metrics,
+                   std::string &error) const;
 
   const model::MoeConfig *config = nullptr;
   const Router *router = nullptr;

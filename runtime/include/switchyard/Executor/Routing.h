@@ -28,8 +28,8 @@ struct ExpertSlots {
 
 struct Routing {
   int64_t tokens = 0, k = 0;
-  std::vector<int32_t> ids;    // [T, k], -1: no expert
-  std::vector<float> weights;  // [T, k]
+  std::vector<int32_t> ids;   // [T, k], -1: no expert
+  std::vector<float> weights; // [T, k]
   ExpertSlots byExpert;
 
   /// Groups the slots by expert in ascending slot order (a counting sort); false when an
@@ -64,12 +64,14 @@ private:
                  int64_t tokens, const float *bias, const BatchInfo &batch,
                  const ExpertPlacement *placement, const std::vector<uint8_t> *resident,
                  std::string &error) const;
-  bool readSlots(const runtime::CallBuffers &call, Routing &routing, std::string &error) const;
+  bool readSlots(const runtime::CallBuffers &call, Routing &routing,
+                 std::string &error) const;
 
   std::shared_ptr<runtime::HostPolicy> policy;
   int64_t experts = 0, k = 0;
   std::vector<uint8_t> knobs;
-  int64_t idsIndex = -1, weightsIndex = -1, sortedIndex = -1, blocksIndex = -1, paddedIndex = -1;
+  int64_t idsIndex = -1, weightsIndex = -1, sortedIndex = -1, blocksIndex = -1,
+          paddedIndex = -1;
 };
 
 } // namespace switchyard::exec

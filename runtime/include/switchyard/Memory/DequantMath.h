@@ -46,7 +46,9 @@ SWITCHYARD_HD inline float floatFromBits(uint32_t bits) {
 }
 
 /// bfloat16 is the upper half of a float32: exact.
-SWITCHYARD_HD inline float bf16ToFloat(uint16_t h) { return floatFromBits(uint32_t(h) << 16); }
+SWITCHYARD_HD inline float bf16ToFloat(uint16_t h) {
+  return floatFromBits(uint32_t(h) << 16);
+}
 
 /// IEEE half to float32, exact (NaN payloads kept, as npy::halfToFloat).
 SWITCHYARD_HD inline float f16ToFloat(uint16_t h) {

@@ -56,7 +56,8 @@ public:
   virtual bool synchronize(Stream s, std::string &error) = 0;
 
   /// out[i] = dequantAt(m, i) for every element of `m` (device memory both), on `s`.
-  virtual bool dequantize(const PackedMatrix &m, float *out, Stream s, std::string &error) = 0;
+  virtual bool dequantize(const PackedMatrix &m, float *out, Stream s,
+                          std::string &error) = 0;
 };
 
 } // namespace switchyard::memory

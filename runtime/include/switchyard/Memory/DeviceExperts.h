@@ -59,8 +59,9 @@ bool packedMatrix(const model::TensorView &view, PackedMatrix &out, std::string 
 /// The float32 gate, up, down of a resident version for the GEMMs, on the device:
 /// F32 parts in place, every other part dequantised on `s` into staging[j] (device
 /// memory of at least the part's element count in floats).
-bool resolveExpert(DeviceBackend &backend, const DeviceExpert &expert, float *const staging[3],
-                   const float *out[3], Stream s, std::string &error);
+bool resolveExpert(DeviceBackend &backend, const DeviceExpert &expert,
+                   float *const staging[3], const float *out[3], Stream s,
+                   std::string &error);
 
 class DeviceExperts {
 public:
@@ -91,7 +92,8 @@ public:
   bool migrate(int64_t e, Precision p, std::string &error);
   /// (e, p)'s device version for work queued on `compute` from now on (which waits for
   /// its migration on the device); false when it is not resident.
-  bool acquire(int64_t e, Precision p, Stream compute, DeviceExpert &out, std::string &error);
+  bool acquire(int64_t e, Precision p, Stream compute, DeviceExpert &out,
+               std::string &error);
   /// Frees (e, p)'s slot once the work queued on `compute` so far is done (on the
   /// device: the next copy into the slot waits for it).
   bool evict(int64_t e, Precision p, Stream compute, std::string &error);

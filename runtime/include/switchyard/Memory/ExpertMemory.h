@@ -43,10 +43,10 @@ struct MemoryOptions {
   MemoryMode mode = MemoryMode::Resident;
   int64_t budgetBytes = 0;
   Precision low = Precision::Int4;
-  int64_t group = 0;        // int4 group (0: automatic)
+  int64_t group = 0; // int4 group (0: automatic)
   LinkOptions link;
-  int64_t updateSteps = 1;  // DynaExq's T_u in steps (simulated time) ...
-  double updateSeconds = 0; // ... or in wall-clock seconds (> 0 wins)
+  int64_t updateSteps = 1;               // DynaExq's T_u in steps (simulated time) ...
+  double updateSeconds = 0;              // ... or in wall-clock seconds (> 0 wins)
   std::vector<std::string> knobSettings; // "name=value" for the mode's rule
   bool checkInvariants = false; // check the store's invariants at every step boundary
 };
@@ -56,7 +56,8 @@ public:
   static std::unique_ptr<ExpertMemory> create(const MemoryOptions &options,
                                               const model::MoeConfig &config,
                                               std::vector<exec::MoeLayer *> layers,
-                                              runtime::PolicyCache &cache, std::string &error);
+                                              runtime::PolicyCache &cache,
+                                              std::string &error);
   ~ExpertMemory();
   /// The step boundary: publishes what landed, runs the residency rule when T_u has
   /// passed, records the versions the step will run with.
@@ -69,15 +70,16 @@ private:
   ExpertMemory() = default;
   bool routed(int64_t layer, const exec::Routing &routing, std::vector<int64_t> &pending,
               std::string &error);
-  bool await(int64_t layer, const std::vector<int64_t> &pending, std::vector<int64_t> &ready,
-             std::string &error);
+  bool await(int64_t layer, const std::vector<int64_t> &pending,
+             std::vector<int64_t> &ready, std::string &error);
   /// DynaExq: the rule on every layer's counters.
   bool updateResidency(std::string &error);
   /// ExpertFlow: one call of the rule for `layer`'s cache; applies its evictions and
   /// returns its loads (demand first).
   bool expertflowStep(int64_t layer, const std::vector<float> &pregateMass,
-                      const std::vector<uint8_t> &requested, const std::vector<int32_t> &events,
-                      std::vector<int32_t> &loads, std::string &error);
+                      const std::vector<uint8_t> &requested,
+                      const std::vector<int32_t> &events, std::vector<int32_t> &loads,
+                      std::string &error);
   /// ExpertFlow: the layer S ahead predicted from this layer's input and prefetched.
   bool predictAhead(int64_t layer, const float *x, int64_t tokens, std::string &error);
   /// Makes room in `layer`'s cache for one more expert (LRU among those not `keep`).

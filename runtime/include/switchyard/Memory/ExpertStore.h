@@ -49,16 +49,16 @@ const char *residencyName(Residency r);
 
 /// The emulated host -> device link and its injected faults.
 struct LinkOptions {
-  double bytesPerSecond = 25e9;  // PCIe 4.0 x16, effective; 0: unthrottled
-  double failureRate = 0;        // each copy fails with this probability
-  double maxDelaySeconds = 0;    // each copy is delayed by up to this much more
+  double bytesPerSecond = 25e9; // PCIe 4.0 x16, effective; 0: unthrottled
+  double failureRate = 0;       // each copy fails with this probability
+  double maxDelaySeconds = 0;   // each copy is delayed by up to this much more
   uint64_t seed = 1;
 };
 
 struct StoreCounters {
   int64_t promotions = 0, demotions = 0, loads = 0, evictions = 0;
   int64_t failedCopies = 0, deferredPromotions = 0; // deferred: the budget said no
-  int64_t admittedPromotions = 0; // copies started (they land later)
+  int64_t admittedPromotions = 0;                   // copies started (they land later)
   int64_t bytesCopied = 0;
   double copySeconds = 0;  // the link's busy time
   double stallSeconds = 0; // time a layer waited for a demand load
@@ -71,8 +71,9 @@ public:
   /// high-precision versions); low versions packed now at `lo` (int4 groups of `group`,
   /// 0: automatic). `budgetBytes` caps the device pools.
   static std::unique_ptr<ExpertStore> create(std::vector<exec::MoeLayer *> layers,
-                                             int64_t budgetBytes, Precision lo, int64_t group,
-                                             const LinkOptions &link, std::string &error);
+                                             int64_t budgetBytes, Precision lo,
+                                             int64_t group, const LinkOptions &link,
+                                             std::string &error);
   ~ExpertStore();
 
   int64_t layerCount() const { return static_cast<int64_t>(layers.size()); }
@@ -109,7 +110,9 @@ public:
   /// versions no handle points to, admits queued promotions.
   void advance();
 
-  Residency state(int64_t layer, int64_t expert) const { return entry(layer, expert).state; }
+  Residency state(int64_t layer, int64_t expert) const {
+    return entry(layer, expert).state;
+  }
   bool resident(int64_t layer, int64_t expert) const;
   /// The precision the handle resolves to (High for ResidentHi, ...); false: none.
   bool activePrecision(int64_t layer, int64_t expert, Precision &out) const;
@@ -132,7 +135,9 @@ private:
     std::shared_ptr<Copy> copy; // in flight
   };
   ExpertStore(int64_t budgetBytes, const LinkOptions &link);
-  Entry &entry(int64_t l, int64_t e) { return entries[static_cast<size_t>(l * expertCount + e)]; }
+  Entry &entry(int64_t l, int64_t e) {
+    return entries[static_cast<size_t>(l * expertCount + e)];
+  }
   const Entry &entry(int64_t l, int64_t e) const {
     return entries[static_cast<size_t>(l * expertCount + e)];
   }
@@ -145,8 +150,8 @@ private:
 
   std::vector<exec::MoeLayer *> layers;
   int64_t expertCount = 0;
-  std::vector<exec::FfnWeights> hostHi;   // [l * E + e]: the checkpoint's views
-  std::vector<VersionImage> hostLo;       // [l * E + e]: packed at start
+  std::vector<exec::FfnWeights> hostHi; // [l * E + e]: the checkpoint's views
+  std::vector<VersionImage> hostLo;     // [l * E + e]: packed at start
   VersionLayout hiLayout, loLayout;
   BudgetTracker tracker;
   std::unique_ptr<BlockPool> poolHi, poolLo;

@@ -68,8 +68,8 @@ private:
 /// `release` (if any) frees it with the pool.
 class RegionBlocks : public BlockMemory {
 public:
-  RegionBlocks(const char *kind, uint8_t *base, size_t stride, void (*release)(void *, void *),
-               void *context)
+  RegionBlocks(const char *kind, uint8_t *base, size_t stride,
+               void (*release)(void *, void *), void *context)
       : what(kind), base(base), stride(stride), release(release), context(context) {}
   ~RegionBlocks() override {
     if (release)

@@ -34,8 +34,8 @@ struct VersionLayout {
     std::vector<int64_t> shape;
     size_t offset = 0, bytes = 0;             // packed data
     size_t scalesOffset = 0, scalesBytes = 0; // float32 scales (quantised only)
-  } parts[3]; // gate, up, down
-  size_t bytes = 0; // the whole image
+  } parts[3];                                 // gate, up, down
+  size_t bytes = 0;                           // the whole image
 };
 
 /// The layout of `expert`'s version at `precision` (int4 groups of `group`, which must
@@ -43,9 +43,11 @@ struct VersionLayout {
 bool layoutVersion(const exec::FfnWeights &expert, Precision precision, int64_t group,
                    VersionLayout &layout, std::string &error);
 /// Writes the version's image (quantising, or copying the high-precision bytes).
-void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout, uint8_t *image);
+void packVersion(const exec::FfnWeights &expert, const VersionLayout &layout,
+                 uint8_t *image);
 /// Views of an image (which must outlive them): views[0..2] = gate, up, down.
-void bindVersion(const uint8_t *image, const VersionLayout &layout, model::TensorView views[3]);
+void bindVersion(const uint8_t *image, const VersionLayout &layout,
+                 model::TensorView views[3]);
 
 /// A version image in memory of its own, with its views.
 struct VersionImage {

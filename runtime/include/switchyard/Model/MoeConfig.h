@@ -33,7 +33,7 @@ struct MoeConfig {
   int64_t sharedIntermediate = 0; // the shared expert(s) FFN width; 0: none
   bool sharedExpertGate = false;  // Qwen2-MoE: sigmoid(x . w) scales the shared expert
   bool normTopkProb = true;
-  bool sigmoidScoring = false;    // DeepSeek-V3: sigmoid scores + correction bias
+  bool sigmoidScoring = false; // DeepSeek-V3: sigmoid scores + correction bias
   int64_t groups = 1, topkGroups = 1;
   double routedScaling = 1.0;
   double rmsNormEps = 1e-6;

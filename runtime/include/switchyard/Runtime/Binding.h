@@ -83,8 +83,8 @@ private:
   std::string tokensFrom;
   std::vector<std::vector<uint8_t>> storage; // one per ABI parameter
   std::vector<bool> bound;
-  std::vector<void *> external;              // caller memory per parameter, or null
-  std::vector<TensorView> externalOutputs;   // the views bindOutput got, by parameter
+  std::vector<void *> external;            // caller memory per parameter, or null
+  std::vector<TensorView> externalOutputs; // the views bindOutput got, by parameter
   std::vector<void *> pointers;
   std::vector<int64_t> scalarValues;
 };
@@ -96,9 +96,9 @@ private:
 /// stream), then one to the int32 status it returns.
 class PackedArguments {
 public:
-  PackedArguments(const Signature &signature, int64_t tokens, const std::vector<void *> &buffers,
-                  const std::vector<int64_t> &scalars, const void *knobs,
-                  std::vector<void *> trailing = {});
+  PackedArguments(const Signature &signature, int64_t tokens,
+                  const std::vector<void *> &buffers, const std::vector<int64_t> &scalars,
+                  const void *knobs, std::vector<void *> trailing = {});
   PackedArguments(const PackedArguments &) = delete;
   PackedArguments &operator=(const PackedArguments &) = delete;
 

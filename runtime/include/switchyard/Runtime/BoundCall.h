@@ -6,9 +6,9 @@
 // struct and the result pointers — no names, maps or per-call allocation (the
 // results the caller does not want are written into per-thread scratch). bfloat16 /
 // float16 inputs of a float32 parameter are widened into per-thread scratch by the
-// call itself (the compiled entry reads float32; no allocation once warm). Values are not checked here (the
-// engine produced them); shapes are the caller's contract: `tokens` rows of the
-// entry's row width. No LLVM/MLIR dependency.
+// call itself (the compiled entry reads float32; no allocation once warm). Values are not
+// checked here (the engine produced them); shapes are the caller's contract: `tokens` rows
+// of the entry's row width. No LLVM/MLIR dependency.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_RUNTIME_BOUNDCALL_H

@@ -39,9 +39,9 @@ struct ManifestEntry {
 
 struct Manifest {
   static constexpr int kVersion = 1;
-  std::string policy;                // the source file
-  std::string target;                // host, ptx, cuda or all
-  std::vector<std::string> command;  // the moe-compile command line
+  std::string policy;               // the source file
+  std::string target;               // host, ptx, cuda or all
+  std::vector<std::string> command; // the moe-compile command line
   std::vector<ManifestEntry> entries;
 
   /// The entry named `name`, or with an empty name the only router; nullptr with
@@ -53,8 +53,8 @@ std::string toJson(const Manifest &manifest);
 /// Reads DIR/manifest.json; false with a message naming the file and field otherwise.
 bool readManifest(const std::string &dir, Manifest &manifest, std::string &error);
 /// The entry `name` (empty: the only router) of DIR/manifest.json.
-bool readManifestEntry(const std::string &dir, const std::string &name, ManifestEntry &entry,
-                       std::string &error);
+bool readManifestEntry(const std::string &dir, const std::string &name,
+                       ManifestEntry &entry, std::string &error);
 
 } // namespace switchyard::runtime
 

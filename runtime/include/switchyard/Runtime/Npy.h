@@ -86,8 +86,7 @@ private:
 /// unsupported version, malformed header, Fortran order, big-endian data,
 /// unsupported dtype, truncated data or trailing bytes. Never reads out of bounds
 /// or allocates more than the file holds, whatever the input.
-bool load(const std::string &path, const std::string &what, Array &out,
-          std::string &error);
+bool load(const std::string &path, const std::string &what, Array &out, std::string &error);
 
 /// load() from the bytes of a .npy file in memory (a member of an .npz archive), or from
 /// a stream holding `size` bytes.

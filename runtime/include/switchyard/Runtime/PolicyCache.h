@@ -23,9 +23,9 @@
 namespace switchyard::runtime {
 
 struct CompileRequest {
-  std::string policyPath;          // the .mlir file
-  std::vector<std::string> flags;  // --model config.json, --experts 8, --set k=v, ...
-  std::string target = "host";     // moe-compile --target
+  std::string policyPath;         // the .mlir file
+  std::vector<std::string> flags; // --model config.json, --experts 8, --set k=v, ...
+  std::string target = "host";    // moe-compile --target
 };
 
 class PolicyCache {

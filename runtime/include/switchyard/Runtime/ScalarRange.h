@@ -69,7 +69,9 @@ struct ScalarRange {
     if (!isFloat)
       return "must be " + intRangeText();
     std::string text;
-    auto add = [&](const std::string &part) { text += (text.empty() ? "" : " and ") + part; };
+    auto add = [&](const std::string &part) {
+      text += (text.empty() ? "" : " and ") + part;
+    };
     if (finite)
       add("finite");
     if (notNaN)
@@ -94,8 +96,8 @@ private:
   /// "in [0, 1)", "> 0", ">= 0", "<= 1".
   std::string floatRangeText() const {
     if (min && max)
-      return std::string("in ") + (minOpen ? "(" : "[") + number(*min) + ", " + number(*max) +
-             (maxOpen ? ")" : "]");
+      return std::string("in ") + (minOpen ? "(" : "[") + number(*min) + ", " +
+             number(*max) + (maxOpen ? ")" : "]");
     if (min)
       return (minOpen ? "> " : ">= ") + number(*min);
     return (maxOpen ? "< " : "<= ") + number(*max);

@@ -23,12 +23,12 @@ namespace switchyard::runtime {
 
 /// One parameter of the flat C entry point (after num_tokens).
 struct Param {
-  std::string name;   // "logits", "placement.log2phy", ...
+  std::string name; // "logits", "placement.log2phy", ...
   bool isOutput = false;
-  std::string kind;   // tensor, set, scalar, placement_replicas, placement_log2phy
-  std::string dtype;  // float32, int32, int64, int8 (sets: 0/1 bytes); a float tensor
-                      // input compiled with --input-dtype: bfloat16 or float16 (read in
-                      // place, widened to float32 at each load)
+  std::string kind;  // tensor, set, scalar, placement_replicas, placement_log2phy
+  std::string dtype; // float32, int32, int64, int8 (sets: 0/1 bytes); a float tensor
+                     // input compiled with --input-dtype: bfloat16 or float16 (read in
+                     // place, widened to float32 at each load)
   std::vector<int64_t> shape;               // -1: dynamic, from sizeRule
   std::array<int64_t, 3> sizeRule{1, 0, 1}; // ceil((a*T + b) / d)
   /// What an input's values may be, beyond its dtype (the compiler derives it from how

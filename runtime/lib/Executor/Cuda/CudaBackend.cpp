@@ -28,8 +28,8 @@ std::string CudaBackend::name() const {
 void *CudaBackend::allocateDevice(size_t bytes, std::string &error) {
   void *p = nullptr;
   if (!ok(cudaSetDevice(ctx->ordinal), "cudaSetDevice", error) ||
-      !ok(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(),
-          error))
+      !ok(cudaMalloc(&p, bytes),
+          ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(), error))
     return nullptr;
   return p;
 }
@@ -68,8 +68,8 @@ bool CudaBackend::copyAsync(void *to, const void *from, size_t bytes, memory::Co
                             memory::Stream s, std::string &error) {
   const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                   cudaMemcpyDeviceToDevice};
-  return ok(cudaMemcpyAsync(to, from, bytes, kinds[int(kind)], stream(s)), "cudaMemcpyAsync",
-            error);
+  return ok(cudaMemcpyAsync(to, from, bytes, kinds[int(kind)], stream(s)),
+            "cudaMemcpyAsync", error);
 }
 
 bool CudaBackend::record(memory::Event e, memory::Stream s, std::string &error) {

@@ -44,8 +44,8 @@ struct CudaContext {
   int ordinal = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  DeviceBuffer staging[3];          // a resolved expert's gate, up, down in float32
-  DeviceBuffer gateOut, upOut;      // the FFN's intermediate rows (expert handles)
+  DeviceBuffer staging[3];     // a resolved expert's gate, up, down in float32
+  DeviceBuffer gateOut, upOut; // the FFN's intermediate rows (expert handles)
   ~CudaContext() {
     if (blas)
       cublasDestroy(blas);

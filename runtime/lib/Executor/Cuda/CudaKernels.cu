@@ -11,8 +11,8 @@ unsigned blocksFor(int64_t count) {
   return static_cast<unsigned>((count + kBlock - 1) / kBlock);
 }
 
-__global__ void gatherRowsKernel(const float *x, const int32_t *slots, int64_t rows, int64_t k,
-                                 int64_t width, float *out) {
+__global__ void gatherRowsKernel(const float *x, const int32_t *slots, int64_t rows,
+                                 int64_t k, int64_t width, float *out) {
   int64_t r = blockIdx.x;
   if (r >= rows)
     return;
@@ -29,8 +29,8 @@ __global__ void siluMulKernel(float *gate, const float *up, int64_t count) {
   }
 }
 
-__global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, const float *weights,
-                              int64_t k, int64_t width, float *y) {
+__global__ void combineKernel(const float *rows, const int32_t *rowOfSlot,
+                              const float *weights, int64_t k, int64_t width, float *y) {
   int64_t t = blockIdx.x;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
     float sum = y[t * width + c];
@@ -43,7 +43,8 @@ __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, const
   }
 }
 
-__global__ void sigmoidGateKernel(const float *x, const float *gate, int64_t width, float *y) {
+__global__ void sigmoidGateKernel(const float *x, const float *gate, int64_t width,
+                                  float *y) {
   __shared__ float partial[kBlock];
   int64_t t = blockIdx.x;
   float sum = 0;
@@ -67,7 +68,7 @@ cudaError_t gatherRows(const float *x, const int32_t *slots, int64_t rows, int64
                        int64_t width, float *out, cudaStream_t stream) {
   if (rows > 0)
     gatherRowsKernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(x, slots, rows, k,
-                                                                          width, out);
+                                                                         width, out);
   return cudaGetLastError();
 }
 
@@ -78,17 +79,19 @@ cudaError_t siluMul(float *gate, const float *up, int64_t count, cudaStream_t st
 }
 
 cudaError_t combine(const float *rows, const int32_t *rowOfSlot, const float *weights,
-                    int64_t tokens, int64_t k, int64_t width, float *y, cudaStream_t stream) {
+                    int64_t tokens, int64_t k, int64_t width, float *y,
+                    cudaStream_t stream) {
   if (tokens > 0)
-    combineKernel<<<static_cast<unsigned>(tokens), kBlock, 0, stream>>>(rows, rowOfSlot,
-                                                                         weights, k, width, y);
+    combineKernel<<<static_cast<unsigned>(tokens), kBlock, 0, stream>>>(
+        rows, rowOfSlot, weights, k, width, y);
   return cudaGetLastError();
 }
 
 cudaError_t scaleBySigmoidGate(const float *x, const float *gate, int64_t tokens,
                                int64_t width, float *y, cudaStream_t stream) {
   if (tokens > 0)
-    sigmoidGateKernel<<<static_cast<unsigned>(tokens), kBlock, 0, stream>>>(x, gate, width, y);
+    sigmoidGateKernel<<<static_cast<unsigned>(tokens), kBlock, 0, stream>>>(x, gate, width,
+                                                                            y);
   return cudaGetLastError();
 }
 

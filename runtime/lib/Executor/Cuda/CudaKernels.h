@@ -8,8 +8,8 @@
 #ifndef SWITCHYARD_EXECUTOR_CUDA_CUDAKERNELS_H
 #define SWITCHYARD_EXECUTOR_CUDA_CUDAKERNELS_H
 
-#include <cuda_runtime_api.h>
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 namespace switchyard::exec::cuda {
 
@@ -21,7 +21,8 @@ cudaError_t siluMul(float *gate, const float *up, int64_t count, cudaStream_t st
 /// y[t, :] += sum_j weights[t, j] * rows[rowOfSlot[t * k + j], :] over slots with a row
 /// (rowOfSlot -1: none), in slot order (deterministic: no atomics).
 cudaError_t combine(const float *rows, const int32_t *rowOfSlot, const float *weights,
-                    int64_t tokens, int64_t k, int64_t width, float *y, cudaStream_t stream);
+                    int64_t tokens, int64_t k, int64_t width, float *y,
+                    cudaStream_t stream);
 /// y[t, :] *= sigmoid(dot(x[t, :], gate)).
 cudaError_t scaleBySigmoidGate(const float *x, const float *gate, int64_t tokens,
                                int64_t width, float *y, cudaStream_t stream);

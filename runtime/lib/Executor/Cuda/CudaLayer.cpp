@@ -43,8 +43,8 @@ public:
 
   int64_t index() const override { return layer; }
   const std::vector<float> &postAttentionNorm() const override { return norm; }
-  bool forward(const float *hostX, int64_t tokens, const BatchInfo &batch, const Routing *replay,
-               Routing &routing, float *hostY, LayerMetrics &metrics,
+  bool forward(const float *hostX, int64_t tokens, const BatchInfo &batch,
+               const Routing *replay, Routing &routing, float *hostY, LayerMetrics &metrics,
                std::string &error) override;
 
 private:
@@ -58,7 +58,7 @@ private:
   do {                                                                                     \
     cudaError_t status_ = (expr);                                                          \
     if (status_ != cudaSuccess) {                                                          \
-      error = "layer " + std::to_string(layer) + ": " #expr ": " + cudaText(status_);     \
+      error = "layer " + std::to_string(layer) + ": " #expr ": " + cudaText(status_);      \
       return false;                                                                        \
     }                                                                                      \
   } while (false)
@@ -68,7 +68,8 @@ bool upload(const model::TensorView &view, DeviceBuffer &to, std::string &error)
   model::widenToFloat(view, 0, view.numel(), wide.data());
   cudaError_t status = to.reserve(wide.size() * sizeof(float));
   if (status == cudaSuccess)
-    status = cudaMemcpy(to.ptr, wide.data(), wide.size() * sizeof(float), cudaMemcpyHostToDevice);
+    status = cudaMemcpy(to.ptr, wide.data(), wide.size() * sizeof(float),
+                        cudaMemcpyHostToDevice);
   if (status != cudaSuccess) {
     error = "uploading '" + view.name + "': " + cudaText(status);
     return false;
@@ -77,14 +78,15 @@ bool upload(const model::TensorView &view, DeviceBuffer &to, std::string &error)
 }
 
 bool uploadFfn(const model::SafetensorsCheckpoint &ckpt, const std::string &gate,
-               const std::string &up, const std::string &down, int64_t hidden, int64_t width,
-               DeviceFfn &w, std::string &error) {
+               const std::string &up, const std::string &down, int64_t hidden,
+               int64_t width, DeviceFfn &w, std::string &error) {
   const model::TensorView *g = ckpt.require(gate, {width, hidden}, error);
   const model::TensorView *u = g ? ckpt.require(up, {width, hidden}, error) : nullptr;
   const model::TensorView *d = u ? ckpt.require(down, {hidden, width}, error) : nullptr;
   w.width = width;
   w.bytes = d ? int64_t(g->bytes + u->bytes + d->bytes) : 0;
-  return d && upload(*g, w.gate, error) && upload(*u, w.up, error) && upload(*d, w.down, error);
+  return d && upload(*g, w.gate, error) && upload(*u, w.up, error) &&
+         upload(*d, w.down, error);
 }
 
 bool CudaLayer::gemm(const float *in, int64_t n, const DeviceBuffer &w, int64_t rows,
@@ -120,7 +122,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
     std::string name = p.inputName();
     if (p.isOutput) {
       std::optional<int64_t> count = p.elementsFor(tokens);
-      CHECK_CUDA(policyOutputs[i].reserve(size_t(std::max<int64_t>(*count, 1)) * p.elementBytes()));
+      CHECK_CUDA(policyOutputs[i].reserve(size_t(std::max<int64_t>(*count, 1)) *
+                                          p.elementBytes()));
       buffers[i] = policyOutputs[i].ptr;
       idsIndex = p.name == "topk_ids" ? int64_t(i) : idsIndex;
       weightsIndex = p.name == "topk_weights" ? int64_t(i) : weightsIndex;
@@ -132,9 +135,11 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
       scalars[i] = static_cast<int32_t>(batch.phase);
     } else if (name == "request_ids" || name == "positions") {
       DeviceBuffer &to = name == "request_ids" ? requestIds : positions;
-      const std::vector<int32_t> &from = name == "request_ids" ? batch.requestIds : batch.positions;
+      const std::vector<int32_t> &from =
+          name == "request_ids" ? batch.requestIds : batch.positions;
       CHECK_CUDA(to.reserve(std::max<size_t>(t, 1) * 4));
-      CHECK_CUDA(cudaMemcpyAsync(to.ptr, from.data(), t * 4, cudaMemcpyHostToDevice, ctx->stream));
+      CHECK_CUDA(
+          cudaMemcpyAsync(to.ptr, from.data(), t * 4, cudaMemcpyHostToDevice, ctx->stream));
       buffers[i] = to.ptr;
     } else if (name == "draft_mask") {
       CHECK_CUDA(draftMask.reserve(std::max<size_t>(t, 1)));
@@ -144,7 +149,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
     } else if (p.kind == "placement_replicas") { // one device: one replica each
       std::vector<int32_t> ones(static_cast<size_t>(e), 1);
       CHECK_CUDA(replicas.reserve(ones.size() * 4));
-      CHECK_CUDA(cudaMemcpy(replicas.ptr, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(
+          cudaMemcpy(replicas.ptr, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
       buffers[i] = replicas.ptr;
     } else if (p.kind == "placement_log2phy") {
       int64_t r = p.shape.size() > 1 ? p.shape[1] : 1;
@@ -152,7 +158,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
       for (int64_t x = 0; x < e; ++x)
         table[x * r] = static_cast<int32_t>(x);
       CHECK_CUDA(log2phy.reserve(table.size() * 4));
-      CHECK_CUDA(cudaMemcpy(log2phy.ptr, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(
+          cudaMemcpy(log2phy.ptr, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
       buffers[i] = log2phy.ptr;
     } else {
       error = "layer " + std::to_string(layer) + ": @" + sig.entry + " takes '" + name +
@@ -160,7 +167,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
       return false;
     }
   }
-  CHECK_CUDA(workspace.reserve(size_t(std::max<int64_t>(policy->workspaceBytes(tokens), 1))));
+  CHECK_CUDA(
+      workspace.reserve(size_t(std::max<int64_t>(policy->workspaceBytes(tokens), 1))));
   if (!policy->launch(tokens, buffers, scalars, knobs, workspace.ptr, ctx->stream, error)) {
     error = "layer " + std::to_string(layer) + ": " + error;
     return false;
@@ -172,7 +180,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
   CHECK_CUDA(cudaMemcpyAsync(routing.ids.data(), buffers[idsIndex], routing.ids.size() * 4,
                              cudaMemcpyDeviceToHost, ctx->stream));
   CHECK_CUDA(cudaMemcpyAsync(routing.weights.data(), buffers[weightsIndex],
-                             routing.weights.size() * 4, cudaMemcpyDeviceToHost, ctx->stream));
+                             routing.weights.size() * 4, cudaMemcpyDeviceToHost,
+                             ctx->stream));
   CHECK_CUDA(cudaStreamSynchronize(ctx->stream));
   return true;
 }
@@ -232,8 +241,9 @@ bool CudaLayer::forward(const float *hostX, int64_t tokens, const BatchInfo &bat
                              cudaMemcpyHostToDevice, ctx->stream));
   CHECK_CUDA(cudaMemcpyAsync(rowOfSlot.ptr, rowOf.data(), rowOf.size() * 4,
                              cudaMemcpyHostToDevice, ctx->stream));
-  CHECK_CUDA(cudaMemcpyAsync(weights.ptr, routing.weights.data(), routing.weights.size() * 4,
-                             cudaMemcpyHostToDevice, ctx->stream));
+  CHECK_CUDA(cudaMemcpyAsync(weights.ptr, routing.weights.data(),
+                             routing.weights.size() * 4, cudaMemcpyHostToDevice,
+                             ctx->stream));
   CHECK_CUDA(cuda::gatherRows(x.f32(), slots.i32(), rows, k, h, rowsIn.f32(), ctx->stream));
   CHECK_CUDA(cudaEventRecord(marks[3], ctx->stream));
   metrics.tokensPerExpert.assign(size_t(e), 0);
@@ -260,8 +270,8 @@ bool CudaLayer::forward(const float *hostX, int64_t tokens, const BatchInfo &bat
     CHECK_CUDA(cudaMemsetAsync(y.ptr, 0, size_t(tokens * h) * 4, ctx->stream));
   }
   CHECK_CUDA(cudaEventRecord(marks[4], ctx->stream));
-  CHECK_CUDA(cuda::combine(rowsOut.f32(), rowOfSlot.i32(), weights.f32(), tokens, k, h, y.f32(),
-                           ctx->stream));
+  CHECK_CUDA(cuda::combine(rowsOut.f32(), rowOfSlot.i32(), weights.f32(), tokens, k, h,
+                           y.f32(), ctx->stream));
   CHECK_CUDA(cudaEventRecord(marks[5], ctx->stream));
   CHECK_CUDA(cudaMemcpyAsync(hostY, y.ptr, size_t(tokens * h) * 4, cudaMemcpyDeviceToHost,
                              ctx->stream));
@@ -294,7 +304,8 @@ std::shared_ptr<void> openDevice(int ordinal, std::string &error) {
   auto ctx = std::make_shared<CudaContext>();
   ctx->ordinal = ordinal;
   if ((status = cudaSetDevice(ordinal)) != cudaSuccess ||
-      (status = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+      (status = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) !=
+          cudaSuccess) {
     error = "--device cuda:" + std::to_string(ordinal) + ": " + cudaText(status);
     return nullptr;
   }
@@ -311,8 +322,8 @@ std::shared_ptr<void> openDevice(int ordinal, std::string &error) {
 std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
                                  const model::MoeConfig &config,
                                  const model::SafetensorsCheckpoint &ckpt, int64_t l,
-                                 const std::string &artifacts, const ExecutorOptions &options,
-                                 std::string &error) {
+                                 const std::string &artifacts,
+                                 const ExecutorOptions &options, std::string &error) {
   auto layer = std::make_unique<CudaLayer>();
   layer->ctx = std::static_pointer_cast<CudaContext>(device);
   layer->config = &config;
@@ -322,12 +333,12 @@ std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
   if (!layer->policy)
     return nullptr;
   if (!layer->policy->signature().knobs.empty() &&
-      !runtime::packKnobs(layer->policy->signature().knobs, options.knobSettings, layer->knobs,
-                          error))
+      !runtime::packKnobs(layer->policy->signature().knobs, options.knobSettings,
+                          layer->knobs, error))
     return nullptr;
   const model::TensorView *norm = ckpt.require(config.postAttentionNorm(l), {h}, error);
-  const model::TensorView *router = norm ? ckpt.require(config.routerWeight(l), {e, h}, error)
-                                         : nullptr;
+  const model::TensorView *router =
+      norm ? ckpt.require(config.routerWeight(l), {e, h}, error) : nullptr;
   if (!router || !upload(*router, layer->router, error))
     return nullptr;
   layer->norm.resize(size_t(h));
@@ -351,8 +362,8 @@ std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
       return nullptr;
   if (config.sharedIntermediate > 0 &&
       !uploadFfn(ckpt, config.sharedWeight(l, "gate"), config.sharedWeight(l, "up"),
-                 config.sharedWeight(l, "down"), h, config.sharedIntermediate, layer->shared,
-                 error))
+                 config.sharedWeight(l, "down"), h, config.sharedIntermediate,
+                 layer->shared, error))
     return nullptr;
   if (config.sharedExpertGate) {
     const model::TensorView *gate = ckpt.require(config.sharedGateWeight(l), {1, h}, error);

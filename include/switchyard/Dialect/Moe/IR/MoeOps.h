@@ -70,9 +70,9 @@ struct ScalarRule : switchyard::runtime::ScalarRange {
 
 /// A size an op takes from the model it is bound to (ShapeRefinementOpInterface::
 /// getSizeParameters): `name` is the binding's parameter ("experts", "top_k", "groups",
-/// "topk_groups", "devices", "slots", "nodes", "hidden_size" - the tools' --flag of the same
-/// name), `value` what the op has now (`?` = ShapedType::kDynamic in a generic policy),
-/// `attr` the inherent attribute --moe-specialize writes the bound value to (empty
+/// "topk_groups", "devices", "slots", "nodes", "hidden_size" - the tools' --flag of the
+/// same name), `value` what the op has now (`?` = ShapedType::kDynamic in a generic
+/// policy), `attr` the inherent attribute --moe-specialize writes the bound value to (empty
 /// when the size lives in types only). A fixed value that differs from the binding is
 /// an error unless `mayDiffer` (an op's own k next to the model's top-k).
 struct SizeParameter {

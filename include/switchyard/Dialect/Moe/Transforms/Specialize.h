@@ -20,8 +20,7 @@ namespace switchyard::moe {
 
 /// A value to bind and where it came from, as diagnostics name it ("--experts 8",
 /// "models/mixtral.json: num_local_experts = 8").
-template <typename T>
-struct Bound {
+template <typename T> struct Bound {
   T value;
   std::string source;
   /// Read from a model's config.json (not a flag): a value that describes the model
