@@ -1,6 +1,7 @@
 //===- ModelConfig.cpp - a model's MoE shape from its config.json ---------===//
 #include "switchyard/Compiler/ModelConfig.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -21,55 +22,59 @@ struct ConfigReader {
     return path + ": " + key.str() + " = " + value;
   }
 
-  /// The first present key among `keys` (all present ones must agree).
-  bool readInt(std::initializer_list<llvm::StringRef> keys,
-               std::optional<moe::Bound<int64_t>> &into) {
-    for (llvm::StringRef key : keys) {
+  /// `key`'s value as an integer (Int), a finite number (Number) or true/false (Bool):
+  /// nullopt with `error` set when it has another type. `text` is how it prints.
+  std::optional<int64_t> parse(llvm::StringRef key, const json::Value &v, int64_t *,
+                               std::string &text) {
+    std::optional<int64_t> n = v.getAsInteger();
+    if (!n)
+      error = path + ": " + key.str() + " must be an integer";
+    else
+      text = std::to_string(*n);
+    return n;
+  }
+  std::optional<double> parse(llvm::StringRef key, const json::Value &v, double *,
+                              std::string &text) {
+    std::optional<double> d = v.getAsNumber();
+    if (!d || !std::isfinite(*d)) {
+      error = path + ": " + key.str() + " must be a finite number";
+      return std::nullopt;
+    }
+    llvm::raw_string_ostream(text) << json::Value(*d);
+    return d;
+  }
+  std::optional<bool> parse(llvm::StringRef key, const json::Value &v, bool *,
+                            std::string &text) {
+    std::optional<bool> b = v.getAsBoolean();
+    if (!b)
+      error = path + ": " + key.str() + " must be true or false";
+    else
+      text = *b ? "true" : "false";
+    return b;
+  }
+
+  /// The first present key among `keys` (space-separated: ShapeParameters.def's
+  /// CONFIG_KEYS); every present one must agree.
+  template <typename T>
+  bool read(llvm::StringRef keys, std::optional<moe::Bound<T>> &into) {
+    llvm::SmallVector<llvm::StringRef> list;
+    keys.split(list, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (llvm::StringRef key : list) {
       const json::Value *v = object.get(key);
       if (!v || v->kind() == json::Value::Null)
         continue;
-      std::optional<int64_t> n = v->getAsInteger();
-      if (!n) {
-        error = path + ": " + key.str() + " must be an integer";
+      std::string text;
+      std::optional<T> value = parse(key, *v, static_cast<T *>(nullptr), text);
+      if (!value)
         return false;
-      }
-      moe::Bound<int64_t> bound{*n, source(key, std::to_string(*n)), /*fromModel=*/true};
-      if (into && into->value != *n) {
+      moe::Bound<T> bound{*value, source(key, text), /*fromModel=*/true};
+      if (into && into->value != *value) {
         error = bound.source + " disagrees with " + into->source;
         return false;
       }
       if (!into)
         into = bound;
     }
-    return true;
-  }
-
-  bool readNumber(llvm::StringRef key, std::optional<moe::Bound<double>> &into) {
-    const json::Value *v = object.get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return true;
-    std::optional<double> d = v->getAsNumber();
-    if (!d || !std::isfinite(*d)) {
-      error = path + ": " + key.str() + " must be a finite number";
-      return false;
-    }
-    json::Value printed(*d);
-    std::string text;
-    llvm::raw_string_ostream(text) << printed;
-    into = moe::Bound<double>{*d, source(key, text), /*fromModel=*/true};
-    return true;
-  }
-
-  bool readBool(llvm::StringRef key, std::optional<moe::Bound<bool>> &into) {
-    const json::Value *v = object.get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return true;
-    std::optional<bool> b = v->getAsBoolean();
-    if (!b) {
-      error = path + ": " + key.str() + " must be true or false";
-      return false;
-    }
-    into = moe::Bound<bool>{*b, source(key, *b ? "true" : "false"), /*fromModel=*/true};
     return true;
   }
 };
@@ -125,19 +130,17 @@ bool host::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
     return false;
   }
   ConfigReader r{path.str(), *object, error};
-  if (!r.readInt({"num_local_experts", "num_experts", "n_routed_experts"},
-                 request.experts) ||
-      !r.readInt({"num_experts_per_tok", "experts_per_token"}, request.topK) ||
-      !r.readInt({"n_group"}, request.groups) ||
-      !r.readInt({"topk_group"}, request.topkGroups) ||
-      !r.readInt({"n_shared_experts"}, request.sharedExperts) ||
-      !r.readInt({"hidden_size"}, request.hidden) ||
-      !r.readNumber("routed_scaling_factor", request.scaling) ||
-      !r.readBool("norm_topk_prob", request.normTopkProb))
+  // Every row of ShapeParameters.def with config keys.
+#define SHAPE_PARAMETER(FIELD, KIND, NAME, FLAG, VALUE_DESC, CONFIG_KEYS, ...)             \
+  if (!r.read(CONFIG_KEYS, request.FIELD))                                                 \
     return false;
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
   if (!request.experts) {
-    error = path.str() + ": no expert count (num_local_experts, num_experts or "
-                         "n_routed_experts): not a MoE model's config";
+    llvm::SmallVector<llvm::StringRef> keys;
+    moe::lookupShapeParameter("experts")->configKeys.split(keys, ' ');
+    error = path.str() + ": no expert count (" +
+            llvm::join(llvm::ArrayRef(keys).drop_back(), ", ") + " or " +
+            keys.back().str() + "): not a MoE model's config";
     return false;
   }
   // One group kept out of one is no grouping (Kimi-K2 writes n_group = topk_group = 1).

@@ -18,37 +18,20 @@ cl::OptionCategory &category() {
   return options;
 }
 
-// The shape a generic policy is bound to (moe-specialize).
-static cl::opt<int64_t> experts("experts", cl::desc("bind the number of routed experts E"),
-                                cl::value_desc("E"), cl::cat(category()));
-static cl::opt<int64_t> topK("top-k", cl::desc("bind the experts per token k"),
-                             cl::value_desc("k"), cl::cat(category()));
-static cl::opt<int64_t>
-    groups("groups", cl::desc("bind the expert groups (moe.group_limit, moe.eplb)"),
-           cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> topkGroups("topk-groups",
-                                   cl::desc("bind the groups each token keeps"),
-                                   cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> devices("devices",
-                                cl::desc("bind the devices (GPUs) of a placement or plan"),
-                                cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> slots("slots",
-                              cl::desc("bind the physical expert slots of a placement "
-                                       "(default: E) or an EPLB plan"),
-                              cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> nodes("nodes", cl::desc("bind the nodes of an EPLB plan"),
-                              cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> hiddenSize("hidden-size",
-                                   cl::desc("bind the model's hidden size (moe.gate)"),
-                                   cl::value_desc("n"), cl::cat(category()));
-static cl::opt<int64_t> sharedExperts("shared-experts", cl::desc("bind the shared experts"),
-                                      cl::value_desc("n"), cl::cat(category()));
-static cl::opt<double> scaling("scaling", cl::desc("bind the routed scaling factor"),
-                               cl::value_desc("x"), cl::cat(category()));
-static cl::opt<bool> normTopkProb("norm-topk-prob",
-                                  cl::desc("bind renormalization of the top-k weights "
-                                           "(--norm-topk-prob=false to turn it off)"),
-                                  cl::cat(category()));
+// The shape a generic policy is bound to (moe-specialize): one flag per row of
+// ShapeParameters.def, named FIELD##Flag. A Bool flag has no value name.
+#define SHAPE_FLAG_VALUE_DESC_Int(VALUE_DESC) , cl::value_desc(VALUE_DESC)
+#define SHAPE_FLAG_VALUE_DESC_Number(VALUE_DESC) , cl::value_desc(VALUE_DESC)
+#define SHAPE_FLAG_VALUE_DESC_Bool(VALUE_DESC)
+#define SHAPE_PARAMETER(FIELD, KIND, NAME, FLAG, VALUE_DESC, CONFIG_KEYS, PARAM, USES,     \
+                        HELP)                                                              \
+  static cl::opt<SHAPE_PARAMETER_TYPE(KIND)> FIELD##Flag(                                  \
+      FLAG, cl::desc(HELP) SHAPE_FLAG_VALUE_DESC_##KIND(VALUE_DESC), cl::cat(category()));
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
+#undef SHAPE_FLAG_VALUE_DESC_Int
+#undef SHAPE_FLAG_VALUE_DESC_Number
+#undef SHAPE_FLAG_VALUE_DESC_Bool
+
 static cl::opt<std::string> model("model",
                                   cl::desc("bind the shape of a Hugging Face model "
                                            "(its config.json)"),
@@ -67,12 +50,24 @@ static std::string formatNumber(double value) {
   return text;
 }
 
+/// How a flag's value is named in diagnostics ("--experts 8", "--scaling 2.5",
+/// "--norm-topk-prob=false").
+static std::string flagText(const cl::opt<int64_t> &flag) {
+  return "--" + flag.ArgStr.str() + " " + std::to_string(flag.getValue());
+}
+static std::string flagText(const cl::opt<double> &flag) {
+  return "--" + flag.ArgStr.str() + " " + formatNumber(flag.getValue());
+}
+static std::string flagText(const cl::opt<bool> &flag) {
+  return "--" + flag.ArgStr.str() + "=" + (flag.getValue() ? "true" : "false");
+}
+
 template <typename T>
 static bool mergeFlag(std::optional<moe::Bound<T>> &slot, const cl::opt<T> &flag,
-                      const std::string &text, std::string &error) {
+                      std::string &error) {
   if (!flag.getNumOccurrences())
     return true;
-  return host::mergeBound(slot, moe::Bound<T>{flag.getValue(), text}, error);
+  return host::mergeBound(slot, moe::Bound<T>{flag.getValue(), flagText(flag)}, error);
 }
 
 bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
@@ -80,23 +75,11 @@ bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
   request.allowUnused = allowUnused;
   if (!model.empty() && !host::readModelConfig(model, request, error))
     return false;
-  auto text = [](const cl::opt<int64_t> &flag) {
-    return "--" + flag.ArgStr.str() + " " + std::to_string(flag.getValue());
-  };
-  return mergeFlag(request.experts, experts, text(experts), error) &&
-         mergeFlag(request.topK, topK, text(topK), error) &&
-         mergeFlag(request.groups, groups, text(groups), error) &&
-         mergeFlag(request.topkGroups, topkGroups, text(topkGroups), error) &&
-         mergeFlag(request.devices, devices, text(devices), error) &&
-         mergeFlag(request.slots, slots, text(slots), error) &&
-         mergeFlag(request.nodes, nodes, text(nodes), error) &&
-         mergeFlag(request.hidden, hiddenSize, text(hiddenSize), error) &&
-         mergeFlag(request.sharedExperts, sharedExperts, text(sharedExperts), error) &&
-         mergeFlag(request.scaling, scaling,
-                   "--scaling " + formatNumber(scaling.getValue()), error) &&
-         mergeFlag(request.normTopkProb, normTopkProb,
-                   std::string("--norm-topk-prob=") + (normTopkProb ? "true" : "false"),
-                   error);
+#define SHAPE_PARAMETER(FIELD, ...)                                                        \
+  if (!mergeFlag(request.FIELD, FIELD##Flag, error))                                       \
+    return false;
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
+  return true;
 }
 
 } // namespace switchyard::tools

@@ -86,4 +86,5 @@ NB_MODULE(_switchyard, m) {
   m.attr("SwitchyardError") = errorType;
   bindPolicies(m);
   bindExecutor(m);
+  bindShapeTable(m);
 }

@@ -2,14 +2,11 @@
 //
 // Reads the MoE fields of a Hugging Face `config.json` into the values a generic
 // policy is bound to (moe::ShapeRequest), naming the file and key of each value so that
-// a conflict or an unused value is reported as `config.json: n_group = 8 ...`:
-//   experts       num_local_experts (Mixtral, GPT-OSS) | num_experts (Qwen2/3-MoE,
-//                 OLMoE) | n_routed_experts (DeepSeek-V3, Kimi-K2)
-//   top_k         num_experts_per_tok | experts_per_token (GPT-OSS)
-//   groups, topk_groups     n_group, topk_group (DeepSeek-V3; 1 and 1 mean none)
-//   scaling       routed_scaling_factor
-//   shared_experts          n_shared_experts
-//   norm_topk_prob          norm_topk_prob (Qwen2/3-MoE, OLMoE, DeepSeek-V3)
+// a conflict or an unused value is reported as `config.json: n_group = 8 ...`. The keys
+// of each parameter, per model family, are ShapeParameters.def's CONFIG_KEYS
+// (experts: num_local_experts | num_experts | n_routed_experts; top_k:
+// num_experts_per_tok | experts_per_token; n_group, topk_group (1 and 1 mean none);
+// n_shared_experts; hidden_size; routed_scaling_factor; norm_topk_prob).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_COMPILER_MODELCONFIG_H

@@ -1,5 +1,6 @@
 //===- MoeContainerOps.cpp - router, yield, knob, when --------------------===//
 #include "MoeVerifyUtils.h"
+#include "switchyard/Dialect/Moe/ShapeParameters.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -401,7 +402,14 @@ void switchyard::moe::printSizeOrParam(OpAsmPrinter &printer, Operation *,
 }
 
 ArrayRef<StringRef> switchyard::moe::getShapeParamNames() {
-  static const StringRef names[] = {"experts", "top_k"};
+  // ShapeParameters.def's rows with PARAM = 1.
+  static const SmallVector<StringRef> names = [] {
+    SmallVector<StringRef> list;
+    for (const ShapeParameterInfo &info : getShapeParameters())
+      if (info.param)
+        list.push_back(info.name);
+    return list;
+  }();
   return names;
 }
 

@@ -17,17 +17,22 @@ using namespace switchyard::moe;
 
 static bool isParam(int64_t v) { return ShapedType::isDynamic(v); }
 
+/// The member of an integer parameter; null for another kind.
+static const std::optional<Bound<int64_t>> *
+intMember(const std::optional<Bound<int64_t>> &member) {
+  return &member;
+}
+template <typename T>
+static const std::optional<Bound<int64_t>> *intMember(const std::optional<Bound<T>> &) {
+  return nullptr;
+}
+
 const std::optional<Bound<int64_t>> *ShapeRequest::size(StringRef name) const {
-  return llvm::StringSwitch<const std::optional<Bound<int64_t>> *>(name)
-      .Case("experts", &experts)
-      .Case("top_k", &topK)
-      .Case("groups", &groups)
-      .Case("topk_groups", &topkGroups)
-      .Case("devices", &devices)
-      .Case("slots", &slots)
-      .Case("nodes", &nodes)
-      .Case("hidden_size", &hidden)
-      .Default(nullptr);
+#define SHAPE_PARAMETER(FIELD, KIND, NAME, ...)                                            \
+  if (name == NAME)                                                                        \
+    return intMember(FIELD);
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
+  return nullptr;
 }
 
 namespace {
@@ -75,8 +80,11 @@ private:
     p->walk([&](ShapeRefinementOpInterface op) {
       SmallVector<SizeParameter> params;
       op.getSizeParameters(params);
-      for (const SizeParameter &param : params)
+      for (const SizeParameter &param : params) {
+        assert(lookupShapeParameter(param.name) &&
+               "a size parameter missing from ShapeParameters.def");
         fn(op, param);
+      }
     });
   }
 
@@ -104,6 +112,7 @@ private:
         used.insert("slots");
       }
     }
+    // The table's every parameter ("experts" is always used).
     auto check = [&](StringRef name, const auto &bound) -> LogicalResult {
       if (!bound || used.contains(name) || request.allowUnused)
         return success();
@@ -114,14 +123,10 @@ private:
                                "has a `"
                             << name << "` parameter";
     };
-    for (StringRef name :
-         {"top_k", "groups", "topk_groups", "devices", "slots", "nodes", "hidden_size"})
-      if (failed(check(name, *request.size(name))))
-        return failure();
-    if (failed(check("shared_experts", request.sharedExperts)) ||
-        failed(check("scaling", request.scaling)) ||
-        failed(check("norm_topk_prob", request.normTopkProb)))
-      return failure();
+#define SHAPE_PARAMETER(FIELD, KIND, NAME, ...)                                            \
+  if (failed(check(NAME, request.FIELD)))                                                  \
+    return failure();
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
     return success();
   }
 
@@ -354,7 +359,12 @@ private:
     router.getBody().walk([&](ParamOp p) { params.push_back(p); });
     for (ParamOp p : params) {
       OpBuilder b(p);
-      int64_t value = p.getName() == "experts" ? router.getExperts() : router.getTopK();
+      // The rows of ShapeParameters.def with PARAM = 1 (ParamOp's verifier).
+      int64_t value = llvm::StringSwitch<int64_t>(p.getName())
+                          .Case("experts", router.getExperts())
+                          .Case("top_k", router.getTopK())
+                          .Default(ShapedType::kDynamic);
+      assert(!isParam(value) && "a moe.param name without a value in replaceParams");
       p.replaceAllUsesWith(
           arith::ConstantOp::create(b, p.getLoc(), b.getI64IntegerAttr(value)).getResult());
       p.erase();
@@ -396,32 +406,39 @@ namespace {
 struct MoeSpecializePass : switchyard::moe::impl::MoeSpecializeBase<MoeSpecializePass> {
   using MoeSpecializeBase::MoeSpecializeBase;
 
+  /// An integer option: -1 is unset.
+  LogicalResult take(std::optional<Bound<int64_t>> &into, int64_t value, StringRef name) {
+    if (value != -1)
+      into = Bound<int64_t>{value, (name + "=" + Twine(value)).str()};
+    return success();
+  }
+  /// A number option: 0 is unset.
+  LogicalResult take(std::optional<Bound<double>> &into, double value, StringRef name) {
+    if (value != 0.0)
+      into = Bound<double>{value, name.str() + "=" + std::to_string(value)};
+    return success();
+  }
+  /// A boolean option is a string ("" unset, "true" or "false"), so that unset differs
+  /// from false.
+  LogicalResult take(std::optional<Bound<bool>> &into, const std::string &value,
+                     StringRef name) {
+    if (value.empty())
+      return success();
+    if (value != "true" && value != "false")
+      return emitError(getOperation().getLoc())
+             << name << " must be true or false, got '" << value << "'";
+    into = Bound<bool>{value == "true", name.str() + "=" + value};
+    return success();
+  }
+
   void runOnOperation() override {
+    // One option per row of ShapeParameters.def, of the same member name (a row
+    // without its option in Passes.td does not compile).
     ShapeRequest request;
-    auto take = [](std::optional<Bound<int64_t>> &into, int64_t value, StringRef name) {
-      if (value != -1)
-        into = Bound<int64_t>{value, (name + "=" + Twine(value)).str()};
-    };
-    take(request.experts, experts, "experts");
-    take(request.topK, topK, "top_k");
-    take(request.groups, groups, "groups");
-    take(request.topkGroups, topkGroups, "topk_groups");
-    take(request.devices, devices, "devices");
-    take(request.slots, slots, "slots");
-    take(request.nodes, nodes, "nodes");
-    take(request.hidden, hidden, "hidden_size");
-    take(request.sharedExperts, sharedExperts, "shared_experts");
-    if (scaling != 0.0)
-      request.scaling = Bound<double>{scaling, "scaling=" + std::to_string(scaling)};
-    if (!normTopkProb.empty()) {
-      if (normTopkProb != "true" && normTopkProb != "false") {
-        emitError(getOperation().getLoc())
-            << "norm_topk_prob must be true or false, got '" << normTopkProb << "'";
-        return signalPassFailure();
-      }
-      request.normTopkProb =
-          Bound<bool>{normTopkProb == "true", "norm_topk_prob=" + normTopkProb};
-    }
+#define SHAPE_PARAMETER(FIELD, KIND, NAME, ...)                                            \
+  if (failed(take(request.FIELD, FIELD, NAME)))                                            \
+    return signalPassFailure();
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
     if (failed(specializePolicies(getOperation(), request)))
       signalPassFailure();
   }

@@ -10,6 +10,8 @@
 #ifndef SWITCHYARD_DIALECT_MOE_TRANSFORMS_SPECIALIZE_H
 #define SWITCHYARD_DIALECT_MOE_TRANSFORMS_SPECIALIZE_H
 
+#include "switchyard/Dialect/Moe/ShapeParameters.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -30,22 +32,26 @@ template <typename T> struct Bound {
 };
 
 /// What to bind a module's policies to; unset parameters stay as the policy has them.
+/// One member per row of ShapeParameters.def (experts, topK, ..., scaling,
+/// normTopkProb), of its KIND's type.
 struct ShapeRequest {
-  std::optional<Bound<int64_t>> experts, topK, groups, topkGroups, devices, slots, nodes,
-      hidden, sharedExperts;
-  std::optional<Bound<double>> scaling;
-  std::optional<Bound<bool>> normTopkProb;
+#define SHAPE_PARAMETER(FIELD, KIND, ...)                                                  \
+  std::optional<Bound<SHAPE_PARAMETER_TYPE(KIND)>> FIELD;
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
   /// Values no policy has a parameter for are ignored rather than errors (an engine
   /// binds any policy to a whole model: a softmax router ignores DeepSeek's n_group).
   bool allowUnused = false;
 
-  /// The size parameter `name` (SizeParameter::name: "experts", "top_k", "groups",
-  /// "topk_groups", "devices", "slots", "nodes", "hidden_size"), or null for another name.
+  /// The integer parameter `name` (ShapeParameters.def's NAME: "experts", "top_k",
+  /// "groups", ..., SizeParameter::name), or null for another name or a non-integer one.
   const std::optional<Bound<int64_t>> *size(llvm::StringRef name) const;
 
   bool empty() const {
-    return !experts && !topK && !groups && !topkGroups && !devices && !slots && !nodes &&
-           !hidden && !sharedExperts && !scaling && !normTopkProb;
+#define SHAPE_PARAMETER(FIELD, ...)                                                        \
+  if (FIELD)                                                                               \
+    return false;
+#include "switchyard/Dialect/Moe/ShapeParameters.def"
+    return true;
   }
 };
 
