@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Configures (once) and builds Switchyard into build/ with g++-12 and Ninja against the
-# system LLVM/MLIR 22. Usage: scripts/build.sh [ninja targets...]
+# Configures (once) and builds Switchyard into build/ with Ninja, the g++ and the system
+# LLVM/MLIR of scripts/setup.sh's versions. Usage: scripts/build.sh [ninja targets...]
 # The tests' Python is the project's .venv (setup.sh: Debian's numpy and matplotlib plus
 # nanobind, torch, transformers); SWITCHYARD_PYTHON chooses another.
 set -euo pipefail
@@ -9,13 +9,13 @@ build="${SWITCHYARD_BUILD_DIR:-$root/build}"
 jobs="${SWITCHYARD_JOBS:-$(nproc)}"
 python="${SWITCHYARD_PYTHON:-$root/.venv/bin/python}"
 [ -x "$python" ] || python=/usr/bin/python3
+eval "$(grep -E '^(LLVM|GCC)_VERSION=[0-9]+$' "$root/scripts/setup.sh")"
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" \
     -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DCMAKE_C_COMPILER="gcc-$GCC_VERSION" -DCMAKE_CXX_COMPILER="g++-$GCC_VERSION" \
+    -DSWITCHYARD_LLVM_VERSION="$LLVM_VERSION" \
     -DPython3_EXECUTABLE="$python"
 elif ! grep -qE "^Python3_EXECUTABLE:[A-Z]+=$python\$" "$build/CMakeCache.txt"; then
   cmake -B "$build" -DPython3_EXECUTABLE="$python"   # the Python changed: reconfigure

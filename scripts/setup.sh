@@ -6,9 +6,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
+# The toolchain: the one place its versions are written (scripts/build.sh reads these
+# two lines and passes them to CMake).
+LLVM_VERSION=22
+GCC_VERSION=12
+
 PACKAGES=(
-  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-  cmake ninja-build g++-12 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
+  "llvm-$LLVM_VERSION-dev" "llvm-$LLVM_VERSION-tools" "libmlir-$LLVM_VERSION-dev"
+  "mlir-$LLVM_VERSION-tools"
+  cmake ninja-build "g++-$GCC_VERSION" zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
   libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind clang-format
   libopenmpi-dev openmpi-bin libomp-dev
   python3 python3-venv python3-numpy python3-matplotlib

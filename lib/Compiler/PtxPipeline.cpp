@@ -7,15 +7,57 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
-/// libdevice supplies the accurate math functions (exp, pow, floor) on the device.
-static const char *kLibdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+/// libdevice supplies the accurate math functions (exp, pow, floor) on the device:
+/// $SWITCHYARD_LIBDEVICE, else the CUDA toolkit's that CMake found (SWITCHYARD_LIBDEVICE,
+/// lib/Compiler/CMakeLists.txt); empty when neither is set.
+static std::string libdevicePath() {
+  if (const char *path = std::getenv("SWITCHYARD_LIBDEVICE"); path && *path)
+    return path;
+#ifdef SWITCHYARD_LIBDEVICE
+  return SWITCHYARD_LIBDEVICE;
+#else
+  return "";
+#endif
+}
+
+namespace {
+/// Stands in for the PTX lowering when libdevice is missing: one error saying where
+/// it was looked for, instead of a failure deep in the NVVM target.
+struct MissingLibdevice : PassWrapper<MissingLibdevice, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MissingLibdevice)
+  explicit MissingLibdevice(std::string path) : path(std::move(path)) {}
+  StringRef getArgument() const override { return "moe-missing-libdevice"; }
+  void runOnOperation() override {
+    InFlightDiagnostic error =
+        emitError(getOperation()->getLoc())
+        << "the PTX target links CUDA's libdevice (libdevice.10.bc), ";
+    if (path.empty())
+      error << "but this build found no CUDA toolkit: set SWITCHYARD_LIBDEVICE to the "
+               "file (CUDA's nvvm/libdevice/libdevice.10.bc)";
+    else
+      error << "but '" << path
+            << "' does not exist: install the CUDA toolkit or set SWITCHYARD_LIBDEVICE "
+               "to the file";
+    signalPassFailure();
+  }
+  std::string path;
+};
+} // namespace
 
 void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
                                        const MoeMapToGPUOptions &mapping, bool freezeKnobs,
                                        llvm::ArrayRef<std::string> inputDtypes) {
+  std::string libdevice = libdevicePath();
+  if (libdevice.empty() || !llvm::sys::fs::exists(libdevice)) {
+    pm.addPass(std::make_unique<MissingLibdevice>(libdevice));
+    return;
+  }
   buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs, inputDtypes);
   pm.addPass(createMoeMapToGPU(mapping));
   pm.addPass(memref::createExpandStridedMetadataPass());
@@ -25,7 +67,7 @@ void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
   target.chip = chip.str();
   target.features = "+ptx80";
   target.optLevel = 3;
-  target.linkLibs.push_back(kLibdevice);
+  target.linkLibs.push_back(libdevice);
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
   device.addPass(createConvertGpuOpsToNVVMOps());

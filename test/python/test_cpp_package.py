@@ -25,6 +25,15 @@ def run(cmd, **kw):
     return result.returncode, result.stdout + result.stderr
 
 
+def build_compiler(build):
+    """The C++ compiler this build was configured with (its CMakeCache.txt)."""
+    with open(os.path.join(build, "CMakeCache.txt")) as cache:
+        for line in cache:
+            if line.startswith("CMAKE_CXX_COMPILER:"):
+                return line.split("=", 1)[1].strip()
+    return "c++"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
@@ -58,7 +67,8 @@ def main():
     check("the installed tools run (outside the build tree)", rc == 0, out[-1000:])
 
     rc, out = run(["cmake", "-S", os.path.join(ROOT, "examples", "engine"), "-B", engine_build,
-                   "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_CXX_COMPILER=g++-12"])
+                   "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}",
+                   f"-DCMAKE_CXX_COMPILER={build_compiler(build)}"])
     check("examples/engine configures with find_package(Switchyard)", rc == 0, out[-3000:])
     rc, out = run(["cmake", "--build", engine_build])
     check("examples/engine builds against Switchyard::runtime", rc == 0, out[-3000:])
