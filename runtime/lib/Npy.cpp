@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "switchyard/Runtime/Npy.h"
+#include "switchyard/Runtime/UntrustedFile.h"
 
 #include <cerrno>
 #include <cstring>
@@ -501,6 +502,9 @@ bool load(const std::string &path, const std::string &what, Array &out,
   uint64_t fileSize = fs::file_size(path, ec);
   if (ec)
     return fail("cannot open file: " + ec.message());
+  if (fileSize > runtime::limits::kNpy)
+    return fail(std::to_string(fileSize) + " bytes, more than a .npy file may have (" +
+                runtime::formatByteLimit(runtime::limits::kNpy) + ")");
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in.is_open())

@@ -1,11 +1,10 @@
 //===- MoeConfig.cpp - the MoE blocks of a Hugging Face model -------------===//
 #include "switchyard/Model/MoeConfig.h"
 
-#include <nlohmann/json.hpp>
+#include "switchyard/Runtime/JsonAccess.h"
+#include "switchyard/Runtime/UntrustedFile.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 
 namespace switchyard::model {
@@ -69,31 +68,26 @@ std::string MoeConfig::postAttentionNorm(int64_t l) const {
 }
 
 namespace {
-/// The largest config.json read (the hub's biggest are a few KiB).
-constexpr off_t kMaxConfigBytes = off_t(16) << 20;
+using runtime::JsonAccess;
+using runtime::Need;
 
+/// config.json's fields through the runtime's type-checked JSON access, with the
+/// executor's ranges: sizes in [min, 2^24], scales positive and at most 1e6.
 struct Reader {
-  const nlohmann::json &j;
-  std::string file;
-  std::string &error;
+  const JsonAccess &json;
 
-  bool fail(const std::string &key, const std::string &what) {
-    error = file + ": " + key + " " + what;
-    return false;
-  }
-  bool has(const char *key) const { return j.contains(key) && !j[key].is_null(); }
+  bool fail(const char *key, const std::string &what) { return json.fail(key, what); }
+  bool has(const char *key) const { return json.has(key); }
   /// `agree`: another spelling of the same value, already read into `out` when
   /// present; the two must be equal.
   bool integer(const char *key, int64_t &out, bool required, int64_t min = 1,
                const char *agree = nullptr) {
+    int64_t value = out;
+    if (!json.integer(key, value, required ? Need::Required : Need::Optional, min,
+                      int64_t(1) << 24))
+      return false;
     if (!has(key))
-      return required ? fail(key, "is missing") : true;
-    if (!j[key].is_number_integer())
-      return fail(key, "must be an integer, got " + j[key].dump());
-    int64_t value = j[key].get<int64_t>();
-    if (value < min || value > (int64_t(1) << 24))
-      return fail(key, "= " + std::to_string(value) + " is outside [" +
-                           std::to_string(min) + ", 16777216]");
+      return true;
     if (agree && has(agree) && value != out)
       return fail(key, "= " + std::to_string(value) + " disagrees with " + agree + " = " +
                            std::to_string(out) + " (two spellings of one value)");
@@ -101,31 +95,14 @@ struct Reader {
     return true;
   }
   bool number(const char *key, double &out) {
-    if (!has(key))
-      return true;
-    if (!j[key].is_number())
-      return fail(key, "must be a number, got " + j[key].dump());
-    out = j[key].get<double>();
-    if (!(out > 0) || out > 1e6)
-      return fail(key, "= " + j[key].dump() + " must be positive");
-    return true;
+    return json.number(key, out, Need::Optional, 1e-300, 1e6);
   }
   /// A string field; absent or null keeps `out` (the default).
   bool string(const char *key, std::string &out) {
-    if (!has(key))
-      return true;
-    if (!j[key].is_string())
-      return fail(key, "must be a string, got " + j[key].dump());
-    out = j[key].get<std::string>();
-    return true;
+    return json.string(key, out, Need::Optional);
   }
   bool boolean(const char *key, bool &out) {
-    if (!has(key))
-      return true;
-    if (!j[key].is_boolean())
-      return fail(key, "must be true or false, got " + j[key].dump());
-    out = j[key].get<bool>();
-    return true;
+    return json.boolean(key, out, Need::Optional);
   }
 };
 } // namespace
@@ -136,35 +113,29 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     file = path + "/config.json";
   // A config is a small regular file: a FIFO would block and /dev/zero never ends.
-  if (stat(file.c_str(), &st) == 0 &&
-      (!S_ISREG(st.st_mode) || st.st_size > kMaxConfigBytes)) {
-    error = file + (S_ISREG(st.st_mode) ? ": " + std::to_string(st.st_size) +
-                                              " bytes, more than a config.json has (16 MiB)"
-                                        : ": not a regular file");
+  nlohmann::json j;
+  if (!runtime::parseJsonFile(file, "config.json", runtime::limits::kConfigJson, j,
+                              error)) {
+    if (stat(file.c_str(), &st) != 0)
+      error += " (a Hugging Face checkpoint directory has config.json)";
     return false;
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    error =
-        "cannot open '" + file + "' (a Hugging Face checkpoint directory has config.json)";
-    return false;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    error = file + ": not a JSON object";
-    return false;
-  }
-  Reader r{j, file, error};
+  JsonAccess access(j, file, error);
+  Reader r{access};
   MoeConfig c;
   c.path = file;
   std::string modelType;
   if (!r.string("model_type", modelType))
     return false;
-  if (j.contains("architectures") && j["architectures"].is_array() &&
-      !j["architectures"].empty() && j["architectures"][0].is_string())
-    c.architecture = j["architectures"][0].get<std::string>();
+  const nlohmann::json *architectures = nullptr;
+  if (!access.array("architectures", architectures, Need::Optional))
+    return false;
+  if (architectures && !architectures->empty()) {
+    if (!(*architectures)[0].is_string())
+      return r.fail("architectures", "must be an array of strings, got " +
+                                         runtime::jsonSnippet(*architectures));
+    c.architecture = (*architectures)[0].get<std::string>();
+  }
   struct Known {
     const char *architecture, *modelType;
     Family family;
@@ -234,19 +205,21 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       return false;
     c.sharedExpertGate = c.sharedIntermediate > 0;
     [[fallthrough]];
-  case Family::Qwen3Moe:
+  case Family::Qwen3Moe: {
     if (!r.integer("decoder_sparse_step", sparseStep, false))
       return false;
-    if (r.has("mlp_only_layers")) {
-      if (!j["mlp_only_layers"].is_array())
-        return r.fail("mlp_only_layers", "must be an array of layer indices");
-      for (const nlohmann::json &l : j["mlp_only_layers"]) {
+    const nlohmann::json *layers = nullptr;
+    if (!access.array("mlp_only_layers", layers, Need::Optional))
+      return false;
+    if (layers) {
+      for (const nlohmann::json &l : *layers) {
         if (!l.is_number_integer())
           return r.fail("mlp_only_layers", "must be an array of layer indices");
         mlpOnly.push_back(l.get<int64_t>());
       }
     }
     break;
+  }
   case Family::DeepseekV3: {
     int64_t shared = 0;
     if (!r.integer("n_shared_experts", shared, false, 0) ||

@@ -1,14 +1,12 @@
 //===- Safetensors.cpp - Hugging Face safetensors files, memory-mapped ----===//
 #include "switchyard/Model/Safetensors.h"
+#include "switchyard/Runtime/JsonAccess.h"
 #include "switchyard/Runtime/Npy.h"
-
-#include <nlohmann/json.hpp>
+#include "switchyard/Runtime/UntrustedFile.h"
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -77,14 +75,15 @@ static size_t formatDtypeSize(const std::string &dtype) {
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
                                                        std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a checkpoint directory must not block the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     error = "cannot open '" + path + "': " + std::strerror(errno);
     return nullptr;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = "'" + path + "' is not a regular file";
+    error = path + ": not a regular file";
     ::close(fd);
     return nullptr;
   }
@@ -113,12 +112,15 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
   if (headerBytes > size - 8)
     return bad("header length " + std::to_string(headerBytes) + " is past the end of the " +
                std::to_string(size) + "-byte file (truncated, or not a safetensors file)");
-  nlohmann::json header =
-      nlohmann::json::parse(reinterpret_cast<const char *>(base + 8),
-                            reinterpret_cast<const char *>(base + 8 + headerBytes), nullptr,
-                            /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object())
-    return bad("the header is not a JSON object");
+  if (headerBytes > runtime::limits::kSafetensorsHeader)
+    return bad("header length " + std::to_string(headerBytes) + " is more than a " +
+               "safetensors header has (" +
+               runtime::formatByteLimit(runtime::limits::kSafetensorsHeader) + ")");
+  nlohmann::json header;
+  if (!runtime::parseJsonText(reinterpret_cast<const char *>(base + 8),
+                              reinterpret_cast<const char *>(base + 8 + headerBytes),
+                              path + ": the header", header, error))
+    return nullptr;
   const uint8_t *data = base + 8 + headerBytes;
   uint64_t dataBytes = size - 8 - headerBytes;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -129,18 +131,19 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
     const nlohmann::json &t = it.value();
     if (!t.is_object())
       return bad(where + ": not an object");
-    auto dtype = t.find("dtype"), shape = t.find("shape"), offsets = t.find("data_offsets");
-    if (dtype == t.end() || !dtype->is_string())
-      return bad(where + ": 'dtype' must be a string");
-    if (shape == t.end() || !shape->is_array())
-      return bad(where + ": 'shape' must be an array");
-    if (offsets == t.end() || !offsets->is_array() || offsets->size() != 2 ||
-        !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-      return bad(where + ": 'data_offsets' must be two non-negative integers");
+    runtime::JsonAccess fields(t, path + ": " + where, error);
     TensorView v;
+    const nlohmann::json *shape = nullptr, *offsets = nullptr;
+    if (!fields.string("dtype", v.dtypeText, runtime::Need::Required) ||
+        !fields.array("shape", shape, runtime::Need::Required) ||
+        !fields.array("data_offsets", offsets, runtime::Need::Required))
+      return nullptr;
+    if (offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+      return bad(where + ": data_offsets must be two non-negative integers, got " +
+                 runtime::jsonSnippet(*offsets));
     v.name = it.key();
     v.file = path;
-    v.dtypeText = dtype->get<std::string>();
     size_t elementBytes = formatDtypeSize(v.dtypeText);
     if (!elementBytes)
       return bad(where + ": unknown dtype '" + v.dtypeText + "'");
@@ -155,7 +158,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
         return bad(where + ": shape entries must be non-negative integers");
       uint64_t extent = d.get<uint64_t>();
       if (extent != 0 && numel > (uint64_t(1) << 62) / extent)
-        return bad(where + ": shape " + shape->dump() + " has too many elements");
+        return bad(where + ": shape " + runtime::jsonSnippet(*shape) +
+                   " has too many elements");
       numel *= extent;
       v.shape.push_back(static_cast<int64_t>(extent));
     }
@@ -166,7 +170,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
                  " data bytes (truncated file?)");
     if (numel > (uint64_t(1) << 62) / elementBytes || end - begin != numel * elementBytes)
       return bad(where + ": " + std::to_string(end - begin) + " data bytes for shape " +
-                 shape->dump() + " of " + v.dtypeText + " (expected " +
+                 runtime::jsonSnippet(*shape) + " of " + v.dtypeText + " (expected " +
                  std::to_string(numel * elementBytes) + ")");
     v.data = data + begin;
     v.bytes = end - begin;
@@ -192,13 +196,14 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
   std::vector<std::string> shards;
   std::map<std::string, std::string> weightMap;
   std::string indexPath = dir + "/model.safetensors.index.json";
-  std::ifstream indexFile(indexPath, std::ios::binary);
-  if (indexFile) {
-    std::stringstream text;
-    text << indexFile.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-    auto map = j.is_object() ? j.find("weight_map") : j.end();
-    if (j.is_discarded() || !j.is_object() || map == j.end() || !map->is_object()) {
+  struct stat indexStat;
+  if (lstat(indexPath.c_str(), &indexStat) == 0) {
+    nlohmann::json j;
+    if (!runtime::parseJsonFile(indexPath, "checkpoint index",
+                                runtime::limits::kCheckpointIndex, j, error))
+      return nullptr;
+    auto map = j.find("weight_map");
+    if (map == j.end() || !map->is_object()) {
       error = indexPath + ": not a JSON object with a \"weight_map\" object";
       return nullptr;
     }
