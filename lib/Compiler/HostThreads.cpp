@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,12 +53,9 @@ void makeSequential(scf::ParallelOp loop) {
 
 /// The router's token count: its first argument when the ABI says so.
 Value tokenCount(func::FuncOp func) {
-  auto abi = func->getAttrOfType<ArrayAttr>("moe.abi");
-  if (!abi || abi.empty() || func.getNumArguments() == 0)
-    return {};
-  auto first = dyn_cast<DictionaryAttr>(abi[0]);
-  auto kind = first ? first.getAs<StringAttr>("kind") : StringAttr();
-  if (!kind || kind.getValue() != "tokens" || !func.getArgument(0).getType().isIndex())
+  moe::AbiAttr abi = moe::getAbi(func);
+  // A verified ABI starts with the token count.
+  if (!abi || func.getNumArguments() == 0 || !func.getArgument(0).getType().isIndex())
     return {};
   return func.getArgument(0);
 }

@@ -261,47 +261,46 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
   return text;
 }
 
+/// The typed ABI of the lowered router `name` (null when there is none).
+static moe::AbiAttr abiOf(ModuleOp lowered, StringRef name) {
+  Operation *fn = lowered.lookupSymbol(name);
+  return fn ? moe::getAbi(fn) : moe::AbiAttr();
+}
+
 std::vector<runtime::Knob> readKnobs(ModuleOp lowered, StringRef name) {
   std::vector<runtime::Knob> knobs;
-  auto fn = lowered.lookupSymbol(name);
-  if (!fn || !fn->hasAttr("moe.abi"))
+  moe::AbiAttr abi = abiOf(lowered, name);
+  if (!abi)
     return knobs;
-  auto flag = [](DictionaryAttr d, StringRef key) {
-    auto b = dyn_cast_or_null<BoolAttr>(d.get(key));
-    return b && b.getValue();
-  };
-  for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue()) {
-    auto dict = cast<DictionaryAttr>(a);
-    if (cast<StringAttr>(dict.get("role")).getValue() != "knob")
+  auto flag = [](BoolAttr b) { return moe::KnobRuleAttr::flag(b); };
+  for (moe::AbiParamAttr param : abi.getParams()) {
+    if (!param.isKnob())
       continue;
     runtime::Knob k;
-    k.name = cast<StringAttr>(dict.get("name")).getValue().str();
-    Attribute def = dict.get("default");
-    if (auto f = dyn_cast<FloatAttr>(def)) {
+    k.name = param.getName().str();
+    if (auto f = dyn_cast<FloatAttr>(param.getDefaultValue())) {
       k.dtype = "float32";
       k.floatDefault = f.getValueAsDouble();
     } else {
       k.dtype = "int64";
-      k.intDefault = cast<IntegerAttr>(def).getValue().getSExtValue();
+      k.intDefault = cast<IntegerAttr>(param.getDefaultValue()).getValue().getSExtValue();
     }
-    for (Attribute r : cast<ArrayAttr>(dict.get("rules"))) {
-      auto rd = cast<DictionaryAttr>(r);
+    for (moe::KnobRuleAttr r : param.getKnobRules()) {
       runtime::KnobRule rule;
-      rule.text = cast<StringAttr>(rd.get("text")).getValue().str();
-      rule.op = cast<StringAttr>(rd.get("op")).getValue().str();
-      rule.range.isFloat = flag(rd, "float");
-      rule.range.lo = cast<IntegerAttr>(rd.get("lo")).getInt();
-      if (auto hi = dyn_cast_or_null<IntegerAttr>(rd.get("hi")))
-        rule.range.hi = hi.getInt();
-      rule.range.finite = flag(rd, "finite");
-      rule.range.notNaN = flag(rd, "not_nan");
-      rule.range.nonzero = flag(rd, "nonzero");
-      if (auto min = dyn_cast_or_null<FloatAttr>(rd.get("min")))
+      rule.text = r.getText().str();
+      rule.op = r.getOp().str();
+      rule.range.isFloat = flag(r.getIsFloat());
+      rule.range.lo = r.getLo();
+      rule.range.hi = r.getHi();
+      rule.range.finite = flag(r.getFinite());
+      rule.range.notNaN = flag(r.getNotNan());
+      rule.range.nonzero = flag(r.getNonzero());
+      if (FloatAttr min = r.getMin())
         rule.range.min = min.getValueAsDouble();
-      if (auto max = dyn_cast_or_null<FloatAttr>(rd.get("max")))
+      if (FloatAttr max = r.getMax())
         rule.range.max = max.getValueAsDouble();
-      rule.range.minOpen = flag(rd, "min_open");
-      rule.range.maxOpen = flag(rd, "max_open");
+      rule.range.minOpen = flag(r.getMinOpen());
+      rule.range.maxOpen = flag(r.getMaxOpen());
       k.rules.push_back(std::move(rule));
     }
     knobs.push_back(std::move(k));
@@ -311,18 +310,17 @@ std::vector<runtime::Knob> readKnobs(ModuleOp lowered, StringRef name) {
 
 std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
   std::vector<AbiParam> params;
-  auto fn = lowered.lookupSymbol(name);
-  if (!fn || !fn->hasAttr("moe.abi"))
+  moe::AbiAttr abi = abiOf(lowered, name);
+  if (!abi)
     return params;
-  for (Attribute a : cast<ArrayAttr>(fn->getAttr("moe.abi")).getValue().drop_front()) {
-    auto dict = cast<DictionaryAttr>(a);
-    if (cast<StringAttr>(dict.get("role")).getValue() == "knob")
+  for (moe::AbiParamAttr param : abi.getParams().drop_front()) {
+    if (param.isKnob())
       continue; // passed in the knob struct (readKnobs)
     AbiParam p;
-    p.name = cast<StringAttr>(dict.get("name")).getValue().str();
-    p.isOutput = cast<StringAttr>(dict.get("role")).getValue() == "out";
-    p.kind = cast<StringAttr>(dict.get("kind")).getValue().str();
-    Type type = cast<TypeAttr>(dict.get("type")).getValue();
+    p.name = param.getName().str();
+    p.isOutput = param.isOutput();
+    p.kind = moe::stringifyAbiKind(param.getKind()).str();
+    Type type = param.getType();
     if (auto memref = dyn_cast<MemRefType>(type)) {
       p.dtype = dtypeOf(memref.getElementType());
       for (int64_t d : memref.getShape())
@@ -330,12 +328,12 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
     } else {
       p.dtype = dtypeOf(type);
     }
-    if (auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(dict.get("size")))
+    if (DenseI64ArrayAttr rule = param.getSize())
       p.sizeRule = {rule[0], rule[1], rule[2]};
-    if (auto values = dyn_cast_or_null<StringAttr>(dict.get("values")))
-      p.values = values.getValue().str();
-    if (auto bound = dyn_cast_or_null<IntegerAttr>(dict.get("id_bound")))
-      p.idBound = bound.getInt();
+    if (StringAttr values = param.getValues())
+      p.values = values.str();
+    if (std::optional<int64_t> bound = param.getIdBound())
+      p.idBound = *bound;
     params.push_back(std::move(p));
   }
   return params;

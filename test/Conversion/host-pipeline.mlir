@@ -1,7 +1,7 @@
 // moe-host-pipeline lowers a router to the LLVM dialect; moe-emit-c-entry adds the
 // flat C entry point `int32_t r(int64_t num_tokens, const float *logits, ...)`.
 // RUN: moe-opt %s --moe-host-pipeline | FileCheck %s
-// RUN: moe-opt %s --moe-host-pipeline | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVMIR
+// RUN: moe-opt %s --moe-host-pipeline | moe-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVMIR
 
 // CHECK-NOT: moe.router
 // CHECK: llvm.func @r(%[[T:.*]]: i64, %[[L:.*]]: !llvm.ptr, %[[IDS:.*]]: !llvm.ptr, %[[W:.*]]: !llvm.ptr) -> i32

@@ -31,10 +31,10 @@
 // CHECK-SAME: %[[K0:[a-z0-9]+]]: i64, %[[BUDGET:[a-z0-9]+]]: i64)
 // The C ABI description: one entry per parameter, with the size rule of T-sized ones;
 // a knob with its default and the rules of the ops that use it.
-// CHECK-SAME: moe.abi = [{kind = "tokens", name = "num_tokens", role = "in", type = index},
-// CHECK-SAME: {kind = "tensor", name = "logits", role = "in", size = array<i64: 1, 0, 1>, type = memref<?x16xf32>}
-// CHECK-SAME: {kind = "set", name = "selected", role = "out", type = memref<16xi8>}
-// CHECK-SAME: {default = 4 : i64, kind = "scalar", name = "budget", role = "knob", rules = [{finite = false, float = false, lo = 0 : i64, max_open = false, min_open = false, nonzero = false, not_nan = false, op = "moe.fill at {{.*}}", text = "budget must be in [0, inf]"}], type = i64}
+// CHECK-SAME: moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>,
+// CHECK-SAME: #moe.param<name = "logits", role = in, kind = tensor, type = memref<?x16xf32>, size = [1, 0, 1]>
+// CHECK-SAME: #moe.param<name = "selected", role = out, kind = set, type = memref<16xi8>>
+// CHECK-SAME: #moe.param<name = "budget", role = knob, kind = scalar, type = i64, default_value = 4 : i64, rules = [#moe.rule<text = "budget must be in [0, inf]", op = "moe.fill at {{.*}}", lo = 0>]>]>
 // CHECK-NOT: = moe.
 // The token stage (softmax): one parallel loop, its result in a temporary buffer.
 // CHECK: %[[P:.*]] = memref.alloc(%[[T]]) : memref<?x16xf32>

@@ -14,7 +14,7 @@
 
 // CHECK-LABEL: func.func @r(
 // CHECK-SAME: %{{[a-z0-9]+}}: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xbf16>, %[[BIAS:[a-z0-9]+]]: memref<16xf32>
-// CHECK-SAME: moe.abi = [{{.*}}{kind = "tensor", name = "logits", role = "in", size = array<i64: 1, 0, 1>, type = memref<?x16xbf16>}, {kind = "tensor", name = "bias", role = "in", type = memref<16xf32>}
+// CHECK-SAME: moe.abi = #moe.abi<[{{.*}}#moe.param<name = "logits", role = in, kind = tensor, type = memref<?x16xbf16>, size = [1, 0, 1]>, #moe.param<name = "bias", role = in, kind = tensor, type = memref<16xf32>>
 // CHECK-NOT: memref.copy %[[LOGITS]]
 // CHECK-NOT: memref.alloc{{.*}}xbf16
 // CHECK: %[[L:.*]] = memref.load %[[LOGITS]][%{{.*}}, %{{.*}}] : memref<?x16xbf16>

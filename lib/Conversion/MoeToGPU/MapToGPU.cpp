@@ -27,6 +27,7 @@
 #include "LaunchCostModel.h"
 
 #include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
@@ -81,7 +82,7 @@ gpu::GPUFuncOp cloneIntoKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, Strin
   params.push_back(MemRefType::get({ShapedType::kDynamic}, kb.getI8Type()));
   auto kernel = gpu::GPUFuncOp::create(kb, loc, name, kb.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  kernel->setAttr("moe.abi", f->getAttr("moe.abi"));
+  switchyard::moe::setAbi(kernel, switchyard::moe::getAbi(f));
   kernel.setKnownBlockSizeAttr(kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
   Block &entry = kernel.getBody().front();
   IRMapping mapping;
@@ -191,29 +192,32 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, int64_t ctaTokens,
                             int64_t tokensPerCta, bool &failed) {
     OpBuilder b(f.getContext());
+    using switchyard::moe::SizeClass;
     SmallVector<gpu::GPUFuncOp> pair;
-    std::string reason;
-    for (int which : {1, 2}) {
-      std::string name = (f.getName() + "_large_k" + Twine(which)).str();
+    for (SizeClass which : {SizeClass::LargeFirst, SizeClass::LargeSecond}) {
+      std::string name =
+          (f.getName() + "_large_k" + (which == SizeClass::LargeFirst ? "1" : "2")).str();
       gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, name, blockSize);
       pair.push_back(kernel);
-      switchyard::moe::LargeBatchLayout layout;
-      if (mlir::failed(switchyard::moe::buildLargeBatchKernel(
-              target, kernel, which, tokensPerCta, ctaTokens + 1, layout, reason))) {
+      FailureOr<switchyard::moe::LargeBatchLayout> layout =
+          switchyard::moe::buildLargeBatchKernel(
+              target, kernel, which, tokensPerCta, ctaTokens + 1, [&](const Twine &reason) {
+                f.emitWarning() << "no large-batch kernels for @" << f.getName() << ": "
+                                << reason << "; the one-CTA kernel serves every batch size";
+              });
+      if (mlir::failed(layout)) {
         for (gpu::GPUFuncOp k : pair)
           k.erase();
-        f.emitWarning() << "no large-batch kernels for @" << f.getName() << ": " << reason
-                        << "; the one-CTA kernel serves every batch size";
         return false;
       }
-      if (mlir::failed(mapKernel(target, kernel, f, &layout))) {
+      if (mlir::failed(mapKernel(target, kernel, f, &*layout))) {
         failed = true;
         return false;
       }
       kernel->setAttr("moe.size_class", b.getStringAttr("large"));
       kernel->setAttr("moe.tokens_per_cta", b.getI64IntegerAttr(tokensPerCta));
       kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(ctaTokens + 1));
-      if (!layout.needsKernel2)
+      if (!layout->needsKernel2)
         break; // token loops only: one launch serves large batches too
     }
     return true;
@@ -225,15 +229,15 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   gpu::GPUFuncOp addGridKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
     OpBuilder b(f.getContext());
     gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
-    switchyard::moe::LargeBatchLayout layout;
-    std::string reason;
-    if (mlir::failed(switchyard::moe::buildLargeBatchKernel(target, kernel, 1, 0, 1, layout,
-                                                            reason)) ||
-        layout.needsKernel2) {
+    FailureOr<switchyard::moe::LargeBatchLayout> layout =
+        switchyard::moe::buildLargeBatchKernel(
+            target, kernel, switchyard::moe::SizeClass::Grid,
+            /*tokensPerCta=*/0, /*minTokens=*/1, [](const Twine &) {}); // silently one-CTA
+    if (mlir::failed(layout) || layout->needsKernel2) {
       kernel.erase();
       return {};
     }
-    if (mlir::failed(mapKernel(target, kernel, f, &layout))) {
+    if (mlir::failed(mapKernel(target, kernel, f, &*layout))) {
       failed = true;
       return {};
     }
@@ -247,7 +251,7 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     MLIRContext *ctx = module.getContext();
     SmallVector<func::FuncOp> routers;
     module.walk([&](func::FuncOp f) {
-      if (f->hasAttr("moe.abi"))
+      if (switchyard::moe::getAbi(f))
         routers.push_back(f);
     });
     if (routers.empty())

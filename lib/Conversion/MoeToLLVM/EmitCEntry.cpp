@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Conversion/MoeToLLVM/MoeToLLVM.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -21,33 +22,26 @@ namespace switchyard::moe {
 } // namespace switchyard::moe
 
 using namespace mlir;
+using namespace switchyard::moe;
 
 namespace {
 
-bool isKnob(Attribute a) {
-  return cast<StringAttr>(cast<DictionaryAttr>(a).get("role")).getValue() == "knob";
-}
-
-/// The run-time checks of one knob rule (moe.abi "rules"): true when `v` breaks it.
+/// The run-time checks of one knob rule (`#moe.rule`): true when `v` breaks it.
 /// Unordered float comparisons make NaN break every range, as the verifier does.
-Value breaksRule(OpBuilder &b, Location loc, Value v, DictionaryAttr rule) {
-  auto flag = [&](StringRef key) {
-    auto f = dyn_cast_or_null<BoolAttr>(rule.get(key));
-    return f && f.getValue();
-  };
+Value breaksRule(OpBuilder &b, Location loc, Value v, KnobRuleAttr rule) {
+  auto flag = [](BoolAttr f) { return KnobRuleAttr::flag(f); };
   Type i1 = b.getI1Type();
   Value bad = LLVM::ConstantOp::create(b, loc, i1, 0);
-  if (rule.get("relation")) // checked by the body, where every value is known
+  if (rule.getRelation()) // checked by the body, where every value is known
     return bad;
   auto orBad = [&](Value c) { bad = LLVM::OrOp::create(b, loc, bad, c); };
   if (v.getType().isInteger(64)) {
     auto cst = [&](int64_t x) {
       return LLVM::ConstantOp::create(b, loc, b.getI64Type(), x);
     };
-    orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, v,
-                               cst(cast<IntegerAttr>(rule.get("lo")).getInt())));
-    if (auto hi = dyn_cast_or_null<IntegerAttr>(rule.get("hi")))
-      orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sgt, v, cst(hi.getInt())));
+    orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, v, cst(rule.getLo())));
+    if (std::optional<int64_t> hi = rule.getHi())
+      orBad(LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sgt, v, cst(*hi)));
     return bad;
   }
   Type f64 = b.getF64Type();
@@ -58,22 +52,24 @@ Value breaksRule(OpBuilder &b, Location loc, Value v, DictionaryAttr rule) {
   auto fcmp = [&](LLVM::FCmpPredicate p, Value l, Value r) {
     return LLVM::FCmpOp::create(b, loc, p, l, r).getResult();
   };
-  if (flag("finite")) // x - x is 0 exactly for finite x, NaN otherwise
+  if (flag(rule.getFinite())) // x - x is 0 exactly for finite x, NaN otherwise
     orBad(fcmp(LLVM::FCmpPredicate::une, LLVM::FSubOp::create(b, loc, x, x), cst(0)));
-  if (flag("not_nan"))
+  if (flag(rule.getNotNan()))
     orBad(fcmp(LLVM::FCmpPredicate::uno, x, x));
-  if (flag("nonzero"))
+  if (flag(rule.getNonzero()))
     orBad(fcmp(LLVM::FCmpPredicate::oeq, x, cst(0)));
-  if (auto min = dyn_cast_or_null<FloatAttr>(rule.get("min")))
-    orBad(fcmp(flag("min_open") ? LLVM::FCmpPredicate::ule : LLVM::FCmpPredicate::ult, x,
-               cst(min.getValueAsDouble())));
-  if (auto max = dyn_cast_or_null<FloatAttr>(rule.get("max")))
-    orBad(fcmp(flag("max_open") ? LLVM::FCmpPredicate::uge : LLVM::FCmpPredicate::ugt, x,
-               cst(max.getValueAsDouble())));
+  if (FloatAttr min = rule.getMin())
+    orBad(
+        fcmp(flag(rule.getMinOpen()) ? LLVM::FCmpPredicate::ule : LLVM::FCmpPredicate::ult,
+             x, cst(min.getValueAsDouble())));
+  if (FloatAttr max = rule.getMax())
+    orBad(
+        fcmp(flag(rule.getMaxOpen()) ? LLVM::FCmpPredicate::uge : LLVM::FCmpPredicate::ugt,
+             x, cst(max.getValueAsDouble())));
   return bad;
 }
 
-LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
+LogicalResult emitEntry(LLVM::LLVMFuncOp impl, AbiAttr abi) {
   MLIRContext *ctx = impl.getContext();
   Location loc = impl.getLoc();
   std::string name = impl.getName().str();
@@ -84,12 +80,12 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   Type i64 = b.getI64Type(), i32 = b.getI32Type();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   SmallVector<Type> params{i64};
-  SmallVector<DictionaryAttr> knobs;
+  SmallVector<AbiParamAttr> knobs;
   SmallVector<Type> knobTypes;
-  for (Attribute a : abi.getValue().drop_front()) {
-    Type type = cast<TypeAttr>(cast<DictionaryAttr>(a).get("type")).getValue();
-    if (isKnob(a)) {
-      knobs.push_back(cast<DictionaryAttr>(a));
+  for (AbiParamAttr a : abi.getParams().drop_front()) {
+    Type type = a.getType();
+    if (a.isKnob()) {
+      knobs.push_back(a);
       knobTypes.push_back(type);
       continue;
     }
@@ -137,7 +133,8 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
       b.setInsertionPointToStart(init);
       Value value = LLVM::UndefOp::create(b, loc, structType);
       for (auto [j, knob] : llvm::enumerate(knobs)) {
-        Value field = LLVM::ConstantOp::create(b, loc, knobTypes[j], knob.get("default"));
+        Value field =
+            LLVM::ConstantOp::create(b, loc, knobTypes[j], knob.getDefaultValue());
         value = LLVM::InsertValueOp::create(b, loc, value, field, j);
       }
       LLVM::ReturnOp::create(b, loc, value);
@@ -152,9 +149,8 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
                                         ArrayRef<LLVM::GEPArg>{0, int32_t(j)});
       Value v = LLVM::LoadOp::create(b, loc, knobTypes[j], field);
       Value bad = LLVM::ConstantOp::create(b, loc, b.getI1Type(), 0);
-      for (Attribute rule : cast<ArrayAttr>(knob.get("rules")))
-        bad = LLVM::OrOp::create(b, loc, bad,
-                                 breaksRule(b, loc, v, cast<DictionaryAttr>(rule)));
+      for (KnobRuleAttr rule : knob.getKnobRules())
+        bad = LLVM::OrOp::create(b, loc, bad, breaksRule(b, loc, v, rule));
       check(bad, 2 + j);
       knobValues.push_back(v);
     }
@@ -162,12 +158,11 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
 
   SmallVector<Value> args{tokens};
   unsigned argIndex = 1;
-  for (Attribute a : abi.getValue().drop_front()) {
-    if (isKnob(a))
+  for (AbiParamAttr a : abi.getParams().drop_front()) {
+    if (a.isKnob())
       continue;
-    auto dict = cast<DictionaryAttr>(a);
     Value arg = block->getArgument(argIndex++);
-    auto memref = dyn_cast<MemRefType>(cast<TypeAttr>(dict.get("type")).getValue());
+    auto memref = dyn_cast<MemRefType>(a.getType());
     if (!memref) {
       args.push_back(arg);
       continue;
@@ -178,7 +173,7 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
         sizes.push_back(cst(memref.getDimSize(d)));
         continue;
       }
-      auto rule = cast<DenseI64ArrayAttr>(dict.get("size")).asArrayRef();
+      ArrayRef<int64_t> rule = a.getSize().asArrayRef();
       Value n = LLVM::AddOp::create(
           b, loc, LLVM::MulOp::create(b, loc, tokens, cst(rule[0])), cst(rule[1]));
       if (rule[2] != 1)
@@ -210,8 +205,8 @@ LogicalResult emitEntry(LLVM::LLVMFuncOp impl, ArrayAttr abi) {
   LLVM::ReturnOp::create(b, loc, status);
   b.setInsertionPointToStart(fail);
   LLVM::ReturnOp::create(b, loc, fail->getArgument(0));
-  entry->setAttr("moe.abi", abi);
-  impl->removeAttr("moe.abi");
+  setAbi(entry, abi);
+  impl->removeAttr(MoeDialect::AbiAttrHelper::getNameStr());
   return success();
 }
 
@@ -219,11 +214,11 @@ struct MoeEmitCEntryPass : switchyard::moe::impl::MoeEmitCEntryBase<MoeEmitCEntr
   void runOnOperation() override {
     SmallVector<LLVM::LLVMFuncOp> funcs;
     getOperation().walk([&](LLVM::LLVMFuncOp f) {
-      if (f->hasAttr("moe.abi"))
+      if (getAbi(f))
         funcs.push_back(f);
     });
     for (LLVM::LLVMFuncOp f : funcs)
-      if (failed(emitEntry(f, cast<ArrayAttr>(f->getAttr("moe.abi")))))
+      if (failed(emitEntry(f, getAbi(f))))
         return signalPassFailure();
   }
 };

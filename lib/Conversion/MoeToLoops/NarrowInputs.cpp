@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/StringMap.h"
@@ -19,6 +20,7 @@ namespace switchyard::moe {
 } // namespace switchyard::moe
 
 using namespace mlir;
+using namespace switchyard::moe;
 
 FloatType switchyard::moe::parseInputDtype(MLIRContext *context, StringRef dtype) {
   Builder b(context);
@@ -103,39 +105,37 @@ struct MoeNarrowInputsPass
       return;
     llvm::StringSet<> found;
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
-      auto abi = fn->getAttrOfType<ArrayAttr>("moe.abi");
+      AbiAttr abi = getAbi(fn);
       if (!abi || fn.isExternal())
         continue;
-      SmallVector<Attribute> entries(abi.begin(), abi.end());
-      // moe.abi lists the function's parameters in order (knobs included).
-      for (auto [i, a] : llvm::enumerate(entries)) {
-        auto dict = cast<DictionaryAttr>(a);
-        auto name = dyn_cast_or_null<StringAttr>(dict.get("name"));
-        auto role = dyn_cast_or_null<StringAttr>(dict.get("role"));
-        if (!name || !role || role.getValue() != "in" || !wanted.count(name.getValue()))
+      SmallVector<AbiParamAttr> entries(abi.getParams());
+      // The ABI lists the function's parameters in order (knobs included).
+      for (auto [i, param] : llvm::enumerate(entries)) {
+        StringRef name = param.getName().getValue();
+        if (param.getRole() != AbiRole::in || !wanted.count(name))
           continue;
-        FloatType narrow = wanted.lookup(name.getValue());
-        found.insert(name.getValue());
-        auto kind = dyn_cast_or_null<StringAttr>(dict.get("kind"));
+        FloatType narrow = wanted.lookup(name);
+        found.insert(name);
         BlockArgument arg = fn.getArgument(i);
         auto memref = dyn_cast<MemRefType>(arg.getType());
-        if (!kind || kind.getValue() != "tensor" || !memref ||
+        if (param.getKind() != AbiKind::tensor || !memref ||
             !memref.getElementType().isF32()) {
-          fn.emitError() << "input '" << name.getValue() << "' of @" << fn.getSymName()
+          fn.emitError() << "input '" << name << "' of @" << fn.getSymName()
                          << " is not a float32 tensor (its type: " << arg.getType()
                          << "); only float tensor inputs take another float type";
           return signalPassFailure();
         }
         if (narrow.isF32())
           continue;
-        if (failed(checkUses(arg, name.getValue(), narrow)))
+        if (failed(checkUses(arg, name, narrow)))
           return signalPassFailure();
         retype(arg, narrow);
-        NamedAttrList fields(dict);
-        fields.set("type", TypeAttr::get(arg.getType()));
-        entries[i] = fields.getDictionary(ctx);
+        entries[i] = AbiParamAttr::get(ctx, param.getName(), param.getRole(),
+                                       param.getKind(), arg.getType(), param.getSize(),
+                                       param.getValues(), param.getIdBound(),
+                                       param.getDefaultValue(), param.getRules());
       }
-      fn->setAttr("moe.abi", ArrayAttr::get(ctx, entries));
+      setAbi(fn, AbiAttr::get(ctx, entries));
       fn.setFunctionType(FunctionType::get(ctx, fn.getBody().getArgumentTypes(),
                                            fn.getFunctionType().getResults()));
     }

@@ -378,9 +378,8 @@ static std::pair<StringRef, int64_t> valueRule(BlockArgument arg, int64_t expert
   return {"", 0};
 }
 
-/// A knob's rule as the C entry checks it and the runtime reports it (moe.abi "rules").
-static DictionaryAttr scalarRuleAttr(MLIRContext *ctx, const ScalarRule &rule,
-                                     Operation *op) {
+/// A knob's rule as the C entry checks it and the runtime reports it (`#moe.rule`).
+static KnobRuleAttr knobRuleAttr(MLIRContext *ctx, const ScalarRule &rule, Operation *op) {
   Builder b(ctx);
   std::string where;
   llvm::raw_string_ostream os(where);
@@ -388,27 +387,18 @@ static DictionaryAttr scalarRuleAttr(MLIRContext *ctx, const ScalarRule &rule,
   if (auto file = op->getLoc()->findInstanceOf<FileLineColLoc>())
     os << " at " << llvm::sys::path::filename(file.getFilename().getValue()) << ":"
        << file.getLine() << ":" << file.getColumn();
-  NamedAttrList f;
+  auto flag = [&](bool set) { return set ? b.getBoolAttr(true) : BoolAttr(); };
+  auto real = [&](std::optional<double> v) {
+    return v ? b.getF64FloatAttr(*v) : FloatAttr();
+  };
   // A relation names its operands itself.
-  f.set("text", b.getStringAttr(rule.relation.empty() ? rule.name + " " + rule.requirement()
-                                                      : rule.relation));
-  f.set("op", b.getStringAttr(where));
-  f.set("float", b.getBoolAttr(rule.isFloat));
-  f.set("lo", b.getI64IntegerAttr(rule.lo));
-  if (rule.hi)
-    f.set("hi", b.getI64IntegerAttr(*rule.hi));
-  f.set("finite", b.getBoolAttr(rule.finite));
-  f.set("not_nan", b.getBoolAttr(rule.notNaN));
-  f.set("nonzero", b.getBoolAttr(rule.nonzero));
-  if (rule.min)
-    f.set("min", b.getF64FloatAttr(*rule.min));
-  if (rule.max)
-    f.set("max", b.getF64FloatAttr(*rule.max));
-  f.set("min_open", b.getBoolAttr(rule.minOpen));
-  if (!rule.relation.empty())
-    f.set("relation", b.getStringAttr(rule.relation));
-  f.set("max_open", b.getBoolAttr(rule.maxOpen));
-  return f.getDictionary(ctx);
+  StringAttr text = b.getStringAttr(
+      rule.relation.empty() ? rule.name + " " + rule.requirement() : rule.relation);
+  return KnobRuleAttr::get(
+      ctx, text, b.getStringAttr(where), flag(rule.isFloat), rule.lo, rule.hi,
+      flag(rule.finite), flag(rule.notNaN), flag(rule.nonzero), real(rule.min),
+      real(rule.max), flag(rule.minOpen), flag(rule.maxOpen),
+      rule.relation.empty() ? StringAttr() : b.getStringAttr(rule.relation));
 }
 
 FailureOr<func::FuncOp> RouterLowering::run() {
@@ -416,26 +406,21 @@ FailureOr<func::FuncOp> RouterLowering::run() {
   Location loc = router.getLoc();
   Builder attrs(ctx);
   SmallVector<Type> params{b.getIndexType()};
-  SmallVector<Attribute> abi;
+  SmallVector<AbiParamAttr> abi;
   std::pair<StringRef, int64_t> values{"", 0}; // the value rule of the next argument
-  auto describe = [&](StringRef name, StringRef role, StringRef kind, Type type,
+  auto describe = [&](StringRef name, AbiRole role, AbiKind kind, Type type,
                       std::optional<std::array<int64_t, 3>> rule) {
-    SmallVector<NamedAttribute> fields{
-        attrs.getNamedAttr("name", attrs.getStringAttr(name)),
-        attrs.getNamedAttr("role", attrs.getStringAttr(role)),
-        attrs.getNamedAttr("kind", attrs.getStringAttr(kind)),
-        attrs.getNamedAttr("type", TypeAttr::get(type))};
-    if (rule)
-      fields.push_back(attrs.getNamedAttr("size", attrs.getDenseI64ArrayAttr(*rule)));
-    if (!values.first.empty() && role == "in") {
-      fields.push_back(attrs.getNamedAttr("values", attrs.getStringAttr(values.first)));
-      fields.push_back(
-          attrs.getNamedAttr("id_bound", attrs.getI64IntegerAttr(values.second)));
-    }
-    abi.push_back(attrs.getDictionaryAttr(fields));
+    bool valued = !values.first.empty() && role == AbiRole::in;
+    abi.push_back(AbiParamAttr::get(
+        ctx, attrs.getStringAttr(name), role, kind, type,
+        rule ? attrs.getDenseI64ArrayAttr(*rule) : DenseI64ArrayAttr(),
+        valued ? attrs.getStringAttr(values.first) : StringAttr(),
+        valued && values.first == "expert_ids" ? std::optional<int64_t>(values.second)
+                                               : std::nullopt,
+        Attribute(), ArrayAttr()));
     params.push_back(type);
   };
-  describe("num_tokens", "in", "tokens", b.getIndexType(), std::nullopt);
+  describe("num_tokens", AbiRole::in, AbiKind::tokens, b.getIndexType(), std::nullopt);
   params.pop_back(); // T is params[0] already
 
   auto yield = cast<YieldOp>(router.getBodyBlock().getTerminator());
@@ -444,20 +429,20 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     values = valueRule(router.getBodyBlock().getArgument(i), router.getExperts());
     if (auto placement = dyn_cast<PlacementType>(type)) {
       int64_t e = placement.getExperts();
-      describe((name + ".replica_count").str(), "in", "placement_replicas",
+      describe((name + ".replica_count").str(), AbiRole::in, AbiKind::placement_replicas,
                MemRefType::get({e}, b.getI32Type()), std::nullopt);
-      describe((name + ".log2phy").str(), "in", "placement_log2phy",
+      describe((name + ".log2phy").str(), AbiRole::in, AbiKind::placement_log2phy,
                MemRefType::get({e, placement.getMaxReplicas()}, b.getI32Type()),
                std::nullopt);
     } else if (isa<ExpertSetType>(type)) {
-      describe(name, "in", "set", storageType(type), std::nullopt);
+      describe(name, AbiRole::in, AbiKind::set, storageType(type), std::nullopt);
     } else if (auto tensor = dyn_cast<RankedTensorType>(type)) {
       std::optional<std::array<int64_t, 3>> rule;
       if (tensor.getRank() && tensor.isDynamicDim(0))
         rule = std::array<int64_t, 3>{1, 0, 1};
-      describe(name, "in", "tensor", storageType(type), rule);
+      describe(name, AbiRole::in, AbiKind::tensor, storageType(type), rule);
     } else if (type.isIntOrFloat()) {
-      describe(name, "in", "scalar", type, std::nullopt);
+      describe(name, AbiRole::in, AbiKind::scalar, type, std::nullopt);
     } else {
       return router.getOperation()->emitOpError()
              << "argument '" << name << "' of type " << type
@@ -475,8 +460,8 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     if (auto tensor = dyn_cast<RankedTensorType>(type);
         tensor && tensor.getRank() && tensor.isDynamicDim(0))
       rule = getDynamicSizeRule(yield.getOperand(j));
-    describe(name, "out", isa<ExpertSetType>(type) ? "set" : "tensor", storageType(type),
-             rule);
+    describe(name, AbiRole::out, isa<ExpertSetType>(type) ? AbiKind::set : AbiKind::tensor,
+             storageType(type), rule);
   }
 
   // Knobs left tunable (not frozen by moe-freeze-knobs) are run-time parameters after
@@ -490,20 +475,20 @@ FailureOr<func::FuncOp> RouterLowering::run() {
     op.getScalarRules(rules);
     for (const ScalarRule &rule : rules)
       if (rule.value && rule.value.getDefiningOp<KnobOp>())
-        knobRules[rule.value].push_back(scalarRuleAttr(ctx, rule, op));
+        knobRules[rule.value].push_back(knobRuleAttr(ctx, rule, op));
   });
   for (KnobOp knob : knobs) {
-    describe(knob.getName(), "knob", "scalar", knob.getType(), std::nullopt);
-    NamedAttrList fields(cast<DictionaryAttr>(abi.back()));
-    fields.set("default", knob.getValue());
-    fields.set("rules", attrs.getArrayAttr(knobRules.lookup(knob.getResult())));
-    abi.back() = fields.getDictionary(ctx);
+    abi.push_back(AbiParamAttr::get(
+        ctx, attrs.getStringAttr(knob.getName()), AbiRole::knob, AbiKind::scalar,
+        knob.getType(), DenseI64ArrayAttr(), StringAttr(), std::nullopt, knob.getValue(),
+        attrs.getArrayAttr(knobRules.lookup(knob.getResult()))));
+    params.push_back(knob.getType());
   }
 
   b.setInsertionPointAfter(router.getOperation());
   auto func = func::FuncOp::create(b, loc, router.getSymName(),
                                    b.getFunctionType(params, TypeRange{}));
-  func->setAttr("moe.abi", attrs.getArrayAttr(abi));
+  setAbi(func, AbiAttr::get(ctx, abi));
   func->setAttr("moe.kind", b.getStringAttr(router.getKind()));
   func->setAttr("moe.top_k", b.getI64IntegerAttr(router.getTopK()));
   func->setAttr("moe.experts", b.getI64IntegerAttr(router.getExperts()));

@@ -1757,8 +1757,53 @@ moe.balance @unknown_moe_attr(%l: tensor<8xf32>) -> (out: tensor<1xf32>) attribu
 // -----
 
 // A moe.* attribute on another op must have the shape the passes read.
-// expected-error @+1 {{attribute 'moe.abi' must be a non-empty array of parameter descriptions}}
+// expected-error @+1 {{attribute 'moe.abi' must be a #moe.abi<[...]> (the router's C ABI)}}
 func.func private @bad_abi() attributes {moe.abi = 1}
+
+// -----
+
+// expected-error @+1 {{a router's ABI starts with its token count (kind tokens)}}
+func.func private @abi_without_tokens() attributes {moe.abi = #moe.abi<[#moe.param<name = "logits", role = in, kind = tensor, type = memref<4x8xf32>>]>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_AbiAttr parameter 'params'}}
+// expected-error @+1 {{ABI parameter 'logits' has a dynamic shape and needs a size rule array<i64: a, b, d>}}
+func.func private @abi_dynamic_without_size() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "logits", role = in, kind = tensor, type = memref<?x8xf32>>]>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_AbiAttr parameter 'params'}}
+// expected-error @+1 {{ABI parameter 'logits' has a size rule that is not array<i64: a, b, d> with a, b >= 0 and d >= 1}}
+func.func private @abi_bad_size() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "logits", role = in, kind = tensor, type = memref<?x8xf32>, size = [1, 0, 0]>]>}
+
+// -----
+
+// expected-error @+1 {{ABI parameter 'x' appears twice}}
+func.func private @abi_twice() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "x", role = in, kind = scalar, type = i32>, #moe.param<name = "x", role = out, kind = tensor, type = memref<4xi32>>]>}
+
+// -----
+
+// expected-error @+1 {{ABI parameter 'x' is out of order (inputs, then outputs, then knobs)}}
+func.func private @abi_order() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "y", role = out, kind = tensor, type = memref<4xi32>>, #moe.param<name = "x", role = in, kind = scalar, type = i32>]>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_AbiAttr parameter 'params'}}
+// expected-error @+1 {{ABI parameter 'budget' is a knob and needs a default_value and rules}}
+func.func private @abi_knob_without_default() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "budget", role = knob, kind = scalar, type = i64>]>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_AbiAttr parameter 'params'}}
+// expected-error @+1 {{ABI parameter 'budget' has a default of another type than 'i64'}}
+func.func private @abi_knob_default_type() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "budget", role = knob, kind = scalar, type = i64, default_value = 1.0 : f32, rules = []>]>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_AbiAttr parameter 'params'}}
+// expected-error @+1 {{ABI parameter 'ids' has values "tokens" (expected "phase" or "expert_ids")}}
+func.func private @abi_values() attributes {moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens, type = index>, #moe.param<name = "ids", role = in, kind = tensor, type = memref<4xi32>, values = "tokens">]>}
 
 // -----
 

@@ -49,7 +49,6 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return success();
     return op->emitError() << "attribute '" << name << "' must be " << what;
   };
-  auto fail = [&](const Twine &what) { return check(false, what); };
   if (name == "moe.kind" || name == "moe.size_class")
     return check(isa<StringAttr>(value), "a string");
   if (name == "moe.top_k" || name == "moe.experts" || name == "moe.tokens_per_cta" ||
@@ -65,32 +64,8 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return check(a && a.size() == 2 && a[0] >= 0 && a[1] >= 0,
                  "array<i64: bytes per token, fixed bytes>");
   }
-  if (name == "moe.abi") {
-    auto list = dyn_cast<ArrayAttr>(value);
-    if (!list || list.empty())
-      return fail("a non-empty array of parameter descriptions");
-    for (Attribute entry : list) {
-      auto dict = dyn_cast<DictionaryAttr>(entry);
-      if (!dict || !isa_and_nonnull<StringAttr>(dict.get("name")) ||
-          !isa_and_nonnull<StringAttr>(dict.get("role")) ||
-          !isa_and_nonnull<StringAttr>(dict.get("kind")) ||
-          !isa_and_nonnull<TypeAttr>(dict.get("type")))
-        return fail("an array of {name, role, kind, type[, size]} dictionaries");
-      Type type = cast<TypeAttr>(dict.get("type")).getValue();
-      auto memref = dyn_cast<MemRefType>(type);
-      if (!memref && !type.isIntOrIndexOrFloat())
-        return fail("an array of parameters of memref or scalar type");
-      Attribute size = dict.get("size");
-      auto rule = dyn_cast_or_null<DenseI64ArrayAttr>(size);
-      bool dynamic = memref && !memref.hasStaticShape();
-      if ((size &&
-           (!rule || rule.size() != 3 || rule[0] < 0 || rule[1] < 0 || rule[2] < 1)) ||
-          (dynamic && !rule))
-        return fail("an array whose dynamic parameters have a size rule "
-                    "array<i64: a, b, d> with a, b >= 0 and d >= 1");
-    }
-    return success();
-  }
+  if (name == MoeDialect::AbiAttrHelper::getNameStr())
+    return check(isa<AbiAttr>(value), "a #moe.abi<[...]> (the router's C ABI)");
   return op->emitError() << "unknown attribute '" << name << "' in the moe namespace";
 }
 
@@ -100,4 +75,5 @@ void MoeDialect::initialize() {
 #include "switchyard/Dialect/Moe/IR/MoeOps.cpp.inc"
       >();
   registerTypes();
+  registerAttributes();
 }

@@ -39,4 +39,116 @@ def Moe_StageKind : I32EnumAttr<"StageKind", "what a fused stage iterates over",
 
 def Moe_PhaseArrayAttr : TypedArrayAttrBase<Moe_Phase, "array of phases">;
 
+//===----------------------------------------------------------------------===//
+// The C ABI of a lowered router: what the lowering attaches as `moe.abi` and every
+// consumer (the C entry, the GPU mapping, the PTX launcher, the manifest) reads.
+//===----------------------------------------------------------------------===//
+
+def Moe_AbiRole : I32EnumAttr<"AbiRole", "who writes a parameter of the C entry", [
+    I32EnumAttrCase<"in", 0>,
+    I32EnumAttrCase<"out", 1>,
+    I32EnumAttrCase<"knob", 2>
+  ]> {
+  let cppNamespace = "::switchyard::moe";
+  let genSpecializedAttr = 0;
+}
+
+def Moe_AbiKind : I32EnumAttr<"AbiKind", "what a parameter of the C entry carries", [
+    I32EnumAttrCase<"tokens", 0>,
+    I32EnumAttrCase<"tensor", 1>,
+    I32EnumAttrCase<"set", 2>,
+    I32EnumAttrCase<"scalar", 3>,
+    I32EnumAttrCase<"placement_replicas", 4>,
+    I32EnumAttrCase<"placement_log2phy", 5>
+  ]> {
+  let cppNamespace = "::switchyard::moe";
+  let genSpecializedAttr = 0;
+}
+
+class Moe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Moe_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Moe_KnobRuleAttr : Moe_Attr<"KnobRule", "rule"> {
+  let summary = "one rule a run-time knob must keep, as the C entry checks it";
+  let description = [{
+    What one op that reads a knob requires of it (a range, finiteness, a relation to
+    another knob), with the text and the op (`name at file:line:col`) the runtime
+    names when a value breaks it. `lo`/`hi` bound integer knobs; `min`/`max` (open when
+    `min_open`/`max_open`) bound float knobs; `relation` is a rule between knobs.
+  }];
+  let parameters = (ins
+    "::mlir::StringAttr":$text,
+    "::mlir::StringAttr":$op,
+    OptionalParameter<"::mlir::BoolAttr">:$is_float,
+    "int64_t":$lo,
+    OptionalParameter<"std::optional<int64_t>">:$hi,
+    OptionalParameter<"::mlir::BoolAttr">:$finite,
+    OptionalParameter<"::mlir::BoolAttr">:$not_nan,
+    OptionalParameter<"::mlir::BoolAttr">:$nonzero,
+    OptionalParameter<"::mlir::FloatAttr">:$min,
+    OptionalParameter<"::mlir::FloatAttr">:$max,
+    OptionalParameter<"::mlir::BoolAttr">:$min_open,
+    OptionalParameter<"::mlir::BoolAttr">:$max_open,
+    OptionalParameter<"::mlir::StringAttr">:$relation
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// A flag parameter: absent means false.
+    static bool flag(::mlir::BoolAttr b) { return b && b.getValue(); }
+  }];
+}
+
+def Moe_AbiParamAttr : Moe_Attr<"AbiParam", "param"> {
+  let summary = "one parameter of a lowered router's C entry";
+  let description = [{
+    `name`, `role` (in / out / knob), `kind` (tokens, tensor, set, scalar, placement
+    replicas or log2phy table) and the lowered `type` (a memref or a scalar). A memref
+    with a dynamic batch dimension has a `size` rule `array<i64: a, b, d>`: the dimension
+    is `(a * T + b) / d`. Inputs read as phases or expert ids carry `values` ("phase" or
+    "expert_ids") and, for ids, `id_bound` (E). Knobs carry their `default` and `rules`
+    (`#moe.rule`s).
+  }];
+  let parameters = (ins
+    "::mlir::StringAttr":$name,
+    "::switchyard::moe::AbiRole":$role,
+    "::switchyard::moe::AbiKind":$kind,
+    "::mlir::Type":$type,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$size,
+    OptionalParameter<"::mlir::StringAttr">:$values,
+    OptionalParameter<"std::optional<int64_t>">:$id_bound,
+    OptionalParameter<"::mlir::Attribute">:$default_value,
+    OptionalParameter<"::mlir::ArrayAttr">:$rules
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    bool isKnob() const { return getRole() == ::switchyard::moe::AbiRole::knob; }
+    bool isOutput() const { return getRole() == ::switchyard::moe::AbiRole::out; }
+    /// The knob's rules (empty for other parameters).
+    ::llvm::SmallVector<KnobRuleAttr> getKnobRules() const;
+  }];
+}
+
+def Moe_AbiAttr : Moe_Attr<"Abi", "abi"> {
+  let summary = "the C ABI of a lowered router: its parameters in order";
+  let description = [{
+    Attached by the router lowering to the function it makes (discardable attribute
+    `moe.abi`) and kept on the GPU kernels mapped from it. The first parameter is the
+    token count T (kind `tokens`, type `index`), then the inputs, the outputs and the
+    run-time knobs in that order. Example:
+
+    ```mlir
+    moe.abi = #moe.abi<[#moe.param<name = "num_tokens", role = in, kind = tokens,
+                                   type = index>,
+                        #moe.param<name = "logits", role = in, kind = tensor,
+                                   type = memref<?x8xf32>, size = array<i64: 1, 0, 1>>]>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"AbiParamAttr", "the parameters">:$params);
+  let assemblyFormat = "`<` `[` qualified($params) `]` `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEATTRS_TD

@@ -37,9 +37,13 @@ def Moe_Dialect : Dialect {
       defining parameters (k, experts, groups) are attributes.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
     void registerTypes();
+    void registerAttributes();
   }];
+  // The router's C ABI on the function the lowering makes (and its GPU kernels).
+  let discardableAttrs = (ins "::switchyard::moe::AbiAttr":$abi);
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   // `moe.*` attributes on other ops (what the lowering passes attach) are checked.
   let hasOperationAttrVerify = 1;

@@ -107,7 +107,6 @@ mlir::Type bindScoreOperand(mlir::Operation *op, unsigned index,
 } // namespace detail
 } // namespace switchyard::moe
 
-#include "switchyard/Dialect/Moe/IR/MoeEnums.h.inc"
 #include "switchyard/Dialect/Moe/IR/MoeInterfaces.h.inc"
 
 #define GET_TYPEDEF_CLASSES
