@@ -19,11 +19,9 @@ std::string shippedPolicyDir() {
   if (const char *dir = std::getenv("SWITCHYARD_POLICY_DIR"); dir && *dir)
     return dir;
   struct stat info;
-#ifdef SWITCHYARD_SOURCE_POLICY_DIR
-  if (stat(SWITCHYARD_SOURCE_POLICY_DIR, &info) == 0)
-    return SWITCHYARD_SOURCE_POLICY_DIR;
-#endif
-  // An installed package: share/switchyard/policies beside this library's lib/.
+  // An installed package (a wheel, `cmake --install`): share/switchyard/policies beside
+  // this library's lib/. First, so that an installed copy never reads the source tree
+  // it was built from.
   Dl_info self;
   if (dladdr(reinterpret_cast<void *>(&shippedPolicyDir), &self) && self.dli_fname) {
     std::string lib(self.dli_fname);
@@ -32,6 +30,11 @@ std::string shippedPolicyDir() {
     if (stat(dir.c_str(), &info) == 0)
       return dir;
   }
+  // The build tree: the source tree's policies/.
+#ifdef SWITCHYARD_SOURCE_POLICY_DIR
+  if (stat(SWITCHYARD_SOURCE_POLICY_DIR, &info) == 0)
+    return SWITCHYARD_SOURCE_POLICY_DIR;
+#endif
   return "policies";
 }
 

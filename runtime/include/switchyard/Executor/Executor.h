@@ -88,8 +88,9 @@ private:
   MemoryMetrics lastMemory;
 };
 
-/// The directory holding the shipped policies: $SWITCHYARD_POLICY_DIR, else the source
-/// tree's policies/ found from the running executable.
+/// The directory holding the shipped policies: $SWITCHYARD_POLICY_DIR, else an installed
+/// package's share/switchyard/policies beside this library, else (a build tree) the
+/// source tree's policies/.
 std::string shippedPolicyDir();
 
 } // namespace switchyard::exec
