@@ -18,28 +18,30 @@ EpMoeLayer::EpMoeLayer(std::unique_ptr<MoeLayer> inner, comm::Communicator &comm
                        std::shared_ptr<ExpertMover> mover)
     : local(std::move(inner)), comm(comm), mover(std::move(mover)) {
   placement = ExpertPlacement::contiguous(local->modelConfig().experts, comm.size());
-  loads.assign(static_cast<size_t>(placement.experts), 0.0f);
 }
 
 void EpMoeLayer::balanceWith(std::shared_ptr<const EplbRule> rule,
                              const EplbOptions &options) {
-  eplb = std::move(rule);
-  eplbOptions = options;
+  balancer =
+      std::make_unique<EplbBalancer>(std::move(rule), options, *local, comm.rank(), *mover);
+  libra = nullptr;
 }
 
 void EpMoeLayer::balanceWith(std::shared_ptr<const LibraRules> rules, EpMoeLayer *next) {
-  libra = std::move(rules);
-  successor = next;
-  if (!successor)
-    return;
-  // @libra_predict takes the next layer's gate as [H, E].
-  const std::vector<float> &w = successor->local->routerWeights(); // [E, H]
-  const int64_t e = placement.experts, h = local->modelConfig().hidden;
-  successor->gateForPredecessor.resize(static_cast<size_t>(h * e));
-  for (int64_t r = 0; r < e; ++r)
-    for (int64_t c = 0; c < h; ++c)
-      successor->gateForPredecessor[static_cast<size_t>(c * e + r)] =
-          w[static_cast<size_t>(r * h + c)];
+  // A layer's Libra balancer is made by whichever of it and its predecessor asks first:
+  // the predecessor hands it its replica plans.
+  auto ensure = [&](EpMoeLayer &layer) {
+    if (layer.libra)
+      return;
+    auto made =
+        std::make_unique<LibraBalancer>(rules, *layer.local, layer.comm, *layer.mover);
+    layer.libra = made.get();
+    layer.balancer = std::move(made);
+  };
+  ensure(*this);
+  if (next)
+    ensure(*next);
+  libra->prepare(next ? next->libra : nullptr);
 }
 
 bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
@@ -63,8 +65,7 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   // A step boundary: balancers' weights arrive (EPLB publishes a complete migration;
   // Libra's replicas for this layer are installed).
   int64_t moved = 0;
-  if ((eplb && !advanceMigration(moved, error)) ||
-      (libra && !installReplicas(moved, error)))
+  if (balancer && !balancer->beginStep(placement, moved, error))
     return fail();
   if (batch.tokens != total) {
     error = "the batch metadata has " + std::to_string(batch.tokens) +
@@ -98,7 +99,8 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   }
   // Libra: the next layer's replicas are planned and start moving now, while this
   // layer computes.
-  if (libra && successor && !planSuccessor(s, error))
+  if (balancer &&
+      !balancer->afterRouting({x, tokens, &s.slices, &placement}, s.commSeconds, error))
     return fail();
 
   // 2-3. Each slot's serving rank, the experts, the partial sums back to the owners.
@@ -131,10 +133,8 @@ bool EpMoeLayer::forward(const float *x, int64_t tokens, const BatchInfo &batch,
   metrics.commSeconds = s.commSeconds;
   metrics.weightBytesMoved = moved;
   metrics.placementVersion = placement.version;
-  if (eplb && !countAndPlan(routing, error))
+  if (balancer && !balancer->endStep(placement, routing, error))
     return fail();
-  if (libra)
-    dropReplicas();
   return true;
 }
 
@@ -283,221 +283,13 @@ bool EpMoeLayer::forwardAllToAll(Step &s, std::string &error) {
   return returnPartials(s, served, partial.data(), needs, error);
 }
 
-//===----------------------------------------------------------------------===//
-// Live EPLB
-//===----------------------------------------------------------------------===//
-
-bool EpMoeLayer::countAndPlan(const Routing &routing, std::string &error) {
-  for (int32_t id : routing.ids)
-    if (id >= 0)
-      loads[static_cast<size_t>(id)] += 1.0f;
-  if (++stepsInWindow < eplbOptions.window || migrating)
-    return true;
-  // Every rank plans from the same loads (the routing is global): the same plan.
-  std::vector<int32_t> phy2log;
-  if (!eplb->plan(loads, phy2log, error) ||
-      !ExpertPlacement::fromPhy2Log(phy2log, placement.experts, comm.size(), next, error))
-    return false;
-  next.version = placement.version + 1;
-  std::fill(loads.begin(), loads.end(), 0.0f);
-  stepsInWindow = 0;
-  // What each rank newly serves comes from the lowest rank holding it now.
-  transfers.clear();
-  transfersSubmitted = 0;
-  for (int to = 0; to < comm.size(); ++to)
-    for (int32_t e = 0; e < static_cast<int32_t>(placement.experts); ++e) {
-      if (!next.holds(to, e) || placement.holds(to, e))
-        continue;
-      int from = 0;
-      while (!placement.holds(from, e))
-        ++from;
-      transfers.push_back({e, from, to, local->expertWeights(e).bytes()});
-    }
-  migrating = true;
-  submitChunk(); // moves while the rest of the stack computes
-  return true;
-}
-
-void EpMoeLayer::submitChunk() {
-  // The next transfers up to the byte budget (at least one).
-  TransferBatch batch;
-  int64_t bytes = 0;
-  while (transfersSubmitted < transfers.size() &&
-         (batch.transfers.empty() ||
-          bytes + transfers[transfersSubmitted].bytes <= eplbOptions.bytesPerStep)) {
-    const ExpertTransfer &t = transfers[transfersSubmitted++];
-    bytes += t.bytes;
-    batch.transfers.push_back(t);
-    batch.weights.emplace(t.expert, local->expertWeights(t.expert));
-  }
-  chunkInFlight = mover->submit(std::move(batch));
-}
-
-bool EpMoeLayer::advanceMigration(int64_t &moved, std::string &error) {
-  if (!migrating)
-    return true;
-  if (chunkInFlight) {
-    std::map<int32_t, ExpertCopy> got;
-    if (!mover->wait(chunkInFlight, got, moved, error))
-      return false;
-    chunkInFlight = 0;
-    for (auto &[expert, copy] : got)
-      incoming[expert] = std::move(copy);
-  }
-  if (transfersSubmitted < transfers.size()) {
-    submitChunk(); // moves during this step; this step still runs the old placement
-    return true;
-  }
-  // Every rank has every byte (the same chunks everywhere): publish.
-  for (auto &[expert, copy] : incoming) {
-    checkpointViews.emplace(expert, local->expertWeights(expert)); // the first time only
-    ExpertCopy &slot = owned[expert];
-    slot = std::move(copy);
-    local->setExpertWeights(expert, slot.weights());
-  }
-  incoming.clear();
-  placement = next;
-  migrating = false;
-  // Evicted after publication: copies of experts this rank no longer serves.
-  for (auto it = owned.begin(); it != owned.end();) {
-    if (placement.holds(comm.rank(), it->first)) {
-      ++it;
-      continue;
-    }
-    local->setExpertWeights(it->first, checkpointViews.at(it->first));
-    it = owned.erase(it);
-  }
-  return true;
-}
-
-//===----------------------------------------------------------------------===//
-// Libra
-//===----------------------------------------------------------------------===//
-
-namespace {
-/// The rank of each global token.
-std::vector<int32_t> tokenRanks(const TokenSlices &slices) {
-  std::vector<int32_t> ranks(static_cast<size_t>(slices.begin.back()));
-  for (size_t r = 0; r + 1 < slices.begin.size(); ++r)
-    std::fill(ranks.begin() + slices.begin[r], ranks.begin() + slices.begin[r + 1],
-              static_cast<int32_t>(r));
-  return ranks;
-}
-} // namespace
-
-bool EpMoeLayer::planSuccessor(Step &s, std::string &error) {
-  std::vector<int32_t> mine, ids;
-  if (!libra->predict(s.x, s.tokens, successor->gateForPredecessor, mine, error))
-    return false;
-  const int64_t k =
-      s.tokens ? static_cast<int64_t>(mine.size()) / s.tokens : local->modelConfig().topK;
-  auto start = Clock::now();
-  if (!gatherRows(comm, mine.data(), s.tokens, k, s.slices, ids, error))
-    return false;
-  s.commSeconds += since(start);
-  LibraRules::Plan next;
-  if (!libra->plan(ids, tokenRanks(s.slices), next, error))
-    return false;
-  // Each replica comes from its expert's home rank.
-  const int n = comm.size();
-  const int64_t experts = placement.experts;
-  TransferBatch batch;
-  for (int32_t e = 0; e < static_cast<int32_t>(experts); ++e)
-    for (int g = 0; g < n; ++g) {
-      const int home = placement.rankFor(e, 0);
-      if (g == home || !next.placement[static_cast<size_t>(e * n + g)])
-        continue;
-      const FfnWeights &w = successor->local->expertWeights(e);
-      batch.transfers.push_back({e, home, g, w.bytes()});
-      batch.weights.emplace(e, w);
-    }
-  successor->acceptPlan(next, mover->submit(std::move(batch)), std::move(ids));
-  return true;
-}
-
-void EpMoeLayer::acceptPlan(const LibraRules::Plan &next, ExpertMover::Ticket ticket,
-                            std::vector<int32_t> predicted) {
-  plan = next;
-  replicaTicket = ticket;
-  predictedIds = std::move(predicted);
-  planned = true;
-}
-
-bool EpMoeLayer::installReplicas(int64_t &moved, std::string &error) {
-  if (!planned) { // the first layer: the home placement, nothing predicted
-    const int n = comm.size();
-    plan = {};
-    plan.imbalanceAfter = -1; // nothing planned
-    plan.placement.assign(static_cast<size_t>(placement.experts * n), 0);
-    for (int32_t e = 0; e < static_cast<int32_t>(placement.experts); ++e)
-      plan.placement[static_cast<size_t>(e * n + placement.rankFor(e, 0))] = 1;
-    predictedIds.clear();
-    return true;
-  }
-  if (!mover->wait(replicaTicket, replicas, moved, error))
-    return false;
-  for (auto &[expert, copy] : replicas) {
-    checkpointViews.emplace(expert, local->expertWeights(expert)); // the first time only
-    local->setExpertWeights(expert, copy.weights());
-  }
-  return true;
-}
-
-void EpMoeLayer::dropReplicas() {
-  for (auto &[expert, copy] : replicas)
-    local->setExpertWeights(expert, checkpointViews.at(expert));
-  replicas.clear();
-  planned = false;
-}
-
-bool EpMoeLayer::shardRemoteSlots(const Step &s, std::vector<int32_t> &remoteServer,
-                                  float &imbalance, std::string &error) const {
-  const Routing &routing = *s.routing;
-  const int n = comm.size();
-  const int64_t experts = placement.experts, k = routing.k;
-  std::vector<int32_t> left; // [G, E]: remote slots of e rank g still takes
-  if (!libra->shard(routing.ids, k, tokenRanks(s.slices), plan.placement, left, imbalance,
-                    error))
-    return false;
-  // Each remote slot of expert e, in slot order, to the ranks the plan gives e, in rank
-  // order.
-  std::vector<int> cursor(static_cast<size_t>(experts), 0);
-  remoteServer.assign(s.server.size(), -1);
-  for (size_t slot = 0; slot < s.server.size(); ++slot) {
-    if (s.server[slot] != kRemote)
-      continue;
-    const int32_t e = routing.ids[slot];
-    int &g = cursor[static_cast<size_t>(e)];
-    while (g < n && left[static_cast<size_t>(g * experts + e)] == 0)
-      ++g;
-    if (g == n) {
-      error = "@libra_shard's plan serves fewer remote slots of expert " +
-              std::to_string(e) + " than the routing has";
-      return false;
-    }
-    if (!plan.placement[static_cast<size_t>(e * n + g)]) {
-      error = "@libra_shard gives rank " + std::to_string(g) + " remote slots of expert " +
-              std::to_string(e) + ", which it does not hold";
-      return false;
-    }
-    --left[static_cast<size_t>(g * experts + e)];
-    remoteServer[slot] = g;
-  }
-  for (size_t i = 0; i < left.size(); ++i)
-    if (left[i] != 0) {
-      error = "@libra_shard's plan serves more remote slots of expert " +
-              std::to_string(int64_t(i) % experts) + " than the routing has";
-      return false;
-    }
-  return true;
-}
-
 bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
   const Routing &routing = *s.routing;
   const int64_t h = local->modelConfig().hidden, k = routing.k, total = routing.tokens;
   const int64_t experts = placement.experts;
   const int me = comm.rank(), n = comm.size();
   const std::vector<int32_t> owners = tokenRanks(s.slices);
+  const std::vector<int32_t> &holders = libra->holders(); // [E, G]
   // MoE_local's slots: the token's own rank holds the expert (home or replica); the
   // others are remote, sharded below.
   s.server.assign(static_cast<size_t>(total * k), -1);
@@ -507,8 +299,8 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
     if (e < 0)
       continue;
     const int owner = owners[static_cast<size_t>(slot / k)];
-    const bool here = plan.placement[static_cast<size_t>(e * n + owner)] != 0;
-    s.server[static_cast<size_t>(slot)] = here ? owner : kRemote;
+    const bool here = holders[static_cast<size_t>(e * n + owner)] != 0;
+    s.server[static_cast<size_t>(slot)] = here ? owner : LibraBalancer::kRemote;
     localSlots += here;
   }
   // Token sharding on a CPU thread while MoE_local runs (§3.1).
@@ -516,8 +308,10 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
   float shardImbalance = 0;
   std::string shardError;
   bool sharded = false;
-  std::thread sharder(
-      [&] { sharded = shardRemoteSlots(s, remoteServer, shardImbalance, shardError); });
+  std::thread sharder([&] {
+    sharded = libra->shardRemoteSlots(routing, owners, s.server, remoteServer,
+                                      shardImbalance, shardError);
+  });
   // Libra's dispatch: every row to every rank (an all-gather needs no sharding plan).
   auto start = Clock::now();
   bool ok = gatherRows(comm, s.x, s.tokens, h, s.slices, allRows, error);
@@ -539,7 +333,7 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
   lm.remoteSlots.assign(static_cast<size_t>(n),
                         std::vector<int64_t>(static_cast<size_t>(experts), 0));
   for (size_t slot = 0; slot < s.server.size(); ++slot)
-    if (s.server[slot] == kRemote) {
+    if (s.server[slot] == LibraBalancer::kRemote) {
       const int g = remoteServer[slot];
       s.server[slot] = g;
       remote[slot / static_cast<size_t>(k) * n + g] = 1;
@@ -562,27 +356,8 @@ bool EpMoeLayer::forwardTwoStage(Step &s, std::string &error) {
 
   // What the balancer did for this layer.
   lm.localSlots = localSlots;
-  lm.replicas.assign(static_cast<size_t>(n), {});
-  for (int32_t e = 0; e < static_cast<int32_t>(experts); ++e)
-    for (int g = 0; g < n; ++g)
-      if (plan.placement[static_cast<size_t>(e * n + g)] && placement.rankFor(e, 0) != g)
-        lm.replicas[static_cast<size_t>(g)].push_back(e);
-  lm.plannedImbalance = plan.imbalanceAfter;
   lm.shardImbalance = shardImbalance;
-  lm.predictionHitRate = -1;
-  if (!predictedIds.empty() && total > 0) {
-    const int64_t kp = static_cast<int64_t>(predictedIds.size()) / total;
-    int64_t hits = 0, pairs = 0;
-    for (int64_t slot = 0; slot < total * k; ++slot) {
-      const int32_t e = routing.ids[static_cast<size_t>(slot)];
-      if (e < 0)
-        continue;
-      ++pairs;
-      const auto row = predictedIds.begin() + (slot / k) * kp;
-      hits += std::find(row, row + kp, e) != row + kp;
-    }
-    lm.predictionHitRate = pairs ? double(hits) / double(pairs) : 1.0;
-  }
+  libra->report(placement, routing, lm);
   return true;
 }
 

@@ -63,6 +63,14 @@ int TokenSlices::owner(int64_t token) const {
   return static_cast<int>(it - begin.begin()) - 1;
 }
 
+std::vector<int32_t> tokenRanks(const TokenSlices &slices) {
+  std::vector<int32_t> ranks(static_cast<size_t>(slices.begin.back()));
+  for (size_t r = 0; r + 1 < slices.begin.size(); ++r)
+    std::fill(ranks.begin() + slices.begin[r], ranks.begin() + slices.begin[r + 1],
+              static_cast<int32_t>(r));
+  return ranks;
+}
+
 bool gatherSlices(comm::Communicator &comm, int64_t localTokens, TokenSlices &slices,
                   std::string &error) {
   std::vector<int64_t> counts(static_cast<size_t>(comm.size()));

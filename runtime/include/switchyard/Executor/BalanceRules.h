@@ -27,15 +27,17 @@ compileShipped(const model::MoeConfig &config, const std::string &file,
                const std::string &entry, std::vector<std::string> flags,
                runtime::PolicyCache &cache, std::string &error);
 
-/// The compiled eplb rule (policies/eplb.mlir) for one model and job.
+/// The compiled eplb rule (policies/eplb.mlir) for one model and job. The rule is
+/// virtual so that a balancer's tests can stand a hand-worked one in its place.
 class EplbRule {
 public:
+  virtual ~EplbRule() = default;
   static std::shared_ptr<EplbRule> create(const model::MoeConfig &config, int ranks,
                                           int64_t slots, runtime::PolicyCache &cache,
                                           std::string &error);
   /// The plan for `loads` [E]: a phy2log of `slots` entries.
-  bool plan(const std::vector<float> &loads, std::vector<int32_t> &phy2log,
-            std::string &error) const;
+  virtual bool plan(const std::vector<float> &loads, std::vector<int32_t> &phy2log,
+                    std::string &error) const;
 
 private:
   std::shared_ptr<runtime::HostPolicy> policy;
@@ -43,9 +45,10 @@ private:
 
 /// Libra's three compiled entries (policies/libra.mlir) for one model and job. Experts
 /// live on home rank e / (E / ranks); a placement is [E, ranks], 1 where a rank holds
-/// the expert (home or replica).
+/// the expert (home or replica). Virtual, as EplbRule.
 class LibraRules {
 public:
+  virtual ~LibraRules() = default;
   /// `knobSettings`: "name=value" for the entries' knobs (extra_experts, alpha,
   /// epsilon); a name no entry has is an error.
   static std::shared_ptr<LibraRules> create(const model::MoeConfig &config, int ranks,
@@ -55,20 +58,21 @@ public:
   int ranks() const { return gpus; }
   /// The predicted top-k ids [T, k] of the next layer: @libra_predict on the current
   /// hidden states x [T, H] and the next layer's gate, transposed to [H, E].
-  bool predict(const float *x, int64_t tokens, const std::vector<float> &nextGate,
-               std::vector<int32_t> &ids, std::string &error) const;
+  virtual bool predict(const float *x, int64_t tokens, const std::vector<float> &nextGate,
+                       std::vector<int32_t> &ids, std::string &error) const;
   struct Plan {
     std::vector<int32_t> placement; // [E, G]
     float imbalanceBefore = 0, imbalanceReplicated = 0, imbalanceAfter = 0;
   };
   /// @libra on the predicted ids [T, k] of every rank's tokens (tokenRank [T]).
-  bool plan(const std::vector<int32_t> &ids, const std::vector<int32_t> &tokenRank,
-            Plan &out, std::string &error) const;
+  virtual bool plan(const std::vector<int32_t> &ids, const std::vector<int32_t> &tokenRank,
+                    Plan &out, std::string &error) const;
   /// @libra_shard: shardPlan [G, E] = the remote slots of expert e rank g serves, for the
   /// actual ids [T, k] with `placement` [E, G] in place; `imbalance` after sharding.
-  bool shard(const std::vector<int32_t> &ids, int64_t k,
-             const std::vector<int32_t> &tokenRank, const std::vector<int32_t> &placement,
-             std::vector<int32_t> &shardPlan, float &imbalance, std::string &error) const;
+  virtual bool shard(const std::vector<int32_t> &ids, int64_t k,
+                     const std::vector<int32_t> &tokenRank,
+                     const std::vector<int32_t> &placement, std::vector<int32_t> &shardPlan,
+                     float &imbalance, std::string &error) const;
 
 private:
   struct Entry {

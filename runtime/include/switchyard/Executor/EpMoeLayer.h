@@ -19,37 +19,26 @@
 //        (MoE_remote) and the partial sums go back;
 //   3. the token's owner adds the partial sums in rank order after its own: the
 //      single-rank result up to float summation order.
-// Balancing runs live: EPLB re-plans every W steps and migrates weights in bounded
-// chunks on a background channel, publishing at a step boundary; Libra predicts the
-// next layer's routing from the current hidden states and plans and copies its
-// replicas while this layer computes.
+// Balancing is a Balancer's (Balance/Balancer.h), called at the step boundary, after
+// routing and after the step: live EPLB (Balance/EplbBalancer.h) re-plans every W steps
+// and migrates weights in bounded chunks, publishing a new placement at a step boundary;
+// Libra (Balance/LibraBalancer.h) predicts the next layer's routing and copies its
+// replicas while this layer computes, and gives the two-stage execution its plan.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_EXECUTOR_EPMOELAYER_H
 #define SWITCHYARD_EXECUTOR_EPMOELAYER_H
 
 #include "switchyard/Comm/Communicator.h"
-#include "switchyard/Executor/BalanceRules.h"
+#include "switchyard/Executor/Balance/EplbBalancer.h"
+#include "switchyard/Executor/Balance/LibraBalancer.h"
 #include "switchyard/Executor/ExpertTransfer.h"
 #include "switchyard/Executor/MoeLayer.h"
 #include "switchyard/Executor/Placement.h"
 
 #include <functional>
-#include <map>
 
 namespace switchyard::exec {
-
-/// Live EPLB (DeepSeek's expert-parallel load balancer): every `window` steps the
-/// compiled eplb rule plans a placement from the window's loads; the expert weights a
-/// rank newly serves are sent to it by a rank that holds them, at most `bytesPerStep`
-/// bytes per layer and step, on the mover's background channel while the layers
-/// compute; the new placement is published at the first step boundary where every rank
-/// has every byte, so no step ever sees a half-moved expert.
-struct EplbOptions {
-  int64_t window = 0;              // steps per plan; 0: no live balancing
-  int64_t slots = 0;               // physical slots (experts + redundant)
-  int64_t bytesPerStep = 64 << 20; // weight bytes moved per layer and step
-};
 
 class EpMoeLayer : public Layer {
 public:
@@ -57,7 +46,7 @@ public:
   /// without balancing).
   EpMoeLayer(std::unique_ptr<MoeLayer> inner, comm::Communicator &comm,
              std::shared_ptr<ExpertMover> mover);
-  /// Turns live EPLB on (the rule is shared by the layers).
+  /// Turns live EPLB on (the rule is shared by the layers; see EplbBalancer).
   void balanceWith(std::shared_ptr<const EplbRule> rule, const EplbOptions &options);
   /// Turns Libra on: this layer predicts and prepares `successor`'s replicas (nullptr
   /// for the last layer); the first layer runs on the home placement.
@@ -102,57 +91,13 @@ private:
                       const std::function<bool(int64_t, int)> &computed,
                       std::string &error);
 
-  // Live EPLB.
-  /// At a step boundary: waits for the migration chunk in flight, publishes the new
-  /// placement when every chunk has arrived, else starts the next chunk.
-  bool advanceMigration(int64_t &moved, std::string &error);
-  /// After a step: counts the loads, and at the end of a window plans the next placement.
-  bool countAndPlan(const Routing &routing, std::string &error);
-  void submitChunk();
-
-  // Libra.
-  /// Predicts `successor`'s routing from this layer's input, plans its replicas with
-  /// @libra and starts copying them.
-  bool planSuccessor(Step &s, std::string &error);
-  /// Called by the predecessor: the placement this layer will run with, and the ticket
-  /// of the replica copies.
-  void acceptPlan(const LibraRules::Plan &plan, ExpertMover::Ticket ticket,
-                  std::vector<int32_t> predictedIds);
-  /// Waits for the replicas planned for this layer and points the layer at them.
-  bool installReplicas(int64_t &moved, std::string &error);
-  void dropReplicas();
-  /// @libra_shard on the actual routing, then each remote slot (server kRemote) given
-  /// to a rank holding its expert: remoteServer [T * k].
-  bool shardRemoteSlots(const Step &s, std::vector<int32_t> &remoteServer, float &imbalance,
-                        std::string &error) const;
-  static constexpr int32_t kRemote = -2; // a slot MoE_remote serves, rank still to come
-
   std::unique_ptr<MoeLayer> local;
   comm::Communicator &comm;
   std::shared_ptr<ExpertMover> mover;
   ExpertPlacement placement;
   std::vector<float> localLogits, globalLogits, sendRows, recvRows, partial, back, allRows;
-  std::map<int32_t, FfnWeights> checkpointViews; // what a replaced expert points back to
-  // Live EPLB.
-  std::shared_ptr<const EplbRule> eplb;
-  EplbOptions eplbOptions;
-  std::vector<float> loads; // routed slots per expert over the window
-  int64_t stepsInWindow = 0;
-  bool migrating = false;
-  ExpertPlacement next;
-  std::vector<ExpertTransfer> transfers; // the pending migration, in the agreed order
-  size_t transfersSubmitted = 0;
-  ExpertMover::Ticket chunkInFlight = 0;
-  std::map<int32_t, ExpertCopy> owned, incoming;
-  // Libra.
-  std::shared_ptr<const LibraRules> libra;
-  EpMoeLayer *successor = nullptr;
-  std::vector<float> gateForPredecessor; // this layer's gate [H, E]
-  bool planned = false;
-  LibraRules::Plan plan; // this layer's placement [E, G]
-  ExpertMover::Ticket replicaTicket = 0;
-  std::vector<int32_t> predictedIds; // the predecessor's prediction [T, k]
-  std::map<int32_t, ExpertCopy> replicas;
+  std::unique_ptr<Balancer> balancer; // nullptr: the contiguous placement throughout
+  LibraBalancer *libra = nullptr;     // `balancer` when it is Libra's: two-stage execution
 };
 
 } // namespace switchyard::exec

@@ -58,6 +58,9 @@ struct TokenSlices {
   int64_t count(int rank) const { return begin[rank + 1] - begin[rank]; }
 };
 
+/// The rank holding each global token [T].
+std::vector<int32_t> tokenRanks(const TokenSlices &slices);
+
 /// Rank r's share of T tokens: [T * r / N, T * (r + 1) / N).
 inline std::pair<int64_t, int64_t> tokenSlice(int64_t tokens, int rank, int ranks) {
   return {tokens * rank / ranks, tokens * (rank + 1) / ranks};
