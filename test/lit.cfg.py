@@ -41,3 +41,6 @@ config.substitutions.append(("%nvcc", config.nvcc or "nvcc"))
 if config.openmp_library and not config.openmp_library.endswith("-NOTFOUND"):
     config.available_features.add("openmp")
 config.substitutions.append(("%cuda_include", config.cuda_include))
+# What generated GPU code includes (switchyard/Cuda/Launcher.h, KernelPrelude.h).
+config.substitutions.append(("%switchyard_include",
+                             os.path.join(config.switchyard_src_root, "runtime", "include")))

@@ -2,8 +2,11 @@
 """Packs the GPU kit (here, where LLVM/MLIR and the built package are): every shipped
 GPU router compiled for sm_90 (PTX, cubin, launcher sources, launch metadata, CUDA C++)
 at its native shape, a test shape and two tokens-per-CTA variants used to fit the
-launch cost model; for every case (router, T) the recipe of its inputs (a seed; the run
-regenerates them and checks their SHA-256) and the host target's outputs; for the
+launch cost model; in KIT/launcher the fixed launcher every generated one links
+(runtime/lib/Cuda/Launcher.cpp, and runtime/include/switchyard/Cuda, the headers
+NAME_launch.cpp and NAME.cu include); for every case (router, T) the recipe of its
+inputs (a seed; the run regenerates them and checks their SHA-256) and the host
+target's outputs; for the
 routers with knobs a second setting and its outputs (for the CUDA-graph step). The
 kit needs on the GPU machine only what its image has: Python with NumPy (and PyTorch
 for the baselines), a C++ compiler and the CUDA toolkit.
@@ -41,6 +44,21 @@ EXTRA_VARIANTS = [
     ("deepseek_v3_p128", "deepseek_v3", "deepseek_v3", None, ["--tokens-per-cta", "128"]),
 ]
 KEEP_SUFFIXES = ("_launch.cpp", "_launch.h", ".ptx", ".json", ".cu", ".h")
+# The fixed part of the launchers, built once on the GPU machine (build_kit.py).
+LAUNCHER_SOURCE = os.path.join("runtime", "lib", "Cuda", "Launcher.cpp")
+LAUNCHER_HEADERS = os.path.join("runtime", "include", "switchyard", "Cuda")
+
+
+def pack_launcher(kit):
+    """KIT/launcher: Launcher.cpp and include/switchyard/Cuda/*.h; returns the kit's
+    record of it (kit.json "launcher")."""
+    out = os.path.join(kit, "launcher")
+    headers = os.path.join(out, "include", "switchyard", "Cuda")
+    os.makedirs(headers)
+    shutil.copy2(os.path.join(ROOT, LAUNCHER_SOURCE), os.path.join(out, "Launcher.cpp"))
+    for name in sorted(os.listdir(os.path.join(ROOT, LAUNCHER_HEADERS))):
+        shutil.copy2(os.path.join(ROOT, LAUNCHER_HEADERS, name), os.path.join(headers, name))
+    return {"source": "launcher/Launcher.cpp", "include": "launcher/include"}
 
 
 def seed_of(entry, shape_key, tokens):
@@ -149,6 +167,7 @@ def main():
     kit = os.path.abspath(args.kit)
     shutil.rmtree(kit, ignore_errors=True)
     os.makedirs(os.path.join(kit, "expected"))
+    launcher = pack_launcher(kit)
     routers = []
     for file, entry in GPU_ROUTERS:
         routers.append(pack_variant(sy, kit, entry, file, entry, None, [], args.build))
@@ -162,7 +181,8 @@ def main():
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()
     manifest = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                "commit": git, "numpy": np.__version__, "routers": routers}
+                "commit": git, "numpy": np.__version__, "launcher": launcher,
+                "routers": routers}
     with open(os.path.join(kit, "kit.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     size = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(kit) for n in ns)

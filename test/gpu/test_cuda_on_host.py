@@ -6,9 +6,9 @@ GPU router (policy_shapes.GPU_ROUTERS, at its native shape) is compiled with
 tokens per CTA beyond), and its kernel source is compiled as plain C++
 (-DSWITCHYARD_CUDA_ON_HOST) and called with the PTX entry's parameters (expanded memref
 descriptors + workspace), each launch given the <<<grid, block>>> NAME_launch.cpp would
-use: the block is NAME.json's kernels[].block (checked equal to the block the launcher
-passes to cudaLaunchKernel, and the emulated kernel refuses any block but the one it was
-built for), i.e. 256 CPU threads = 8 warps per block, with real block and warp
+use: the block is NAME.json's kernels[].block (checked equal to the block in the
+launcher's kernel table, which switchyard/Cuda/Launcher.h launches and asks the
+occupancy of; the emulated kernel refuses any block but the one it was built for), i.e. 256 CPU threads = 8 warps per block, with real block and warp
 barriers, shuffles through per-warp slots, and atomics; the grid is ceil(T /
 tokens_per_cta) CTAs for the large-batch pair (kernel 1 then kernel 2) and 1 for the
 one-CTA class; a grid's CTAs run one after another. All outputs must equal the host
@@ -53,6 +53,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+# What NAME.cu includes: switchyard/Cuda/KernelPrelude.h (and CudaOnHost.h on the CPU).
+SWITCHYARD_INCLUDE = os.path.join(ROOT, "runtime", "include")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, HERE)
 from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
@@ -116,18 +118,14 @@ def launch_block(kernel):
 
 
 def launcher_blocks(path, meta):
-    """Kernel name -> the set of block sizes NAME_launch.cpp launches it with (its
-    cudaLaunchKernel calls' dim3 block, the occupancy query's block size)."""
+    """Kernel name -> the set of block sizes NAME_launch.cpp launches it with: the rows
+    {"NAME", BLOCK} of its kernel table (kKernels), which the fixed launcher
+    (switchyard/Cuda/Launcher.h) passes to cudaLaunchKernel and the occupancy query."""
     src = open(path).read()
-    names = re.search(r"kKernelNames\[\d+\] = \{([^}]*)\}", src)
-    names = re.findall(r'"([^"]+)"', names.group(1)) if names else []
+    table = re.search(r"kKernels\[\d+\] = \{(.*?)\n\};", src, re.S)
     blocks = {}
-    for index, block in re.findall(r"cudaLaunchKernel\(\(const void \*\)kernels\[(\d+)\], "
-                                   r"dim3\([^()]*(?:\([^()]*\))?[^()]*\), dim3\((\d+)\)", src):
-        blocks.setdefault(names[int(index)], set()).add(int(block))
-    for index, block in re.findall(r"cudaOccupancyMaxActiveBlocksPerMultiprocessor\(&\w+, "
-                                   r"\(const void \*\)kernels\[(\d+)\], (\d+),", src):
-        blocks.setdefault(names[int(index)], set()).add(int(block))
+    for name, block in re.findall(r'\{"([^"]+)", (\d+)\}', table.group(1) if table else ""):
+        blocks.setdefault(name, set()).add(int(block))
     if sorted(blocks) != sorted(k["name"] for k in meta["kernels"]):
         raise SystemExit(f"{path}: launches {sorted(blocks)}, NAME.json lists "
                          f"{[k['name'] for k in meta['kernels']]}")
@@ -164,7 +162,7 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                    + shape_flags(**native_shape(file)), check=True, capture_output=True)
     lib_path = os.path.join(out, f"lib{name}_cu.so")
     subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
-                    "-DSWITCHYARD_CUDA_ON_HOST", "-shared", "-fPIC",
+                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
                     os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
     lib = ctypes.CDLL(lib_path)
     meta = json.load(open(os.path.join(out, f"{name}.json")))

@@ -32,10 +32,14 @@ CUDA_LIB = os.environ.get("SWITCHYARD_CUDA_LIB") or "/usr/local/cuda/lib64"
 SKIP = 77
 
 
-def build_launcher(name, workdir):
+def build_launcher(name, workdir, build):
+    """The generated table and packing (NAME_launch.cpp) linked with the fixed launcher
+    (switchyard/Cuda/Launcher.h, the build's libSwitchyardLauncher.a) and cudart."""
     lib = os.path.join(workdir, f"lib{name}_launch.so")
     subprocess.run(["g++-12", "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{workdir}",
-                    f"-I{CUDA_INCLUDE}", os.path.join(workdir, f"{name}_launch.cpp"),
+                    f"-I{CUDA_INCLUDE}", f"-I{os.path.join(ROOT, 'runtime', 'include')}",
+                    os.path.join(workdir, f"{name}_launch.cpp"),
+                    os.path.join(build, "lib", "libSwitchyardLauncher.a"),
                     f"-L{CUDA_LIB}", "-lcudart", f"-Wl,-rpath,{CUDA_LIB}", "-o", lib],
                    check=True)
     return ctypes.CDLL(lib)
@@ -107,7 +111,7 @@ def main():
         subprocess.run([compile_tool, os.path.join(ROOT, "policies", f"{file}.mlir"),
                         "--target=all", "--entry", name, "-o", out]
                        + shape_flags(**native_shape(file)), check=True, capture_output=True)
-        launchers[name] = build_launcher(name, out)
+        launchers[name] = build_launcher(name, out, args.build)
 
     first = POLICIES[0][1]
     message = ctypes.create_string_buffer(256)

@@ -5,8 +5,11 @@
 // so the generated launcher can launch either. EmitC cannot take dynamic shapes or
 // these loops, hence this small emitter over the few ops the lowering produces.
 //
-// The source also compiles as plain C++ (define SWITCHYARD_CUDA_ON_HOST): CPU threads
-// then run each block of the launch (switchyard_host_launch(grid, block) gives its
+// The source includes the fixed part, switchyard/Cuda/KernelPrelude.h (memref
+// descriptors, element access, 16-bit widening; runtime/include, installed with the
+// package), so compile it with -I of that include directory. It also compiles as plain
+// C++ (define SWITCHYARD_CUDA_ON_HOST, switchyard/Cuda/CudaOnHost.h): CPU threads then
+// run each block of the launch (switchyard_host_launch(grid, block) gives its
 // geometry, the kernel's own block size required), which is how the tests check the
 // emitted code on a CPU.
 //
@@ -29,145 +32,6 @@ using namespace mlir;
 
 namespace switchyard::cuda {
 namespace {
-
-const char *kPrelude = R"cpp(#include <stdint.h>
-#include <math.h>
-#ifdef SWITCHYARD_CUDA_ON_HOST
-// The launch on a CPU: switchyard_host_launch(grid, block) before the kernel call is
-// the <<<grid, block>>> of the launcher (NAME_launch.cpp; NAME.json kernels[].block),
-// and a kernel built for a block size (gpu.known_block_size, the PTX .maxntid) refuses
-// any other. `block` threads (a multiple of the warp size 32) run the kernel body with
-// their own threadIdx: __syncthreads is a barrier of the block, __syncwarp one of the
-// thread's 32-thread warp, a shuffle an exchange through the warp's slots across a
-// warp barrier; atomics are atomic. The grid's blocks run one after another, a valid
-// schedule of independent CTAs.
-#include <atomic>
-#include <barrier>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-struct SyDim { unsigned x; };
-static thread_local SyDim threadIdx = {0};
-static thread_local SyDim blockDim = {1};
-static thread_local SyDim blockIdx = {0};
-static thread_local SyDim gridDim = {1};
-static unsigned syGridX = 0, syBlockX = 0;
-extern "C" void switchyard_host_launch(unsigned grid, unsigned block) {
-  syGridX = grid;
-  syBlockX = block;
-}
-static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static std::barrier<> *syBarrier = nullptr;
-static inline void __syncthreads() { syBarrier->arrive_and_wait(); }
-struct SyWarp {
-  std::barrier<> bar{32};
-  uint64_t slot[2][32]; // shuffles alternate between the two
-};
-static std::vector<std::unique_ptr<SyWarp>> syWarps;
-static inline SyWarp &syMyWarp() { return *syWarps[threadIdx.x / 32]; }
-static inline void __syncwarp(unsigned = 0xffffffffu) { syMyWarp().bar.arrive_and_wait(); }
-// The lanes of a warp run the same shuffles (a converged warp): a lane writes the slots
-// of shuffle n + 2 only after the barrier of shuffle n + 1, which every lane reaches
-// after reading shuffle n's, so one barrier per shuffle suffices.
-static thread_local unsigned syShuffles = 0;
-template <typename T> static T syShuffle(T v, unsigned srcLane) {
-  SyWarp &w = syMyWarp();
-  uint64_t *slot = w.slot[syShuffles++ % 2];
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof v);
-  slot[threadIdx.x % 32] = bits;
-  w.bar.arrive_and_wait();
-  bits = slot[srcLane % 32];
-  T r;
-  std::memcpy(&r, &bits, sizeof r);
-  return r;
-}
-template <typename T> static T __shfl_xor_sync(unsigned, T v, int laneMask, int = 32) {
-  return syShuffle(v, (threadIdx.x % 32) ^ (unsigned)laneMask);
-}
-template <typename T> static T __shfl_sync(unsigned, T v, int srcLane, int = 32) {
-  return syShuffle(v, (unsigned)srcLane);
-}
-static inline int32_t atomicAdd(int32_t *p, int32_t v) {
-  return std::atomic_ref<int32_t>(*p).fetch_add(v);
-}
-static inline float __int_as_float(int32_t i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
-template <typename F> static void syRunBlock(unsigned block, unsigned n, F body) {
-  std::barrier<> bar(n);
-  syBarrier = &bar;
-  syWarps.clear();
-  for (unsigned w = 0; w < n / 32; ++w)
-    syWarps.push_back(std::make_unique<SyWarp>());
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < n; ++i)
-    threads.emplace_back([&, i] { threadIdx.x = i; blockDim.x = n; blockIdx.x = block; gridDim.x = syGridX; body(); });
-  for (auto &t : threads) t.join();
-}
-// `kernel` built for `knownBlock`-thread blocks (0: any block size).
-template <typename F> static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
-  if (syGridX == 0 || syBlockX == 0 || syBlockX % 32 != 0 || syBlockX > 1024 ||
-      (knownBlock != 0 && syBlockX != knownBlock)) {
-    std::fprintf(stderr, "%s launched with <<<%u, %u>>>: call switchyard_host_launch(grid, "
-                 "block) first, with grid >= 1 and block %u%s\n", kernel, syGridX, syBlockX,
-                 knownBlock, knownBlock ? " (the kernel's block size)" : "");
-    if (knownBlock == 0)
-      std::fprintf(stderr, "(block: a multiple of 32 in [32, 1024])\n");
-    std::abort();
-  }
-  for (unsigned block = 0; block < syGridX; ++block)
-    syRunBlock(block, syBlockX, body);
-}
-#endif
-#define SY_EXPORT extern "C"
-
-template <typename T, int R> struct SyMemRef {
-  T *base;
-  int64_t offset;
-  int64_t sizes[R > 0 ? R : 1];
-  int64_t strides[R > 0 ? R : 1];
-};
-template <typename T> __device__ inline T &syAt(const SyMemRef<T, 1> &m, int64_t i) {
-  return m.base[m.offset + i * m.strides[0]];
-}
-template <typename T> __device__ inline T &syAt(const SyMemRef<T, 2> &m, int64_t i, int64_t j) {
-  return m.base[m.offset + i * m.strides[0] + j * m.strides[1]];
-}
-template <typename To, typename From> __device__ inline To syBitcast(From f) {
-  To t;
-  __builtin_memcpy(&t, &f, sizeof t);
-  return t;
-}
-// bfloat16 / float16 inputs (moe-narrow-inputs) are held as their 16-bit patterns and
-// widened exactly where they are loaded.
-__device__ inline float syBf16ToFloat(uint16_t h) {
-  return syBitcast<float>(static_cast<uint32_t>(h) << 16);
-}
-__device__ inline float syHalfToFloat(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#else
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0x1f)
-    return syBitcast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    float m = static_cast<float>(mantissa) * 5.9604644775390625e-8f; // 2^-24
-    return sign ? -m : m;
-  }
-  return syBitcast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-#endif
-}
-__device__ inline float syMaximum(float a, float b) {
-  return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
-}
-)cpp";
 
 class Emitter {
 public:
@@ -755,7 +619,9 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
 
 LogicalResult translateToCuda(ModuleOp mapped, llvm::raw_ostream &os) {
   os << "// Generated by moe-compile: CUDA C++ of the policy kernels. Do not edit.\n"
-     << kPrelude << "\n";
+     << "// Compile with -I<Switchyard include directory>; -DSWITCHYARD_CUDA_ON_HOST runs\n"
+     << "// it on CPU threads.\n"
+     << "#include \"switchyard/Cuda/KernelPrelude.h\"\n\n";
   WalkResult result = mapped.walk([&](gpu::GPUFuncOp kernel) {
     Emitter emitter(os);
     return failed(emitter.emitKernel(kernel)) ? WalkResult::interrupt()

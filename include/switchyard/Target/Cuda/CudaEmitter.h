@@ -13,8 +13,10 @@
 
 namespace switchyard::cuda {
 
-/// Prints every kernel of `mapped` as CUDA C++ (with the host-emulation prelude);
-/// fails with an error at the first op it has no CUDA C++ form for.
+/// Prints every kernel of `mapped` as CUDA C++ that includes the fixed prelude
+/// (switchyard/Cuda/KernelPrelude.h in runtime/include, with the host emulation under
+/// SWITCHYARD_CUDA_ON_HOST); fails with an error at the first op it has no CUDA C++
+/// form for.
 mlir::LogicalResult translateToCuda(mlir::ModuleOp mapped, llvm::raw_ostream &os);
 
 /// Registers `--moe-to-cuda` with the translation registry (moe-translate).

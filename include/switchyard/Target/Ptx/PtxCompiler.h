@@ -2,7 +2,8 @@
 //
 // The GPU target of moe-compile: a router's kernels (moe-map-to-gpu) through NVVM and
 // the NVPTX backend to PTX, ptxas to a cubin, the launch metadata (NAME.json), the
-// cudart launcher (NAME_launch.{h,cpp}) and the same kernels as CUDA C++.
+// cudart launcher (NAME_launch.{h,cpp}: the router's kernel table and argument packing;
+// the fixed part is runtime/lib/Cuda/Launcher.cpp) and the same kernels as CUDA C++.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_TARGET_PTX_PTXCOMPILER_H
@@ -35,9 +36,11 @@ bool compileToPtx(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef a
 bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef cubinPath,
                  std::string &error, std::string *resourceUsage = nullptr);
 
-/// Builds the launcher source into a shared library (`c++ -shared`, cudart from the
-/// CUDA toolkit found at configure time): what runtime::CudaPolicy loads. False (with
-/// the reason) without a toolkit or when the compiler fails.
+/// Builds the launcher source into a shared library (`c++ -shared`, linked with the
+/// fixed launcher libSwitchyardLauncher.a, found beside this moe-compile's prefix or in
+/// its build tree, and cudart from the CUDA toolkit found at configure time): what
+/// runtime::CudaPolicy loads. False (with the reason) without a toolkit, without the
+/// fixed launcher or when the compiler fails.
 bool linkLauncherLibrary(llvm::StringRef launcherSource, llvm::StringRef library,
                          std::string &error);
 

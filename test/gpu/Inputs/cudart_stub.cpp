@@ -1,0 +1,113 @@
+//===- cudart_stub.cpp - a recording stand-in for cudart ------------------===//
+//
+// The cudart calls the fixed GPU launcher (switchyard/Cuda/Launcher.h) makes, answered
+// without a GPU: a configurable device (count, compute capability, SMs, resident blocks
+// per SM) and a record of every launch (kernel, grid, block, the first N parameter
+// slots). test_launcher_stub.py links generated launchers against it as libcudart.so.
+//
+//===----------------------------------------------------------------------===//
+#include <cuda_runtime_api.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+struct Launch {
+  std::string kernel;
+  unsigned grid, block;
+  std::vector<uint64_t> args;
+};
+int devices = 1, ccMajor = 9, ccMinor = 0, sms = 4, perSm = 2, argSlots = 0;
+int loads = 0, occupancyQueries = 0;
+std::vector<std::string> kernels;
+std::vector<Launch> launches;
+} // namespace
+
+extern "C" {
+void stub_configure(int deviceCount, int major, int minor, int smCount, int blocksPerSm) {
+  devices = deviceCount;
+  ccMajor = major;
+  ccMinor = minor;
+  sms = smCount;
+  perSm = blocksPerSm;
+}
+void stub_expect_args(int slots) { argSlots = slots; }
+void stub_clear() { launches.clear(); }
+int stub_loads() { return loads; }
+int stub_occupancy_queries() { return occupancyQueries; }
+int stub_launch_count() { return (int)launches.size(); }
+const char *stub_launch_kernel(int i) { return launches[i].kernel.c_str(); }
+unsigned stub_launch_grid(int i) { return launches[i].grid; }
+unsigned stub_launch_block(int i) { return launches[i].block; }
+uint64_t stub_launch_arg(int i, int slot) { return launches[i].args[slot]; }
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  if (devices == 0)
+    return cudaErrorNoDevice;
+  *count = devices;
+  return cudaSuccess;
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  return error == cudaErrorNoDevice ? "no CUDA-capable device is detected" : "stub error";
+}
+
+cudaError_t cudaGetDevice(int *device) {
+  *device = 0;
+  return devices ? cudaSuccess : cudaErrorNoDevice;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
+  switch (attr) {
+  case cudaDevAttrComputeCapabilityMajor:
+    *value = ccMajor;
+    return cudaSuccess;
+  case cudaDevAttrComputeCapabilityMinor:
+    *value = ccMinor;
+    return cudaSuccess;
+  case cudaDevAttrMultiProcessorCount:
+    *value = sms;
+    return cudaSuccess;
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code, cudaJitOption *,
+                                void **, unsigned int, cudaLibraryOption *, void **,
+                                unsigned int) {
+  ++loads;
+  if (!code || !strstr(static_cast<const char *>(code), ".visible .entry"))
+    return cudaErrorInvalidPtx;
+  *library = reinterpret_cast<cudaLibrary_t>(uintptr_t(1));
+  return cudaSuccess;
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t *kernel, cudaLibrary_t, const char *name) {
+  kernels.push_back(name);
+  *kernel = reinterpret_cast<cudaKernel_t>(uintptr_t(kernels.size()));
+  return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *, int,
+                                                          size_t) {
+  ++occupancyQueries;
+  *blocks = perSm;
+  return cudaSuccess;
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t,
+                             cudaStream_t) {
+  size_t index = reinterpret_cast<uintptr_t>(func) - 1;
+  if (index >= kernels.size() || grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1)
+    return cudaErrorInvalidValue;
+  Launch launch{kernels[index], grid.x, block.x, std::vector<uint64_t>(argSlots)};
+  for (int slot = 0; slot < argSlots; ++slot)
+    memcpy(&launch.args[slot], args[slot], sizeof(uint64_t)); // every slot is 8 bytes
+  launches.push_back(launch);
+  return cudaSuccess;
+}
