@@ -15,6 +15,7 @@ inline void registerAllPasses() {
   mlir::registerInlinerPass();
   moe::registerMoePasses();           // dialect transforms
   moe::registerMoeConversionPasses(); // conversions
+  moe::registerMoeHostPasses();       // the host pipeline's loop passes
   moe::registerHostPipeline();
   moe::registerPtxPipeline();
 }

@@ -61,7 +61,7 @@ void switchyard::moe::buildHostPipeline(OpPassManager &pm, bool laneParallel,
     pm.addPass(createHostThreadsPass(threads ? threadMinWork : 0));
     if (threads) {
       pm.addPass(createConvertSCFToOpenMPPass());
-      pm.addPass(createInlineAllocaScopesPass());
+      pm.addPass(createMoeInlineAllocaScopes());
     }
   }
   // Loops -> LLVM dialect (the standard MLIR host path).

@@ -1,8 +1,9 @@
 //===- HostThreads.cpp - OpenMP threads for a router's host loops ---------===//
 //
-// The host form of a router is a sequence of scf.parallel loops over tokens (or
-// experts) whose iterations are independent by construction (the GPU runs them on
-// separate threads). This pass prepares them for convert-scf-to-openmp:
+// moe-host-threads and moe-inline-alloca-scopes (include/switchyard/Compiler/
+// Passes.td). The host form of a router is a sequence of scf.parallel loops over tokens
+// (or experts) whose iterations are independent by construction (the GPU runs them on
+// separate threads). moe-host-threads prepares them for convert-scf-to-openmp:
 //
 //  * in a router, each OUTERMOST parallel loop becomes
 //        scf.if (num_tokens >= minTokens) { scf.parallel ... } else { scf.for ... }
@@ -16,6 +17,7 @@
 // bit-identical to the single-threaded code whatever the thread count.
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Compiler/Passes.h"
 #include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
@@ -29,6 +31,9 @@
 using namespace mlir;
 
 namespace switchyard::moe {
+#define GEN_PASS_DEF_MOEHOSTTHREADS
+#define GEN_PASS_DEF_MOEINLINEALLOCASCOPES
+#include "switchyard/Compiler/Passes.h.inc"
 
 namespace {
 
@@ -60,10 +65,8 @@ Value tokenCount(func::FuncOp func) {
   return func.getArgument(0);
 }
 
-struct HostThreadsPass : PassWrapper<HostThreadsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(HostThreadsPass)
-  explicit HostThreadsPass(int64_t minWork) : minWork(minWork) {}
-  StringRef getArgument() const override { return "moe-host-threads"; }
+struct HostThreadsPass : impl::MoeHostThreadsBase<HostThreadsPass> {
+  using MoeHostThreadsBase::MoeHostThreadsBase;
 
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) {
@@ -97,17 +100,12 @@ struct HostThreadsPass : PassWrapper<HostThreadsPass, OperationPass<ModuleOp>> {
       }
     });
   }
-
-  int64_t minWork;
 };
 
 /// convert-scf-to-openmp wraps each loop body in a memref.alloca_scope, whose single
 /// block the control-flow lowering would split; the bodies allocate nothing on the
 /// stack, so the scopes are inlined.
-struct InlineAllocaScopesPass
-    : PassWrapper<InlineAllocaScopesPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(InlineAllocaScopesPass)
-  StringRef getArgument() const override { return "moe-inline-alloca-scopes"; }
+struct InlineAllocaScopesPass : impl::MoeInlineAllocaScopesBase<InlineAllocaScopesPass> {
 
   void runOnOperation() override {
     SmallVector<memref::AllocaScopeOp> scopes;
@@ -131,11 +129,7 @@ struct InlineAllocaScopesPass
 } // namespace
 
 std::unique_ptr<Pass> createHostThreadsPass(int64_t minWork) {
-  return std::make_unique<HostThreadsPass>(minWork);
-}
-
-std::unique_ptr<Pass> createInlineAllocaScopesPass() {
-  return std::make_unique<InlineAllocaScopesPass>();
+  return createMoeHostThreads(MoeHostThreadsOptions{minWork});
 }
 
 } // namespace switchyard::moe

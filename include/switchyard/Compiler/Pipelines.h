@@ -6,6 +6,7 @@
 #ifndef SWITCHYARD_COMPILER_PIPELINES_H
 #define SWITCHYARD_COMPILER_PIPELINES_H
 
+#include "switchyard/Compiler/Passes.h"
 #include "switchyard/Conversion/Passes.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
@@ -20,10 +21,6 @@ namespace switchyard::moe {
 void buildLoopPipeline(mlir::OpPassManager &pm, bool laneParallel, bool freezeKnobs,
                        llvm::ArrayRef<std::string> inputDtypes = {});
 
-/// Batches of at least this many token x expert scores (T * E) run a router's host
-/// loops on OpenMP threads: at E = 128 from 128 tokens, at E = 8 from 2048.
-constexpr int64_t kDefaultThreadMinWork = 16384;
-
 /// The host pipeline after knob selection: the loop pipeline, the LLVM dialect, the C
 /// entry points (which take the knobs left tunable in `const struct NAME_knobs *`).
 /// Outside the lane-parallel (GPU emulation) form, a router's token loops (one per
@@ -35,12 +32,10 @@ void buildHostPipeline(mlir::OpPassManager &pm, bool laneParallel = false,
                        int64_t threadMinWork = kDefaultThreadMinWork,
                        llvm::ArrayRef<std::string> inputDtypes = {});
 
-/// moe-host-threads (HostThreads.cpp): a router's outermost parallel loops behind a
-/// `num_tokens * E >= minWork` test (threaded above it), every other parallel loop
+/// moe-host-threads (Compiler/Passes.td): a router's outermost parallel loops behind
+/// a `num_tokens * E >= minWork` test (threaded above it), every other parallel loop
 /// sequential. minWork = 0: all sequential.
 std::unique_ptr<mlir::Pass> createHostThreadsPass(int64_t minWork);
-/// Inlines the memref.alloca_scope ops convert-scf-to-openmp leaves (none allocates).
-std::unique_ptr<mlir::Pass> createInlineAllocaScopesPass();
 
 /// Whether this build links generated host code with an OpenMP runtime (the path of
 /// libomp, empty when not).
