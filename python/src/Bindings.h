@@ -2,14 +2,15 @@
 //
 // The nanobind extension over the runtime (no LLVM/MLIR): compiled policies through
 // the policy cache, called on NumPy arrays or DLPack tensors without copies, and the
-// MoE executor. Every error is a switchyard.SwitchyardError carrying the runtime's
-// message; the Python package (python/switchyard) types them further.
+// MoE executor. Every error carries a runtime::StatusCode and the runtime's message, and
+// is raised as the Python class python/switchyard/_errors.py registers for its code.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_PYTHON_BINDINGS_H
 #define SWITCHYARD_PYTHON_BINDINGS_H
 
 #include "switchyard/Runtime/Binding.h"
+#include "switchyard/Runtime/Status.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -18,8 +19,16 @@ namespace switchyard::python {
 
 namespace nb = nanobind;
 
-/// Raised for every error the runtime reports (the Python side's SwitchyardError).
-[[noreturn]] void fail(const std::string &message);
+/// Raises the Python exception class registered for `code` (switchyard._errors maps
+/// each runtime::StatusCode to one class; SwitchyardError before it registers).
+[[noreturn]] void fail(runtime::StatusCode code, const std::string &message);
+[[noreturn]] inline void fail(const runtime::Status &status) {
+  fail(status.code(), status.message());
+}
+/// An argument of the call is wrong (kInvalidArgument): the message names it.
+[[noreturn]] inline void fail(const std::string &message) {
+  fail(runtime::StatusCode::kInvalidArgument, message);
+}
 
 /// A NumPy array or DLPack tensor as the runtime sees it: C-contiguous memory of a known
 /// dtype on the host or a CUDA device; anything else is an error naming `what`.

@@ -79,13 +79,13 @@ public:
       options.firstLayer = layers->first;
       options.lastLayer = layers->second;
     }
-    std::string error;
+    runtime::Status status;
     {
       nb::gil_scoped_release release; // may compile the policy
-      executor = exec::Executor::create(options, cache, error);
+      executor = exec::Executor::create(options, cache, status);
     }
     if (!executor)
-      fail(error);
+      fail(status);
   }
 
   /// Runs one batch. Returns (output, routings, metrics JSON): output is the stack's

@@ -4,9 +4,16 @@
 namespace switchyard::python {
 
 static nb::object errorType;
+/// The exception class of each status code (set_error_classes); none: SwitchyardError.
+/// Never freed: it must outlive the interpreter's teardown of this module.
+static nb::dict *errorClasses = nullptr;
 
-void fail(const std::string &message) {
-  PyErr_SetString(errorType.ptr(), message.c_str());
+void fail(runtime::StatusCode code, const std::string &message) {
+  nb::object type = errorType;
+  nb::int_ key(static_cast<int>(code));
+  if (errorClasses && errorClasses->contains(key))
+    type = (*errorClasses)[key];
+  PyErr_SetString(type.ptr(), message.c_str());
   throw nb::python_error();
 }
 
@@ -84,6 +91,26 @@ NB_MODULE(_switchyard, m) {
       "A compiler diagnostic or a bad input, worded as the command-line tools word it.",
       PyExc_RuntimeError, nullptr));
   m.attr("SwitchyardError") = errorType;
+  // The runtime's status codes, and the classes the package raises for them.
+  nb::dict codes;
+  using switchyard::runtime::StatusCode;
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kInvalidKnob, StatusCode::kBadFile,
+        StatusCode::kCompileFailed, StatusCode::kDevice, StatusCode::kInternal})
+    codes[switchyard::runtime::statusCodeName(code)] = static_cast<int>(code);
+  m.attr("STATUS_CODES") = codes;
+  errorClasses = new nb::dict();
+  m.def(
+      "set_error_classes",
+      [](nb::dict classes) {
+        for (auto [code, type] : classes)
+          if (!PyType_Check(type.ptr()) ||
+              !PyObject_IsSubclass(type.ptr(), errorType.ptr()))
+            fail("set_error_classes: every class must derive from SwitchyardError");
+        *errorClasses = classes;
+      },
+      nb::arg("classes"),
+      "Registers the exception class raised for each status code (an int key).");
   bindPolicies(m);
   bindExecutor(m);
   bindShapeTable(m);

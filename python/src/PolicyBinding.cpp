@@ -42,30 +42,31 @@ std::pair<std::string, bool> compilePolicy(const std::string &policyPath,
   runtime::CompileRequest request{policyPath, flags, target};
   runtime::PolicyCache &cache =
       cacheFor(cacheRoot.empty() ? runtime::PolicyCache::defaultRoot() : cacheRoot);
-  std::string dir, error;
-  bool hit = false, ok;
+  std::string dir;
+  bool hit = false;
+  runtime::Status status;
   {
     nb::gil_scoped_release release; // a miss runs the compiler for a while
-    ok = cache.artifacts(request, dir, error, &hit);
+    status = cache.artifacts(request, dir, &hit);
   }
-  if (!ok)
-    fail(error);
+  if (!status.isOk())
+    fail(status);
   return {dir, hit};
 }
 
 class Policy {
 public:
   Policy(const std::string &dir, const std::string &entry, bool cuda) {
-    std::string error;
+    runtime::Status status;
     if (cuda) {
-      gpu = runtime::CudaPolicy::load(dir, entry, error);
+      gpu = runtime::CudaPolicy::load(dir, entry, status);
       if (!gpu)
-        fail(error);
+        fail(status);
       sig = gpu->signature();
     } else {
-      host = runtime::HostPolicy::load(dir, entry, error);
+      host = runtime::HostPolicy::load(dir, entry, status);
       if (!host)
-        fail(error);
+        fail(status);
       sig = host->signature();
     }
     directory = dir;
@@ -81,14 +82,13 @@ public:
     runtime::CallBuffers call(sig);
     bindAll(call, inputs, outputs, /*device=*/false);
     std::vector<uint8_t> knobBytes = packKnobs(knobs);
-    std::string error;
-    bool ok;
+    runtime::Status status;
     {
       nb::gil_scoped_release release;
-      ok = host->run(call, knobBytes, error);
+      status = host->run(call, knobBytes);
     }
-    if (!ok)
-      fail(error);
+    if (!status.isOk())
+      fail(status);
     return call.tokens();
   }
 
@@ -101,11 +101,11 @@ public:
     runtime::CallBuffers call(sig);
     bindAll(call, inputs, outputs, /*device=*/true);
     std::vector<uint8_t> knobBytes = packKnobs(knobs);
-    std::string error;
-    if (!gpu->launch(call.tokens(), call.buffers(), call.scalars(), knobBytes,
-                     reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream),
-                     error))
-      fail(error);
+    runtime::Status status =
+        gpu->launch(call.tokens(), call.buffers(), call.scalars(), knobBytes,
+                    reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream));
+    if (!status.isOk())
+      fail(status);
     return call.tokens();
   }
 
@@ -120,12 +120,13 @@ public:
     std::vector<uint8_t> bytes;
     if (sig.knobs.empty()) {
       if (!overrides.empty())
-        fail("knob " + overrides.front() + ": @" + sig.entry + " has no run-time knobs");
+        fail(runtime::StatusCode::kInvalidKnob,
+             "knob " + overrides.front() + ": @" + sig.entry + " has no run-time knobs");
       return bytes;
     }
     std::string error;
     if (!runtime::packKnobs(sig.knobs, overrides, bytes, error))
-      fail(error);
+      fail(runtime::StatusCode::kInvalidKnob, error);
     return bytes;
   }
 
@@ -248,22 +249,21 @@ private:
     const uint8_t *knobBytes = nullptr;
     if (!knobs.is_none())
       knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
-    std::string error;
+    runtime::Status status;
     int64_t filled = 0;
-    bool ok;
     {
       // Small batches keep the GIL: releasing it costs more than the call.
       std::optional<nb::gil_scoped_release> release;
       if (tokens >= 64)
         release.emplace();
-      ok = call->run(tokens, inputs, types, results, knobBytes, error);
-      if (ok && fill)
+      status = call->run(tokens, inputs, types, results, knobBytes);
+      if (status.isOk() && fill)
         filled =
             runtime::fillEmptySlots(static_cast<int32_t *>(results[0]),
                                     static_cast<float *>(results[1]), tokens, k, experts);
     }
-    if (!ok)
-      fail(error);
+    if (!status.isOk())
+      fail(status);
     return filled;
   }
 

@@ -11,7 +11,8 @@ Engines: switchyard.vllm / switchyard.sglang (custom_routing_function), switchya
 switchyard.batch_metadata(...). The executor: switchyard.Executor(model_dir, policy).
 """
 from ._switchyard import SwitchyardError
-from ._errors import CompileError, Diagnostic, InputError, KnobError
+from ._errors import (CompileError, DeviceError, Diagnostic, FileFormatError, InputError,
+                      KnobError)
 from ._metadata import batch_metadata, current_metadata, set_batch_metadata
 from ._router import Router
 from ._compile import (SHAPE_PARAMS, cache_dir, compile, list_entries, policy_path,
@@ -28,6 +29,7 @@ policy_dir = _layout.POLICY_DIR
 model_dir = _layout.MODEL_DIR
 
 __all__ = ["SwitchyardError", "CompileError", "Diagnostic", "InputError", "KnobError",
+           "FileFormatError", "DeviceError",
            "Router", "compile", "list_entries", "policy_path", "shape_flags", "shipped_policies",
            "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
            "set_batch_metadata", "Executor", "ExecResult"]

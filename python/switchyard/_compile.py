@@ -11,9 +11,9 @@ from typing import Any, Dict, Iterable, Optional, Union
 from . import _layout
 from . import _shapes
 from . import _switchyard
-from ._errors import CompileError, SwitchyardError, retype
+from ._errors import CompileError, SwitchyardError
 from ._router import Router
-from ._shapes import SHAPE_PARAMS
+from ._shapes import SHAPE_PARAMS  # noqa: F401  (switchyard.SHAPE_PARAMS)
 
 # The compiler and the shipped policies of this copy of the package (the executor and
 # the policy cache read these variables; a user's own setting wins).
@@ -181,12 +181,9 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     with _lock:
         loaded = _routers.get(key)
     if loaded is None:
-        try:
-            directory, _ = _switchyard.compile(path, flags, compile_target)
-            native = _switchyard.Policy(directory, entry or _only_entry(directory),
-                                        target == "cuda")
-        except SwitchyardError as error:
-            raise retype(error, "compile") from None
+        directory, _ = _switchyard.compile(path, flags, compile_target)
+        native = _switchyard.Policy(directory, entry or _only_entry(directory),
+                                    target == "cuda")
         loaded = Router(native, json.loads(native.signature_json()), target, path)
         with _lock:
             _routers.setdefault(key, loaded)

@@ -46,11 +46,35 @@ class KnobError(InputError):
     """A knob is unknown or breaks one of its rules."""
 
 
-def retype(error: SwitchyardError, during: str) -> SwitchyardError:
-    """The typed form of a runtime error raised while `during` ("compile" or "call")."""
-    message = str(error)
-    if during == "compile":
-        return CompileError(message)
-    if message.startswith("knob ") or "knob '" in message or "run-time knobs" in message:
-        return KnobError(message)
-    return InputError(message)
+class FileFormatError(InputError):
+    """A file read on the call's behalf (config.json, a checkpoint, .npy, a compiled
+    policy's manifest or library) is missing, too large or malformed; the message names
+    the file."""
+
+
+class DeviceError(SwitchyardError):
+    """A GPU, its driver or a CUDA library the call needs is absent or failed."""
+
+
+# One class per runtime status code (runtime::StatusCode); the extension raises the
+# class registered here, so no caller reads a message to learn what went wrong.
+ERROR_CLASSES = {
+    "invalid_argument": InputError,
+    "invalid_knob": KnobError,
+    "bad_file": FileFormatError,
+    "compile_failed": CompileError,
+    "device": DeviceError,
+    "internal": SwitchyardError,
+}
+
+
+def _register() -> None:
+    from . import _switchyard
+    codes = _switchyard.STATUS_CODES
+    missing = set(codes) ^ set(ERROR_CLASSES)
+    if missing:  # the extension and the package disagree: a build problem
+        raise ImportError(f"switchyard: status codes without a class: {sorted(missing)}")
+    _switchyard.set_error_classes({codes[name]: cls for name, cls in ERROR_CLASSES.items()})
+
+
+_register()

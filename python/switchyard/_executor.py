@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _compile  # noqa: F401  (sets the compiler and policy directories)
 from . import _switchyard
-from ._errors import SwitchyardError, retype
+from . import _errors  # noqa: F401  (registers the exception class of each status code)
 from ._metadata import current_metadata
 
 
@@ -42,11 +42,8 @@ class Executor:
         path = _compile.policy_path(policy) if policy else ""
         settings = [f"{k}={int(v) if isinstance(v, bool) else v}"
                     for k, v in (knobs or {}).items()]
-        try:
-            self._native = _switchyard.Executor(str(model_dir), path, entry or "", settings,
-                                                layers, device)
-        except SwitchyardError as error:
-            raise retype(error, "compile" if "error:" in str(error) else "call") from None
+        self._native = _switchyard.Executor(str(model_dir), path, entry or "", settings,
+                                            layers, device)
         self.info = self._native.describe()
 
     def run(self, hidden, *, request_ids=None, positions=None, phase: Optional[str] = None,
@@ -61,12 +58,9 @@ class Executor:
         if phase is None and isinstance(metadata.get("phase"), str):
             phase = metadata["phase"]
         hidden = _host_array(hidden)
-        try:
-            output, routing, metrics = self._native.run(
-                hidden, _host_array(request_ids), _host_array(positions), phase or "",
-                block_only, replay)
-        except SwitchyardError as error:
-            raise retype(error, "call") from None
+        output, routing, metrics = self._native.run(
+            hidden, _host_array(request_ids), _host_array(positions), phase or "",
+            block_only, replay)
         return ExecResult(output, dict(routing), json.loads(metrics))
 
 

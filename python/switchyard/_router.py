@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from ._errors import InputError, KnobError, SwitchyardError, retype
+from ._errors import InputError, KnobError
 from ._metadata import PHASES, current_metadata
 
 _NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
@@ -81,10 +81,7 @@ class Router:
         clone._result_cache = {}
         if knobs:
             clone._default_knobs = self._knob_settings(knobs)
-            try:
-                self._native.check_knobs(clone._default_knobs)
-            except SwitchyardError as error:
-                raise retype(error, "call") from None
+            self._native.check_knobs(clone._default_knobs)
         if outputs is not None:
             wanted = list(outputs)
             unknown = [n for n in wanted if n not in self.outputs]
@@ -194,15 +191,10 @@ class Router:
 
     def _call_eager(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
         tensor = next((v for v in inputs.values() if _is_torch(v)), None)
-        try:
-            if tensor is not None:
-                from . import _torch
-                return _torch.call(self, inputs, settings, tensor)
-            return self._call_numpy(inputs, settings)
-        except SwitchyardError as error:
-            if isinstance(error, (InputError,)):
-                raise
-            raise retype(error, "call") from None
+        if tensor is not None:
+            from . import _torch
+            return _torch.call(self, inputs, settings, tensor)
+        return self._call_numpy(inputs, settings)
 
     def _call_numpy(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
         if self.target != "host":

@@ -77,13 +77,16 @@ void widen(const uint16_t *in, float *out, size_t n, bool bf16) {
 }
 } // namespace
 
-bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType *dtypes,
-                    void *const *results, const uint8_t *knobs, std::string &error) const {
+Status BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType *dtypes,
+                      void *const *results, const uint8_t *knobs) const {
   const Signature &sig = policy.signature();
+  // Everything checked here is an argument of the call.
+  std::string error;
+  auto invalid = [&]() { return Status(StatusCode::kInvalidArgument, error); };
   if (tokens < 0 || tokens > kMaxTokens) {
     error = "@" + sig.entry + ": " + std::to_string(tokens) + " tokens is outside [0, " +
             std::to_string(kMaxTokens) + "]";
-    return false;
+    return invalid();
   }
   std::vector<std::vector<uint8_t>> &temp = scratch(sig.params.size());
   std::vector<void *> buffers(sig.params.size(), nullptr);
@@ -110,7 +113,7 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
                 (p.dtype == "bfloat16" || p.dtype == "float16"
                      ? " (compiled with --input-dtype; narrowing would round)"
                      : "");
-        return false;
+        return invalid();
       }
       if (!widened) {
         buffers[i] = const_cast<void *>(inputs[slot]);
@@ -120,7 +123,7 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
       if (!n) {
         error = "argument '" + p.name + "': too large for " + std::to_string(tokens) +
                 " tokens";
-        return false;
+        return invalid();
       }
       temp[i].resize(static_cast<size_t>(*n) * sizeof(float));
       widen(static_cast<const uint16_t *>(inputs[slot]),
@@ -137,14 +140,14 @@ bool BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DType 
     if (!n || *n > kMaxOutputBytes / p.elementBytes()) {
       error =
           "result '" + p.name + "' for " + std::to_string(tokens) + " tokens is too large";
-      return false;
+      return invalid();
     }
     temp[i].resize(std::max<size_t>(1, static_cast<size_t>(*n * p.elementBytes())));
     buffers[i] = temp[i].data();
   }
   PackedArguments packed(sig, tokens, buffers, scalars,
                          sig.knobs.empty() ? nullptr : knobs);
-  return policy.call(packed, error);
+  return policy.call(packed);
 }
 
 int64_t fillEmptySlots(int32_t *ids, float *weights, int64_t tokens, int64_t k,

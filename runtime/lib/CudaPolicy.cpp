@@ -26,47 +26,58 @@ static std::string missingCudaRuntime(const std::string &why) {
 }
 
 std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir,
-                                             const std::string &name, std::string &error) {
+                                             const std::string &name, Status &status) {
   std::unique_ptr<CudaPolicy> policy(new CudaPolicy);
-  if (!readManifestEntry(dir, name, policy->entry, error))
+  std::string error;
+  auto failed = [&](StatusCode code) {
+    status = Status(code, error);
     return nullptr;
+  };
+  if (!readManifestEntry(dir, name, policy->entry, error))
+    return failed(StatusCode::kBadFile);
   if (policy->entry.gpuLibrary.empty()) {
     error =
         "@" + policy->entry.signature.entry + " in '" + dir +
         "' has no GPU launcher library (compile it with --target=ptx --launcher-library)";
-    return nullptr;
+    return failed(StatusCode::kInvalidArgument);
   }
   policy->library = SharedLibrary::open(dir + "/" + policy->entry.gpuLibrary, error);
   if (!policy->library) {
-    if (const std::string missing = missingCudaRuntime(error); !missing.empty())
-      error +=
-          ". The GPU launcher needs the CUDA runtime (" + missing +
-          ") and a CUDA driver: install them (the CUDA toolkit or NVIDIA's CUDA runtime "
-          "package) or add the directory that holds them to LD_LIBRARY_PATH";
-    return nullptr;
+    const std::string missing = missingCudaRuntime(error);
+    if (missing.empty())
+      return failed(StatusCode::kBadFile);
+    error += ". The GPU launcher needs the CUDA runtime (" + missing +
+             ") and a CUDA driver: install them (the CUDA toolkit or NVIDIA's CUDA runtime "
+             "package) or add the directory that holds them to LD_LIBRARY_PATH";
+    return failed(StatusCode::kDevice);
   }
   policy->launcher = reinterpret_cast<void (*)(void **)>(
       policy->library->symbol(policy->entry.gpuSymbol, error));
   policy->workspace = reinterpret_cast<int64_t (*)(int64_t)>(
       policy->library->symbol(policy->entry.workspaceSymbol, error));
-  return policy->launcher && policy->workspace ? std::move(policy) : nullptr;
+  if (!policy->launcher || !policy->workspace)
+    return failed(StatusCode::kBadFile);
+  status = Status::ok();
+  return policy;
 }
 
-bool CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
-                        const std::vector<int64_t> &scalars,
-                        const std::vector<uint8_t> &knobs, void *workspacePtr, void *stream,
-                        std::string &error) const {
+Status CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
+                          const std::vector<int64_t> &scalars,
+                          const std::vector<uint8_t> &knobs, void *workspacePtr,
+                          void *stream) const {
   // The launcher's parameters: those of the host entry, then workspace and stream.
   PackedArguments packed(entry.signature, tokens, buffers, scalars,
                          knobs.empty() ? nullptr : knobs.data(), {workspacePtr, stream});
   launcher(packed.arguments().data());
   int32_t status = packed.status();
+  // Negative: the entry's own status (token count, knob); positive: a cudaError_t.
+  if (status < 0)
+    return entryStatus(entry.signature, -status,
+                       "@" + entry.signature.entry + " GPU launch");
   if (status == 0)
-    return true;
-  error =
-      "@" + entry.signature.entry + " GPU launch returned " + std::to_string(status) +
-      (status < 0 ? ": " + statusMessage(entry.signature, -status) : " (a cudaError_t)");
-  return false;
+    return Status::ok();
+  return {StatusCode::kDevice, "@" + entry.signature.entry + " GPU launch returned " +
+                                   std::to_string(status) + " (a cudaError_t)"};
 }
 
 } // namespace switchyard::runtime

@@ -4,53 +4,58 @@
 namespace switchyard::runtime {
 
 std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir,
-                                             const std::string &name, std::string &error) {
+                                             const std::string &name, Status &status) {
   std::unique_ptr<HostPolicy> policy(new HostPolicy);
   policy->dir = dir;
-  if (!readManifestEntry(dir, name, policy->entry, error))
+  std::string error;
+  auto badFile = [&]() {
+    status = Status(StatusCode::kBadFile, error);
     return nullptr;
+  };
+  if (!readManifestEntry(dir, name, policy->entry, error))
+    return badFile();
   if (policy->entry.hostLibrary.empty()) {
-    error = "@" + policy->entry.signature.entry + " in '" + dir +
-            "' has no host code (compile it with --target=host or --target=all)";
+    status =
+        Status(StatusCode::kInvalidArgument,
+               "@" + policy->entry.signature.entry + " in '" + dir +
+                   "' has no host code (compile it with --target=host or --target=all)");
     return nullptr;
   }
   policy->library = SharedLibrary::open(dir + "/" + policy->entry.hostLibrary, error);
   if (!policy->library)
-    return nullptr;
+    return badFile();
   policy->function =
       reinterpret_cast<PackedFn>(policy->library->symbol(policy->entry.hostSymbol, error));
-  return policy->function ? std::move(policy) : nullptr;
+  if (!policy->function)
+    return badFile();
+  status = Status::ok();
+  return policy;
 }
 
-bool HostPolicy::packKnobs(const std::vector<std::string> &overrides,
-                           std::vector<uint8_t> &knobs, std::string &error) const {
+Status HostPolicy::packKnobs(const std::vector<std::string> &overrides,
+                             std::vector<uint8_t> &knobs) const {
   knobs.clear();
   if (entry.signature.knobs.empty()) {
     if (overrides.empty())
-      return true;
-    error = "--set " + overrides.front() + ": @" + entry.signature.entry +
-            " has no run-time knobs";
-    return false;
+      return Status::ok();
+    return {StatusCode::kInvalidKnob, "--set " + overrides.front() + ": @" +
+                                          entry.signature.entry + " has no run-time knobs"};
   }
-  return runtime::packKnobs(entry.signature.knobs, overrides, knobs, error);
+  std::string error;
+  if (!runtime::packKnobs(entry.signature.knobs, overrides, knobs, error))
+    return {StatusCode::kInvalidKnob, error};
+  return Status::ok();
 }
 
-bool HostPolicy::run(CallBuffers &call, const std::vector<uint8_t> &knobs,
-                     std::string &error) const {
+Status HostPolicy::run(CallBuffers &call, const std::vector<uint8_t> &knobs) const {
   PackedArguments packed(entry.signature, call.tokens(), call.buffers(), call.scalars(),
                          knobs.empty() ? nullptr : knobs.data());
-  return this->call(packed, error);
+  return this->call(packed);
 }
 
-bool HostPolicy::call(PackedArguments &packed, std::string &error) const {
+Status HostPolicy::call(PackedArguments &packed) const {
   function(packed.arguments().data());
-  if (packed.status() != 0) {
-    error = "@" + entry.signature.entry + " returned status " +
-            std::to_string(packed.status()) + ": " +
-            statusMessage(entry.signature, packed.status());
-    return false;
-  }
-  return true;
+  return entryStatus(entry.signature, packed.status(), "@" + entry.signature.entry);
 }
 
 } // namespace switchyard::runtime

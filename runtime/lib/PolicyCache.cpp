@@ -135,29 +135,29 @@ std::string PolicyCache::key(const CompileRequest &request, std::string &error) 
   return h.hex();
 }
 
-bool PolicyCache::artifacts(const CompileRequest &request, std::string &dir,
-                            std::string &error, bool *hit) {
+Status PolicyCache::artifacts(const CompileRequest &request, std::string &dir, bool *hit) {
   std::lock_guard<std::mutex> lock(mutex);
+  std::string error;
   std::string k = key(request, error);
   if (k.empty())
-    return false;
+    return {StatusCode::kBadFile, error};
   dir = rootDir + "/" + k;
   struct stat st;
   if (stat((dir + "/manifest.json").c_str(), &st) == 0) {
     if (hit)
       *hit = true;
-    return true;
+    return Status::ok();
   }
   if (hit)
     *hit = false;
   if (!makeDirectories(rootDir)) {
-    error = "cannot create the policy cache '" + rootDir + "': " + std::strerror(errno);
-    return false;
+    return {StatusCode::kInternal,
+            "cannot create the policy cache '" + rootDir + "': " + std::strerror(errno)};
   }
   std::string scratch = rootDir + "/tmp-" + k + "-XXXXXX";
   if (!mkdtemp(scratch.data())) {
-    error = "cannot create a directory in '" + rootDir + "': " + std::strerror(errno);
-    return false;
+    return {StatusCode::kInternal,
+            "cannot create a directory in '" + rootDir + "': " + std::strerror(errno)};
   }
   std::vector<std::string> argv{compilerPath(), request.policyPath,
                                 "--target=" + request.target, "-o", scratch};
@@ -186,17 +186,17 @@ bool PolicyCache::artifacts(const CompileRequest &request, std::string &dir,
                  ? std::string(": cannot run ") + cargv[0] + ": " + std::strerror(spawned)
                  : ":\n" + output);
     removeTree(scratch);
-    return false;
+    return {StatusCode::kCompileFailed, error};
   }
   // Publish atomically; a concurrent process that published first wins.
   if (rename(scratch.c_str(), dir.c_str()) != 0) {
     removeTree(scratch);
     if (stat((dir + "/manifest.json").c_str(), &st) != 0) {
-      error = "cannot publish '" + dir + "': " + std::strerror(errno);
-      return false;
+      return {StatusCode::kInternal,
+              "cannot publish '" + dir + "': " + std::strerror(errno)};
     }
   }
-  return true;
+  return Status::ok();
 }
 
 } // namespace switchyard::runtime

@@ -158,6 +158,17 @@ def main():
     raises("a shape a policy does not use", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), experts=8, top_k=2, groups=4),
         "--groups 4 is not used by this policy file", sy.CompileError)
+    # One exception class per runtime status code, chosen by the code, not the message.
+    from switchyard import _errors
+    check("every runtime status code has one exception class",
+          set(sy._switchyard.STATUS_CODES) == set(_errors.ERROR_CLASSES))
+    bad_model = tempfile.mkdtemp(prefix="python-api-model-")
+    with open(os.path.join(bad_model, "config.json"), "w") as f:
+        f.write('{"model_type": 3}')
+    raises("a malformed config.json is a FileFormatError", lambda: sy.Executor(bad_model),
+           "model_type", sy.FileFormatError)
+    raises("a missing model directory is a FileFormatError", lambda: sy.Executor(
+        os.path.join(bad_model, "nope")), "nope", sy.FileFormatError)
     raises("an unknown shape parameter", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), expert=8), "unknown shape parameter 'expert'")
     libra = sy.compile(os.path.join(POLICIES, "libra.mlir"), entry="libra",

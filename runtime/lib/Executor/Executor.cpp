@@ -11,7 +11,18 @@ namespace switchyard::exec {
 
 std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
                                            runtime::PolicyCache &cache,
-                                           std::string &error) {
+                                           runtime::Status &status) {
+  std::string error;
+  // What kind of failure a `return nullptr` below is: set where it is not an option.
+  runtime::StatusCode code = runtime::StatusCode::kInvalidArgument;
+  std::unique_ptr<Executor> ex = build(options, cache, error, code);
+  status = ex ? runtime::Status::ok() : runtime::Status(code, error);
+  return ex;
+}
+
+std::unique_ptr<Executor> Executor::build(const ExecutorOptions &options,
+                                          runtime::PolicyCache &cache, std::string &error,
+                                          runtime::StatusCode &code) {
   int cudaOrdinal = -1;
   if (options.device.rfind("cuda", 0) == 0) {
     std::string rest = options.device.substr(4);
@@ -34,13 +45,17 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
             ": expert parallelism runs on the host (MPI) in this version";
     return nullptr;
   }
-  if (cudaOrdinal >= 0 && !(ex->device = openCudaDevice(cudaOrdinal, error)))
+  if (cudaOrdinal >= 0 && !(ex->device = openCudaDevice(cudaOrdinal, error))) {
+    code = runtime::StatusCode::kDevice;
     return nullptr;
+  }
+  code = runtime::StatusCode::kBadFile;
   if (!model::readMoeConfig(options.modelDir, ex->cfg, error))
     return nullptr;
   ex->ckpt = model::SafetensorsCheckpoint::open(options.modelDir, error);
   if (!ex->ckpt)
     return nullptr;
+  code = runtime::StatusCode::kInvalidArgument;
   ex->policyFile = options.policyPath.empty()
                        ? shippedPolicyDir() + "/" + ex->cfg.nativePolicy() + ".mlir"
                        : options.policyPath;
@@ -77,12 +92,25 @@ std::unique_ptr<Executor> Executor::create(const ExecutorOptions &options,
     request.flags.push_back("--launcher-library");
   }
   std::string artifacts;
-  if (!cache.artifacts(request, artifacts, error))
+  runtime::Status step = cache.artifacts(request, artifacts);
+  if (!step.isOk()) {
+    code = step.code();
+    error = step.message();
     return nullptr;
+  }
   std::shared_ptr<runtime::HostPolicy> policy =
-      runtime::HostPolicy::load(artifacts, options.entry, error);
-  if (!policy)
+      runtime::HostPolicy::load(artifacts, options.entry, step);
+  if (!policy) {
+    code = step.code();
+    error = step.message();
     return nullptr;
+  }
+  std::vector<uint8_t> knobBytes; // checked here so that a bad setting is kInvalidKnob
+  if (step = policy->packKnobs(options.knobSettings, knobBytes); !step.isOk()) {
+    code = step.code();
+    error = step.message();
+    return nullptr;
+  }
   ex->router = Router::create(policy, ex->cfg.experts, options.knobSettings, error);
   if (!ex->router)
     return nullptr;

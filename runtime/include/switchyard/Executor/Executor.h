@@ -17,6 +17,7 @@
 #include "switchyard/Executor/MoeLayer.h"
 #include "switchyard/Memory/ExpertMemory.h"
 #include "switchyard/Runtime/PolicyCache.h"
+#include "switchyard/Runtime/Status.h"
 
 #include <map>
 
@@ -47,8 +48,19 @@ struct ExecutorOptions {
 
 class Executor {
 public:
+  /// Failures: kBadFile (config.json, the checkpoint, a cached policy), kCompileFailed
+  /// (the policy), kInvalidKnob (a knob setting), kDevice (no usable GPU), else
+  /// kInvalidArgument (an option).
   static std::unique_ptr<Executor> create(const ExecutorOptions &options,
-                                          runtime::PolicyCache &cache, std::string &error);
+                                          runtime::PolicyCache &cache,
+                                          runtime::Status &status);
+  static std::unique_ptr<Executor> create(const ExecutorOptions &options,
+                                          runtime::PolicyCache &cache, std::string &error) {
+    runtime::Status status;
+    std::unique_ptr<Executor> executor = create(options, cache, status);
+    status.report(error);
+    return executor;
+  }
 
   const model::MoeConfig &config() const { return cfg; }
   const std::vector<std::unique_ptr<Layer>> &layers() const { return moeLayers; }
@@ -73,6 +85,10 @@ public:
   const MemoryMetrics *memoryMetrics() const { return memory ? &lastMemory : nullptr; }
 
 private:
+  /// create()'s work; `code` says what kind of failure a null result is.
+  static std::unique_ptr<Executor> build(const ExecutorOptions &options,
+                                         runtime::PolicyCache &cache, std::string &error,
+                                         runtime::StatusCode &code);
   bool beginStep(std::string &error);
   void endStep();
 

@@ -35,8 +35,9 @@ public:
   /// place, float32 refused). `results[j]`:
   /// memory for result j, of its shape for `tokens`. `knobs`: the knob struct (null:
   /// the defaults).
-  bool run(int64_t tokens, const void *const *inputs, const npy::DType *dtypes,
-           void *const *results, const uint8_t *knobs, std::string &error) const;
+  /// Failures: kInvalidArgument (an argument, the token count), kInvalidKnob.
+  Status run(int64_t tokens, const void *const *inputs, const npy::DType *dtypes,
+             void *const *results, const uint8_t *knobs) const;
 
   const Signature &signature() const { return policy.signature(); }
   /// The parameter index of result j (for its shape: Param::shapeFor).

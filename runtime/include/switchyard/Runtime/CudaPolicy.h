@@ -12,6 +12,7 @@
 
 #include "switchyard/Runtime/Manifest.h"
 #include "switchyard/Runtime/SharedLibrary.h"
+#include "switchyard/Runtime/Status.h"
 
 #include <memory>
 
@@ -20,8 +21,17 @@ namespace switchyard::runtime {
 class CudaPolicy {
 public:
   /// Entry `entry` (empty: the only router) of the artifact directory `dir`.
+  /// Failures: kBadFile (the manifest or launcher library), kInvalidArgument (no
+  /// launcher compiled), kDevice (the CUDA runtime or driver is missing).
   static std::unique_ptr<CudaPolicy> load(const std::string &dir, const std::string &entry,
-                                          std::string &error);
+                                          Status &status);
+  static std::unique_ptr<CudaPolicy> load(const std::string &dir, const std::string &entry,
+                                          std::string &error) {
+    Status status;
+    std::unique_ptr<CudaPolicy> policy = load(dir, entry, status);
+    status.report(error);
+    return policy;
+  }
   CudaPolicy(const CudaPolicy &) = delete;
   CudaPolicy &operator=(const CudaPolicy &) = delete;
 
@@ -32,10 +42,15 @@ public:
   /// Launches on `stream` (a cudaStream_t): one device pointer per buffer parameter
   /// (nullptr for scalars), scalars by value in ABI order, the knob struct on the host
   /// (empty: defaults). A non-zero status (a cudaError_t, or a rejected token count or
-  /// knob) is an error naming it.
+  /// knob) is an error naming it (kDevice, kInvalidArgument, kInvalidKnob).
+  Status launch(int64_t tokens, const std::vector<void *> &buffers,
+                const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
+                void *workspace, void *stream) const;
   bool launch(int64_t tokens, const std::vector<void *> &buffers,
               const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
-              void *workspace, void *stream, std::string &error) const;
+              void *workspace, void *stream, std::string &error) const {
+    return launch(tokens, buffers, scalars, knobs, workspace, stream).report(error);
+  }
 
 private:
   CudaPolicy() = default;

@@ -16,6 +16,8 @@
 #ifndef SWITCHYARD_RUNTIME_POLICYCACHE_H
 #define SWITCHYARD_RUNTIME_POLICYCACHE_H
 
+#include "switchyard/Runtime/Status.h"
+
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,9 +35,13 @@ public:
   explicit PolicyCache(std::string root = defaultRoot());
 
   /// The artifact directory for `request`, compiling on a miss; `hit` says which.
-  /// A compile error is returned with the compiler's own diagnostics (file:line:col).
+  /// A compile error (kCompileFailed) carries the compiler's own diagnostics
+  /// (file:line:col); an unreadable policy or model file is kBadFile.
+  Status artifacts(const CompileRequest &request, std::string &dir, bool *hit = nullptr);
   bool artifacts(const CompileRequest &request, std::string &dir, std::string &error,
-                 bool *hit = nullptr);
+                 bool *hit = nullptr) {
+    return artifacts(request, dir, hit).report(error);
+  }
 
   /// The key of `request` (16 hex digits), or "" with `error` when the policy or the
   /// compiler cannot be read.
