@@ -37,7 +37,9 @@ the first input of each is minimized (line and chunk deletion while the finding
 reproduces) and saved under OUT/findings/<id>/ with cmd.json (the command, `{dir}` is
 the reproducer's directory, `{out}` a scratch output directory). test/fuzz/replay.py
 replays such directories. Only Python 3 and numpy are needed; one tool process runs at
-a time.
+a time. CI (fuzz/replay-corpus) replays test/fuzz/corpus through the normal build: a
+sanitized build of the MLIR tools is too slow for CI, so the sanitizers only run here.
+The runtime's inputs have their own fuzzer, fuzz_runtime.py (see README.md).
 """
 import argparse
 import hashlib
@@ -170,7 +172,8 @@ def load_seeds():
 
 NUM_RE = re.compile(rb"-?\b\d+(?:\.\d+)?(?:[eE][+-]?\d+)?\b|0x[0-9A-Fa-f]+")
 ATTR_GROUP_RE = re.compile(rb"\{([^{}\n]*=[^{}\n]*)\}")
-TYPE_RE = re.compile(rb"tensor<[^>]*>|!moe\.\w+<[^>]*>|\b(?:f16|bf16|f32|f64|i1|i8|i32|i64|index)\b")
+TYPE_RE = re.compile(rb"tensor<[^>]*>|!moe\.\w+<[^>]*>"
+                     rb"|\b(?:f16|bf16|f32|f64|i1|i8|i32|i64|index)\b")
 OPNAME_RE = re.compile(rb"\b(?:moe|arith|tensor|func|scf|math)\.[a-z_]+\b")
 SSA_RE = re.compile(rb"%[A-Za-z_][\w$.]*|%\d+")
 KEYWORD_RE = re.compile(rb"\b[a-z_]+\b")
