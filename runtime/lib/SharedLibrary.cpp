@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <vector>
 
 namespace switchyard::runtime {
@@ -21,6 +22,106 @@ constexpr off_t kMaxLibraryBytes = off_t(1) << 30;
 std::string realPath(const std::string &path) {
   char buffer[PATH_MAX];
   return realpath(path.c_str(), buffer) ? std::string(buffer) : path;
+}
+
+/// Whether [address, address + bytes) lies in one loadable segment: its file-backed
+/// part when `fileBacked` (tables ld.so reads), else its memory image.
+bool inLoadedSegment(const std::vector<Elf64_Phdr> &ph, uint64_t address, uint64_t bytes,
+                     bool fileBacked) {
+  for (const Elf64_Phdr &p : ph) {
+    uint64_t extent = fileBacked ? p.p_filesz : p.p_memsz;
+    if (p.p_type == PT_LOAD && address >= p.p_vaddr && address - p.p_vaddr <= extent &&
+        bytes <= extent - (address - p.p_vaddr))
+      return true;
+  }
+  return false;
+}
+
+/// Whether the dynamic section, which ld.so follows without checks while it maps the
+/// library, is sound: one PT_DYNAMIC inside the file and a loadable segment, ending
+/// in DT_NULL, each table it points at (strings, symbols, hashes, relocations,
+/// initialisers) inside a loadable segment with its size, each name inside the string
+/// table. A byte flip there made dlopen itself crash (SEGV in elf_get_dynamic_info).
+bool soundDynamicSection(std::ifstream &in, const std::string &path, uint64_t size,
+                         const std::vector<Elf64_Phdr> &ph, std::string &error) {
+  auto bad = [&](const std::string &what) {
+    error = "'" + path + "' has a damaged dynamic section (" + what + ")";
+    return false;
+  };
+  const Elf64_Phdr *dynamic = nullptr;
+  for (const Elf64_Phdr &p : ph) {
+    if (p.p_type == PT_LOAD && p.p_filesz > p.p_memsz)
+      return bad("a loadable segment has more file bytes than memory");
+    if (p.p_type != PT_DYNAMIC)
+      continue;
+    if (dynamic)
+      return bad("two PT_DYNAMIC segments");
+    dynamic = &p;
+  }
+  if (!dynamic)
+    return bad("no PT_DYNAMIC segment");
+  if (dynamic->p_offset > size || dynamic->p_filesz > size - dynamic->p_offset ||
+      dynamic->p_filesz < sizeof(Elf64_Dyn) ||
+      !inLoadedSegment(ph, dynamic->p_vaddr, dynamic->p_filesz, true))
+    return bad("PT_DYNAMIC lies outside the file or its loadable segments");
+  std::vector<Elf64_Dyn> entries(dynamic->p_filesz / sizeof(Elf64_Dyn));
+  in.seekg(std::streamoff(dynamic->p_offset));
+  if (!in.read(reinterpret_cast<char *>(entries.data()),
+               std::streamsize(entries.size() * sizeof(Elf64_Dyn))))
+    return bad("cannot be read");
+  std::map<int64_t, uint64_t> value; // the first of each tag, as ld.so keeps it
+  bool terminated = false;
+  std::vector<uint64_t> names;
+  for (const Elf64_Dyn &d : entries) {
+    if (d.d_tag == DT_NULL) {
+      terminated = true;
+      break;
+    }
+    value.emplace(d.d_tag, d.d_un.d_val);
+    if (d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH ||
+        d.d_tag == DT_RUNPATH)
+      names.push_back(d.d_un.d_val);
+  }
+  if (!terminated)
+    return bad("no DT_NULL entry");
+  if (!value.count(DT_STRTAB) || !value.count(DT_STRSZ) || !value.count(DT_SYMTAB))
+    return bad("no string or symbol table");
+  // Tables with a size tag: the whole table is read from the file.
+  static const std::pair<int64_t, int64_t> sized[] = {
+      {DT_STRTAB, DT_STRSZ},
+      {DT_RELA, DT_RELASZ},
+      {DT_REL, DT_RELSZ},
+      {DT_JMPREL, DT_PLTRELSZ},
+      {DT_INIT_ARRAY, DT_INIT_ARRAYSZ},
+      {DT_FINI_ARRAY, DT_FINI_ARRAYSZ},
+      {DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ}};
+  for (const auto &[table, bytes] : sized) {
+    auto address = value.find(table);
+    if (address == value.end())
+      continue;
+    auto length = value.find(bytes);
+    if (length == value.end() ||
+        !inLoadedSegment(ph, address->second, length->second,
+                         table != DT_INIT_ARRAY && table != DT_FINI_ARRAY &&
+                             table != DT_PREINIT_ARRAY))
+      return bad("table " + std::to_string(table) + " lies outside the loadable segments");
+  }
+  // Tables and code addressed without a size: the first entry at least.
+  static const int64_t pointers[] = {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED,
+                                     DT_VERDEF, DT_INIT, DT_FINI,     DT_PLTGOT};
+  for (int64_t tag : pointers) {
+    auto address = value.find(tag);
+    if (address != value.end() && !inLoadedSegment(ph, address->second, 8, false))
+      return bad("entry " + std::to_string(tag) + " points outside the loadable segments");
+  }
+  for (uint64_t name : names)
+    if (name >= value[DT_STRSZ])
+      return bad("a library name lies outside the string table");
+  if (value.count(DT_SYMENT) && value[DT_SYMENT] != sizeof(Elf64_Sym))
+    return bad("symbol entries are not Elf64_Sym");
+  if (value.count(DT_RELAENT) && value[DT_RELAENT] != sizeof(Elf64_Rela))
+    return bad("relocation entries are not Elf64_Rela");
+  return true;
 }
 
 /// Whether `path` is a whole 64-bit ELF shared object: every program header's bytes
@@ -64,7 +165,7 @@ bool wholeElf(const std::string &path, std::string &error) {
               " bytes; a segment ends at " + std::to_string(p.p_offset + p.p_filesz) + ")";
       return false;
     }
-  return true;
+  return soundDynamicSection(in, path, size, ph, error);
 }
 
 } // namespace

@@ -148,7 +148,7 @@ bool parseNumber(const std::string &text, double &out, bool positive) {
 
 /// One batch to run: its hidden states, structure, and where its results go.
 struct Job {
-  std::string name; // "batch 3: " in messages, "" for a single input
+  std::string name; // "--batches (b.npz) batch 3: " in messages, "" for --input
   std::vector<float> hidden;
   int64_t tokens = 0;
   exec::BatchInfo batch;
@@ -183,7 +183,7 @@ bool readBatches(const std::string &path, const model::MoeConfig &config,
   for (int64_t i = 0; arrays.count("hidden_" + std::to_string(i)); ++i) {
     std::string n = std::to_string(i), what = "--batches (" + path + ")['";
     Job job;
-    job.name = "batch " + n + ": ";
+    job.name = "--batches (" + path + ") batch " + n + ": "; // names the file too
     job.out = out + "/batch_" + n;
     job.replay = replay.empty() ? "" : replay + "/batch_" + n;
     if (!checkHidden(arrays["hidden_" + n], what + "hidden_" + n + "']", config, job,

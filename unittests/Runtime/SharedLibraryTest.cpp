@@ -2,7 +2,8 @@
 //
 // A cached policy library is a file anyone may have damaged: a truncated one is
 // refused before dlopen maps it (else SIGBUS), a non-ELF one is named, and a manifest's
-// symbol must be defined by the library itself, not by a dependency (libc's free).
+// symbol must be defined by the library itself, not by a dependency (libc's free);
+// a damaged dynamic section, which ld.so follows unchecked, is refused before dlopen.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Runtime/SharedLibrary.h"
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -55,6 +57,46 @@ TEST_F(SharedLibraryTest, ATruncatedLibraryIsAnErrorNotASigbus) {
   std::string error;
   EXPECT_FALSE(SharedLibrary::open(scratch, error));
   EXPECT_NE(error.find("is truncated"), std::string::npos) << error;
+}
+
+/// The runtime library's bytes with `damage` applied to its program headers or its
+/// dynamic section, written to `path`.
+template <typename Damage> void writeDamaged(const std::string &path, Damage damage) {
+  std::ifstream in(runtimeLibrary(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto *eh = reinterpret_cast<Elf64_Ehdr *>(bytes.data());
+  auto *ph = reinterpret_cast<Elf64_Phdr *>(bytes.data() + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (ph[i].p_type == PT_DYNAMIC) {
+      auto *dyn = reinterpret_cast<Elf64_Dyn *>(bytes.data() + ph[i].p_offset);
+      damage(ph[i], dyn);
+      break;
+    }
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+TEST_F(SharedLibraryTest, ADamagedDynamicSectionIsRefusedBeforeDlopen) {
+  writeDamaged(scratch, [](Elf64_Phdr &, Elf64_Dyn *dyn) {
+    for (; dyn->d_tag != DT_NULL; ++dyn)
+      if (dyn->d_tag == DT_STRTAB)
+        dyn->d_un.d_ptr = 0x7fff0000000; // far outside every segment
+  });
+  std::string error;
+  EXPECT_FALSE(SharedLibrary::open(scratch, error));
+  EXPECT_NE(error.find("has a damaged dynamic section"), std::string::npos) << error;
+  writeDamaged(scratch, [](Elf64_Phdr &, Elf64_Dyn *dyn) {
+    for (; dyn->d_tag != DT_NULL; ++dyn)
+      if (dyn->d_tag == DT_NEEDED)
+        dyn->d_un.d_val = 1 << 30; // a library name past the string table
+  });
+  EXPECT_FALSE(SharedLibrary::open(scratch, error));
+  EXPECT_NE(error.find("outside the string table"), std::string::npos) << error;
+  writeDamaged(scratch, [](Elf64_Phdr &p, Elf64_Dyn *) { p.p_type = PT_NULL; });
+  EXPECT_FALSE(SharedLibrary::open(scratch, error));
+  EXPECT_NE(error.find("no PT_DYNAMIC segment"), std::string::npos) << error;
+  // Undamaged, the same copy loads.
+  writeDamaged(scratch, [](Elf64_Phdr &, Elf64_Dyn *) {});
+  EXPECT_TRUE(SharedLibrary::open(scratch, error)) << error;
 }
 
 TEST_F(SharedLibraryTest, NotAnElfLibraryIsNamed) {
