@@ -32,7 +32,7 @@ iteration picks a campaign and mutates one thing:
 
 Findings: a sanitizer report, a signal, an exit status other than 0 and 1, a run over
 the time limit, or exit 1 whose message names neither the mutated file nor the flag
-(`unnamed-error`); for Python an exception other than switchyard's errors, ValueError,
+(`unnamed-error`); for Python an exception other than a SwitchyardError, ValueError,
 TypeError, OSError or KeyError, or one whose message names no argument. Each finding's
 first input is saved under OUT/findings/<id>/ with cmd.json (as fuzz.py's, plus `env`
 and `prime` for cache cases); test/fuzz/replay.py replays such directories.
@@ -75,8 +75,8 @@ ARCHES = [("mixtral", SMALL), ("qwen2_moe", dict(SMALL, dense_intermediate=8,
                                                  shared_intermediate=8)),
           ("qwen3_moe", dict(SMALL, dense_intermediate=8, shards=2)), ("olmoe", SMALL),
           ("deepseek_v3", dict(SMALL, dense_intermediate=8))]
-PY_OK_EXCEPTIONS = ("SwitchyardError", "CompileError", "InputError", "KnobError",
-                    "ValueError", "TypeError", "OSError", "KeyError", "FileNotFoundError",
+# Besides any switchyard.SwitchyardError (CompileError, InputError, ...):
+PY_OK_EXCEPTIONS = ("ValueError", "TypeError", "OSError", "KeyError", "FileNotFoundError",
                     "NotADirectoryError", "IsADirectoryError", "PermissionError")
 
 
@@ -544,8 +544,9 @@ class RuntimeFuzzer:
         else:
             rec[name] = self.mutate_npy(rec[name], ids="ids" in name)
         files.update(rec)
+        names = ["--replay", "replayed routing", os.path.basename(name)]
         self.run_case(Case("moe-exec", self.base_args() + ["--replay", "{dir}/rec"], files,
-                           "replay", names=["--replay", "replayed routing", os.path.basename(name)]))
+                           "replay", names=names))
 
     def campaign_cache(self):
         rng = self.rng
@@ -619,7 +620,7 @@ def call(what, fn):
         fn()
     except Exception as e:
         name = type(e).__name__
-        if name not in OK:
+        if name not in OK and not isinstance(e, switchyard.SwitchyardError):
             print("UNEXPECTED %%s: %%s: %%s" %% (name, what, str(e)[:200]), flush=True)
             traceback.print_exc()
 '''
