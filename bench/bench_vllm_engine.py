@@ -128,7 +128,8 @@ def main():
         return 0
     build_model(args)
     rows = []
-    print(f"{'router':<26} {'batch':>5} {'tokens/s':>9} {'vs native':>9} {'experts/layer/step':>19}")
+    print(f"{'router':<26} {'batch':>5} {'tokens/s':>9} {'vs native':>9} "
+          f"{'experts/layer/step':>19}")
     for batch in [int(b) for b in args.batches.split(",")]:
         native = None
         for name, policy, knobs in ROUTERS:
@@ -158,7 +159,8 @@ def main():
     # Native routes exactly as topk_softmax: its active experts are that run's.
     for r in rows:
         if r["policy"] is None:
-            twin = next(x for x in rows if x["batch"] == r["batch"] and x["policy"] == "topk_softmax")
+            twin = next(x for x in rows
+                        if x["batch"] == r["batch"] and x["policy"] == "topk_softmax")
             r["active_per_layer_step"] = twin["active_per_layer_step"]
     if args.json:
         import platform

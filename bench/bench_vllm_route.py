@@ -13,7 +13,8 @@ No CUDA graphs on the CPU: every call pays. T in {1, 8, 64,
 logits; every call on fresh logits (a pool of ~8 MB of distinct inputs, cycled); calls
 interleaved in rounds, the median per call of each.
 
-    .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--compiled] [--json out.json]
+    .venv-vllm/bin/python bench/bench_vllm_route.py [--rounds 30 --calls 200] [--compiled] \
+        [--json out.json]
 """
 import argparse
 import json
@@ -83,7 +84,9 @@ def main():
                     w1, i1 = ours.select_experts(hidden, logits)
                     same = bool((i0.sort(1).values == i1.sort(1).values).all())
                     # bfloat16 logits tie often: then the chosen logit values agree.
-                    values = lambda ids: logits.float().gather(1, ids.long()).sort(1).values
+                    def values(ids):
+                        return logits.float().gather(1, ids.long()).sort(1).values
+
                     ties = not same and bool((values(i0) == values(i1)).all())
                     fns = {"native": native.select_experts, "switchyard": ours.select_experts}
                     if args.compiled:
@@ -117,8 +120,9 @@ def main():
                     print(f"{name:>8} {E:>4} {k:>2} {T:>5} {n:>10.1f} {s:>14.1f} "
                           f"{s / n:>9.2f}{compiled}{note}", flush=True)
     worst = max(r["switchyard_us"] / r["native_us"] for r in rows)
+    at_most = sum(r["switchyard_us"] <= r["native_us"] for r in rows)
     print(f"eager: worst ratio switchyard / native {worst:.2f} "
-          f"({sum(r['switchyard_us'] <= r['native_us'] for r in rows)}/{len(rows)} at most as slow)")
+          f"({at_most}/{len(rows)} at most as slow)")
     if args.compiled:
         worst = max(r["switchyard_compiled_us"] / r["native_compiled_us"] for r in rows)
         at_most = sum(r["switchyard_compiled_us"] <= r["native_compiled_us"] for r in rows)

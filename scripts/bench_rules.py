@@ -37,7 +37,7 @@ def main():
     from policy_shapes import import_switchyard
     switchyard = import_switchyard(a.build)
     import rules_reference as ref
-    from test_rules import EF_DEFAULTS, expertflow_reference, predicted_ids
+    from test_rules import expertflow_reference, predicted_ids
 
     rng = np.random.default_rng(0)
     rows = []

@@ -24,7 +24,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.switchyard_tools_dir, append_path=True)
 
-tools = [ToolSubst(t, unresolved="fatal") for t in ("moe-opt", "moe-run", "moe-compile", "moe-translate", "mlir-translate")]
+tools = [ToolSubst(t, unresolved="fatal")
+         for t in ("moe-opt", "moe-run", "moe-compile", "moe-translate", "mlir-translate")]
 llvm_config.add_tool_substitutions(tools, [config.switchyard_tools_dir, config.llvm_tools_dir])
 
 config.substitutions.append(("%python", config.python_executable))

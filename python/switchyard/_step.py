@@ -65,9 +65,10 @@ class StepRouter:
         unknown = [n for n in router.inputs if n != "logits" and n not in self.layer_inputs
                    and n not in self.metadata_inputs]
         if unknown:
+            given = ", ".join(["logits"] + list(layer_inputs) + list(METADATA_INPUTS))
             raise SwitchyardError(
                 f"{self.label}: the policy needs input '{unknown[0]}', which the engine "
-                f"does not give (given: logits, {', '.join(list(layer_inputs) + list(METADATA_INPUTS))})")
+                f"does not give (given: {given})")
         self._scalar_names = [n for n in self.metadata_inputs if n in router._scalars]
         self._scalars = np.zeros(max(1, len(self._scalar_names)), dtype=np.int64)
         order = ["logits"] + self.layer_inputs + self.metadata_inputs

@@ -193,7 +193,8 @@ def _metadata_value(state, name, tokens, device):
     if name == "phase":
         if isinstance(value, str):
             if value not in _PHASES:
-                raise _error(f"switchyard.hf: phase must be one of {sorted(_PHASES)} or 0/1/2, got '{value}'")
+                raise _error(f"switchyard.hf: phase must be one of {sorted(_PHASES)} or 0/1/2, "
+                             f"got '{value}'")
             value = _PHASES[value]
         if isinstance(value, torch.Tensor):
             value = int(value.reshape(-1)[0].item()) if value.numel() == 1 else value
@@ -213,7 +214,8 @@ def _make_hook(state, name, module, kind):
     import torch
 
     inputs = list(state.router.inputs)
-    extra = [n for n in inputs if n != "logits" and not (n == "bias" and hasattr(module, "e_score_correction_bias"))]
+    has_bias = hasattr(module, "e_score_correction_bias")
+    extra = [n for n in inputs if n != "logits" and not (n == "bias" and has_bias)]
     weights_dtype = kind["weights"]
     on_gpu = getattr(state.router, "target", "host") == "cuda"
 
@@ -224,9 +226,11 @@ def _make_hook(state, name, module, kind):
         # A router compiled for CUDA runs on the logits' GPU; a host router on the CPU.
         run_on = router_logits.device if on_gpu and router_logits.is_cuda else torch.device("cpu")
         with torch.no_grad():
-            feed = {"logits": router_logits.detach().to(device=run_on, dtype=torch.float32).contiguous()}
+            feed = {"logits": router_logits.detach().to(device=run_on,
+                                                         dtype=torch.float32).contiguous()}
             if "bias" in inputs and "bias" not in extra:
-                feed["bias"] = mod.e_score_correction_bias.detach().to(device=run_on, dtype=torch.float32).contiguous()
+                feed["bias"] = mod.e_score_correction_bias.detach().to(
+                    device=run_on, dtype=torch.float32).contiguous()
             for n in extra:
                 feed[n] = _metadata_value(state, n, tokens, run_on)
             out = state.router(**feed)
@@ -283,16 +287,20 @@ def patch(model, policy, *, knobs=None, target="host", metadata=None, **shape):
         )
     for name, module, _ in routers:
         if getattr(module, "_switchyard_hf_hooked", False):
-            raise _error(f"switchyard.hf: router '{name}' is already patched (through another model object)")
+            raise _error(f"switchyard.hf: router '{name}' is already patched (through another "
+                         "model object)")
 
-    if callable(policy) and hasattr(policy, "inputs") and not isinstance(policy, (str, os.PathLike)):
+    if (callable(policy) and hasattr(policy, "inputs")
+            and not isinstance(policy, (str, os.PathLike))):
         if knobs is not None or shape:
-            raise _error("switchyard.hf: knobs / shape arguments go with a policy to compile, not a compiled router")
+            raise _error("switchyard.hf: knobs / shape arguments go with a policy to compile, "
+                         "not a compiled router")
         router, policy_name = policy, getattr(policy, "name", type(policy).__name__)
     else:
         config = getattr(model, "config", None)
         if config is None:
-            raise _error(f"switchyard.hf: {type(model).__name__} has no config to bind the policy to")
+            raise _error(f"switchyard.hf: {type(model).__name__} has no config to bind the "
+                         "policy to")
         router = _package().compile(
             os.fspath(policy) if isinstance(policy, os.PathLike) else policy,
             model=_config_dict(config), target=target, knobs=knobs, **shape,
@@ -302,7 +310,8 @@ def patch(model, policy, *, knobs=None, target="host", metadata=None, **shape):
             policy_name = "<policy text>"
 
     state = _Patch(router, metadata, policy_name)
-    hooks = [(name, module, _make_hook(state, name, module, kind)) for name, module, kind in routers]
+    hooks = [(name, module, _make_hook(state, name, module, kind))
+             for name, module, kind in routers]
 
     # Inputs neither the model nor any metadata can give: an error now, not at the first
     # forward call.

@@ -50,7 +50,8 @@ def check_case(cuda, kit, router, case, stream):
                 cuda.set_kernel_node_params(exe, a, cuda.kernel_node_params(b))
             bad = replay(cuda, call, exe, stream, alt_expected)
             if bad:
-                problems.append(f"knobs {knobs['values']} set in the graph: {', '.join(bad)} differ")
+                problems.append(f"knobs {knobs['values']} set in the graph: "
+                                f"{', '.join(bad)} differ")
             for a in ours:   # and back to the defaults
                 cuda.set_kernel_node_params(exe, a, cuda.kernel_node_params(a))
             bad = replay(cuda, call, exe, stream, inputs.expected)

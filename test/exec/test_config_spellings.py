@@ -155,7 +155,8 @@ def check_executor(s):
         config = hub_config(s, arch)
         x = x_for(config)
         E = ref.num_experts(config)
-        base = {flags: s.execute(s.checkpoint(arch), x, *flags) for flags in [("--block-only",), ()]}
+        base = {flags: s.execute(s.checkpoint(arch), x, *flags)
+                for flags in [("--block-only",), ()]}
         if not all(isinstance(b, dict) for b in base.values()):
             s.check(False, f"{arch}: moe-exec failed on the hub spelling")
             continue
@@ -178,8 +179,8 @@ def check_executor_errors(s):
         r = s.execute(d, x_for(config))
         ok = not isinstance(r, dict) and r.returncode == 1 and expected in r.stderr \
             and "moe-exec: error:" in r.stderr
-        s.check(ok, f"{what}: expected exit 1 and '{expected}', got "
-                    f"{'outputs' if isinstance(r, dict) else (r.returncode, r.stderr.strip()[:300])}")
+        got = "outputs" if isinstance(r, dict) else (r.returncode, r.stderr.strip()[:300])
+        s.check(ok, f"{what}: expected exit 1 and '{expected}', got {got}")
 
     for arch in ARCHS:
         config = hub_config(s, arch)
@@ -193,7 +194,8 @@ def check_executor_errors(s):
         error(f"{arch}: the other spelling not an integer",
               renamed(dict(config, **{key: str(E)}), {key: alias}),
               f"{cfg}: {alias} must be an integer")
-        error(f"{arch}: the other spelling below 1", renamed(dict(config, **{key: 0}), {key: alias}),
+        error(f"{arch}: the other spelling below 1",
+              renamed(dict(config, **{key: 0}), {key: alias}),
               f"{cfg}: {alias} = 0 is outside [1, 16777216]")
         # The numpy reference says the same.
         for bad, words in [(dict(config, **{alias: E * 2}), "disagrees"),

@@ -108,7 +108,8 @@ def libra_checks(label, run_dir, layers, ranks, experts):
         lib = ep["libra"]
         ids = np.load(os.path.join(run_dir, f"topk_ids_{layer}.npy"))
         T = ids.shape[0]
-        owner = np.array([r for r in range(ranks) for _ in range(T * (r + 1) // ranks - T * r // ranks)])
+        owner = np.array([r for r in range(ranks)
+                          for _ in range(T * (r + 1) // ranks - T * r // ranks)])
         holds = np.zeros((ranks, experts), bool)
         for g in range(ranks):
             holds[g, g * per_rank:(g + 1) * per_rank] = True
@@ -130,7 +131,8 @@ def libra_checks(label, run_dir, layers, ranks, experts):
             problems.append(f"layer {layer}: remote slots per expert {remote.sum(axis=0)} != "
                             f"routed {remote_pairs}")
         if lib["local_slots"] != local_pairs.sum():
-            problems.append(f"layer {layer}: local slots {lib['local_slots']} != {local_pairs.sum()}")
+            problems.append(f"layer {layer}: local slots {lib['local_slots']} != "
+                            f"{local_pairs.sum()}")
         if not np.array_equal(np.array(ep["slots_per_rank"]), local_pairs + remote.sum(axis=1)):
             problems.append(f"layer {layer}: slots per rank {ep['slots_per_rank']}")
     check(f"{label}: tokens go only to ranks holding the expert or a replica; local/remote "
@@ -150,7 +152,8 @@ def libra_runs(work, exe, models, rng, compare):
         if many:
             with open(os.path.join(models[arch], "config.json")) as f:
                 config = json.load(f)
-            E = config.get("num_local_experts") or config.get("n_routed_experts") or config["num_experts"]
+            E = (config.get("num_local_experts") or config.get("n_routed_experts")
+                 or config["num_experts"])
             layers = sorted(int(f[9:-4]) for f in os.listdir(many) if f.startswith("topk_ids_"))
             libra_checks(f"{arch} libra {ranks} ranks", many, layers, ranks, E)
     # A skewed batch: every token prefers rank 0's experts. The first layer runs on the
@@ -237,7 +240,9 @@ def main():
         import json
         with open(os.path.join(model, "config.json")) as f:
             width = json.load(f)["hidden_size"]
-        x = hidden if hidden is not None else rng.standard_normal((tokens, width)).astype(np.float32)
+        if hidden is None:
+            hidden = rng.standard_normal((tokens, width)).astype(np.float32)
+        x = hidden
         src = os.path.join(work, f"{label}-x.npy")
         np.save(src, x)
         one, many = os.path.join(work, f"{label}-1"), os.path.join(work, f"{label}-{ranks}")
@@ -289,8 +294,8 @@ def main():
         rc, out = run(MPIRUN + ["-np", "2", exe, models["deepseek_v3"], "--input", x, "--ep", "2",
                                 "--replay", recorded, "--out", again])
         check("replay under --ep 2 reproduces the run bit for bit", rc == 0 and np.array_equal(
-            np.load(os.path.join(recorded, "hidden.npy")), np.load(os.path.join(again, "hidden.npy"))),
-            out[-2000:])
+            np.load(os.path.join(recorded, "hidden.npy")),
+            np.load(os.path.join(again, "hidden.npy"))), out[-2000:])
 
     # A sequence of batches (decode steps, a prefill, a verify step) under EP.
     import json
@@ -346,7 +351,8 @@ def main():
                    os.path.join(work, "bad5")])
     check("--eplb without --ep is refused", rc == 1 and "use it with --ep N" in out, out[-1000:])
     rc, out = run(MPIRUN + ["-np", "2", exe, models["mixtral"], "--input", x, "--ep", "2",
-                            "--eplb", "2", "--eplb-slots", "9", "--out", os.path.join(work, "bad6")])
+                            "--eplb", "2", "--eplb-slots", "9",
+                            "--out", os.path.join(work, "bad6")])
     check("--eplb-slots that the ranks cannot split is refused on every rank",
           rc != 0 and out.count("must be at least the 8 experts and a multiple of --ep 2") >= 2,
           out[-2000:])

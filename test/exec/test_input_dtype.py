@@ -167,8 +167,8 @@ def check_flag_errors(build, work, tally):
              ]
     for tool in ("moe-run", "moe-compile"):
         for value, needle in cases:
-            cmd = [os.path.join(build, "bin", tool), os.path.join(POLICIES, "lynx.mlir")] + flags + \
-                  [f"--input-dtype={value}"]
+            cmd = ([os.path.join(build, "bin", tool), os.path.join(POLICIES, "lynx.mlir")]
+                   + flags + [f"--input-dtype={value}"])
             cmd += ["--out", os.path.join(work, "e")] if tool == "moe-run" else \
                    ["-o", os.path.join(work, "e")]
             r = subprocess.run(cmd, capture_output=True, text=True)

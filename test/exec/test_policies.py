@@ -10,7 +10,8 @@ the independent numpy references in reference.py.
 The shipped policy files are generic: each case binds one to its shape with moe-run's
 flags (--experts, --top-k, and --groups/--topk-groups, --devices/--slots where the
 policy uses them; `shapes` runs every router at (E, k) = (8, 2), (60, 4), (64, 8),
-(128, 8), (256, 8), `models` binds with --model models/*.json), the inputs are written as .npy files, `moe-run` runs the compiled policy with the case's `--set` knobs,
+(128, 8), (256, 8), `models` binds with --model models/*.json), the inputs are written
+as .npy files, `moe-run` runs the compiled policy with the case's `--set` knobs,
 and EVERY result file is compared with the reference: ids, sets, counts and lists
 exactly (same shape and dtype), weights within atol 1e-5 (NaN matches NaN).
 
@@ -22,7 +23,6 @@ import argparse
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -749,7 +749,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True, help="build directory (holds bin/moe-run)")
     ap.add_argument("--policy", action="append", required=True,
-                    choices=POLICIES + ["shapes", "models", "all"], help="policy to test (repeatable)")
+                    choices=POLICIES + ["shapes", "models", "all"],
+                    help="policy to test (repeatable)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel moe-run calls")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--lane-parallel", action="store_true",

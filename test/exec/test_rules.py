@@ -116,7 +116,8 @@ def compare(expected, got):
         elif have.shape != np.asarray(want).shape or not np.array_equal(have, want):
             bad = np.flatnonzero(np.asarray(have).ravel() != np.asarray(want).ravel())[:5]
             problems.append(f"{name}: differs at {list(bad)}: got "
-                            f"{np.asarray(have).ravel()[bad]}, want {np.asarray(want).ravel()[bad]}")
+                            f"{np.asarray(have).ravel()[bad]}, "
+                            f"want {np.asarray(want).ravel()[bad]}")
     return problems
 
 

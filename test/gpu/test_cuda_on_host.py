@@ -8,7 +8,8 @@ tokens per CTA beyond), and its kernel source is compiled as plain C++
 descriptors + workspace), each launch given the <<<grid, block>>> NAME_launch.cpp would
 use: the block is NAME.json's kernels[].block (checked equal to the block in the
 launcher's kernel table, which switchyard/Cuda/Launcher.h launches and asks the
-occupancy of; the emulated kernel refuses any block but the one it was built for), i.e. 256 CPU threads = 8 warps per block, with real block and warp
+occupancy of; the emulated kernel refuses any block but the one it was built for),
+i.e. 256 CPU threads = 8 warps per block, with real block and warp
 barriers, shuffles through per-warp slots, and atomics; the grid is ceil(T /
 tokens_per_cta) CTAs for the large-batch pair (kernel 1 then kernel 2) and 1 for the
 one-CTA class; a grid's CTAs run one after another. All outputs must equal the host

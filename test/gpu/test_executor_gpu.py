@@ -73,13 +73,17 @@ def main():
                     if host.returncode or gpu.returncode:
                         continue
                     for layer in ref.moe_layers(config):
-                        load = lambda d, f: np.load(os.path.join(work, d, f"{f}_{layer}.npy"))
+                        def load(d, f, layer=layer):
+                            return np.load(os.path.join(work, d, f"{f}_{layer}.npy"))
+
                         check(np.array_equal(load("host", "topk_ids"), load("gpu", "topk_ids")),
                               f"{what} layer {layer}: GPU expert ids differ from the host's")
                         dw = np.abs(load("host", "topk_weights") - load("gpu", "topk_weights"))
-                        check(dw.max(initial=0) <= 1e-5, f"{what} layer {layer}: weights {dw.max():.2e}")
+                        check(dw.max(initial=0) <= 1e-5,
+                              f"{what} layer {layer}: weights {dw.max():.2e}")
                         db = np.abs(load("host", "block") - load("gpu", "block"))
-                        check(db.max(initial=0) <= 1e-4, f"{what} layer {layer}: block {db.max():.2e}")
+                        check(db.max(initial=0) <= 1e-4,
+                              f"{what} layer {layer}: block {db.max():.2e}")
             # The stack, and a replay of it on the GPU.
             x = rng.standard_normal((9, config["hidden_size"])).astype(np.float32)
             first = run(model, x, os.path.join(work, "g1"), "--device", "cuda")

@@ -10,8 +10,6 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 sys.dont_write_bytecode = True
 failures = []
 
@@ -94,7 +92,8 @@ def main():
     static.copy_(fresh.cuda())
     graph.replay()
     torch.cuda.synchronize()
-    check("the custom op replays in a CUDA graph", same(captured_ids, host(logits=fresh)["topk_ids"])
+    check("the custom op replays in a CUDA graph",
+          same(captured_ids, host(logits=fresh)["topk_ids"])
           and same(captured_w, host(logits=fresh)["topk_weights"]))
 
     compiled = torch.compile(lambda h: router(logits=h)["topk_ids"], fullgraph=True)

@@ -53,7 +53,8 @@ def main():
     for path in ("bin/moe-compile", "bin/moe-exec", "lib/libSwitchyardRuntime.so",
                  "include/switchyard/Runtime/HostPolicy.h",
                  "lib/cmake/Switchyard/SwitchyardConfig.cmake",
-                 "share/switchyard/policies/xshare.mlir", "share/switchyard/models/deepseek-v3.json"):
+                 "share/switchyard/policies/xshare.mlir",
+                 "share/switchyard/models/deepseek-v3.json"):
         check(f"installed {path}", os.path.exists(os.path.join(prefix, path)))
     # The CUDA plug-ins (built with the toolkit) sit beside the libraries that load them.
     for plugin in ("libSwitchyardExecutorCuda.so", "libSwitchyardCommNccl.so"):

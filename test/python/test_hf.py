@@ -191,7 +191,8 @@ def tiny_model(model_type, seed=0, **overrides):
                     fan_in = p.shape[-1] if p.dim() == 3 else 1
                     if p.dim() == 3 and model_type == "gpt_oss":  # transposed [E, in, out]
                         fan_in = p.shape[-2]
-                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in) * (1.0 if p.dim() == 3 else 0.1))
+                    scale = (1.0 if p.dim() == 3 else 0.1) / math.sqrt(fan_in)
+                    p.copy_(torch.randn(p.shape, generator=g) * scale)
     return model
 
 
@@ -285,7 +286,8 @@ def check_native(sy, hf, model_type, dtype=None, **overrides):
     # sums rounded to bfloat16 (8 bits): a looser bound.
     tolerance = TOLERANCE if dtype in (None, torch.float32) else 5e-2
     assert diff <= tolerance, f"patched with {policy}: max abs diff {diff:.3g} > {tolerance}"
-    assert native_dtypes == patched_dtypes, f"expert inputs' dtypes {patched_dtypes} != {native_dtypes}"
+    assert native_dtypes == patched_dtypes, \
+        f"expert inputs' dtypes {patched_dtypes} != {native_dtypes}"
     assert native_ids.keys() == patched_ids.keys() and native_ids, "experts modules not seen"
     for layer in native_ids:
         a = native_ids[layer].sort(dim=-1).values
@@ -318,14 +320,17 @@ def check_xshare(sy, hf, model_type, budget, seq=5, **overrides):
         assert bool(((routed >= 0) & (routed < E)).all()), \
             f"{layer}: ids outside [0, {E}) reach the experts: {routed.tolist()}"
     deviation = (shared - native).abs().max().item()
-    assert deviation > 10 * TOLERANCE, f"XShare (budget {budget}) equals top-k ({deviation:.3g}): no deviation shown"
+    assert deviation > 10 * TOLERANCE, \
+        f"XShare (budget {budget}) equals top-k ({deviation:.3g}): no deviation shown"
     counts = []
     for layer, routed in shared_ids.items():
         used = distinct(routed, E)
         topk_used = distinct(native_ids[layer], E)
         warm = distinct(logits[layer].topk(1, dim=-1)[1], E)  # S0: every token's top-1
-        assert len(used) <= len(topk_used), f"{layer}: XShare uses {len(used)} experts > top-{k}'s {len(topk_used)}"
-        assert len(used) <= len(warm) + budget, f"{layer}: {len(used)} experts > |S0| {len(warm)} + budget {budget}"
+        assert len(used) <= len(topk_used), \
+            f"{layer}: XShare uses {len(used)} experts > top-{k}'s {len(topk_used)}"
+        assert len(used) <= len(warm) + budget, \
+            f"{layer}: {len(used)} experts > |S0| {len(warm)} + budget {budget}"
         assert set(warm) <= set(used), f"{layer}: an S0 expert got no token"
         counts.append(f"{len(used)}/{len(topk_used)}")
     return (f"budget {budget}, {seq} tokens: distinct experts XShare/top-{k} per layer "
@@ -435,17 +440,24 @@ def main():
 
     checks = [
         ("native_mixtral", lambda: check_native(switchyard, hf, "mixtral")),
-        ("native_mixtral_bf16", lambda: check_native(switchyard, hf, "mixtral", dtype=torch.bfloat16)),
-        ("native_qwen3_moe_bf16", lambda: check_native(switchyard, hf, "qwen3_moe", dtype=torch.bfloat16, norm_topk_prob=True)),
-        ("native_qwen3_moe_norm", lambda: check_native(switchyard, hf, "qwen3_moe", norm_topk_prob=True)),
-        ("native_qwen3_moe_nonorm", lambda: check_native(switchyard, hf, "qwen3_moe", norm_topk_prob=False)),
+        ("native_mixtral_bf16",
+         lambda: check_native(switchyard, hf, "mixtral", dtype=torch.bfloat16)),
+        ("native_qwen3_moe_bf16",
+         lambda: check_native(switchyard, hf, "qwen3_moe", dtype=torch.bfloat16,
+                              norm_topk_prob=True)),
+        ("native_qwen3_moe_norm",
+         lambda: check_native(switchyard, hf, "qwen3_moe", norm_topk_prob=True)),
+        ("native_qwen3_moe_nonorm",
+         lambda: check_native(switchyard, hf, "qwen3_moe", norm_topk_prob=False)),
         ("native_olmoe", lambda: check_native(switchyard, hf, "olmoe")),
-        ("native_qwen2_moe", lambda: check_native(switchyard, hf, "qwen2_moe", norm_topk_prob=False)),
+        ("native_qwen2_moe",
+         lambda: check_native(switchyard, hf, "qwen2_moe", norm_topk_prob=False)),
         ("native_gpt_oss", lambda: check_native(switchyard, hf, "gpt_oss")),
         ("native_deepseek_v3", lambda: check_native(switchyard, hf, "deepseek_v3")),
         ("xshare_mixtral_budget0", lambda: check_xshare(switchyard, hf, "mixtral", 0)),
         ("xshare_mixtral_budget1", lambda: check_xshare(switchyard, hf, "mixtral", 1)),
-        ("xshare_qwen3_moe_budget1", lambda: check_xshare(switchyard, hf, "qwen3_moe", 1, norm_topk_prob=False)),
+        ("xshare_qwen3_moe_budget1",
+         lambda: check_xshare(switchyard, hf, "qwen3_moe", 1, norm_topk_prob=False)),
         ("errors", lambda: check_errors(switchyard, hf)),
     ]
     only = [a for a in sys.argv[1:] if not a.startswith("--")]

@@ -4,8 +4,9 @@ settings once per process). argv[1]: a JSON scenario
   {"model": DIR, "eager": true, "prompts": [...], "max_tokens": 8,
    "extra_args": [{...} or null per prompt], "record": "out.npz" or null,
    "bad_extra_args": {...} or null,
-   "knobs_file_contents": [text, ...] or null, "speculative": {...} or null}   (written to $SWITCHYARD_KNOBS_FILE
+   "knobs_file_contents": [text, ...] or null,   (written to $SWITCHYARD_KNOBS_FILE
                                                  before each generate)
+   "speculative": {...} or null}
 
 prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg}.
 The engine runs in this process (no engine-core or worker processes), so the routing

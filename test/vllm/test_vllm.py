@@ -358,7 +358,7 @@ def test_server(models, tmp):
                     break
             except OSError:
                 time.sleep(1)
-        check(ready, f"server: vllm.entrypoints.openai.api_server with SWITCHYARD_POLICY=xshare "
+        check(ready, "server: vllm.entrypoints.openai.api_server with SWITCHYARD_POLICY=xshare "
               "is healthy")
         if not ready:
             log.flush()
