@@ -80,6 +80,7 @@ void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
 
 void switchyard::moe::registerPtxPipeline() {
   PassPipelineRegistration<>("moe-ptx-pipeline",
-                             "lower moe routers to single-CTA GPU kernels in PTX (sm_90)",
+                             "lower moe routers to GPU kernels in PTX (sm_90): one CTA "
+                             "for decode-size batches, multi-CTA launches beyond",
                              [](OpPassManager &pm) { buildPtxPipeline(pm, "sm_90"); });
 }

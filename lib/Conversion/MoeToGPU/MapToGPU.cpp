@@ -1,8 +1,10 @@
-//===- MapToGPU.cpp - lowered routers -> single-CTA GPU kernels -----------===//
+//===- MapToGPU.cpp - lowered routers -> GPU kernels ----------------------===//
 //
-// The GPU mapping of the target-neutral loop IR (see moe-lower-to-loops): the whole
+// The GPU mapping of the target-neutral loop IR (see moe-lower-to-loops): a policy of
+// token loops only becomes ONE grid kernel whose CTAs split any batch; any other
 // policy becomes ONE kernel for one CTA, the decode-size contract (every token of the
-// batch in one block). In the kernel body:
+// batch in one block), plus the large-batch pair of ceil(T / tokens-per-CTA) CTAs
+// each (LargeBatchKernels.h) for batches beyond it. In each kernel body:
 // * a token-parallel loop whose body loops over the token's experts (the lane-parallel
 //   form: nested scf.parallel loops) becomes one WARP per token (t = warp, warp +
 //   warps, ...): each nested loop is lane-strided (e = lane, lane + 32, ...), each
