@@ -43,7 +43,7 @@ bool checkRegularFile(const std::string &path, const std::string &kind, uint64_t
                       uint64_t &size, std::string &error) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+    error = "cannot open " + kind + " '" + path + "': " + std::strerror(errno);
     return false;
   }
   return checkStat(st, path, kind, maxBytes, size, error);
@@ -55,14 +55,14 @@ bool readBoundedFile(const std::string &path, const std::string &kind, uint64_t 
   // made on the descriptor, so the file cannot be swapped after them.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+    error = "cannot open " + kind + " '" + path + "': " + std::strerror(errno);
     return false;
   }
   struct stat st;
   uint64_t size = 0;
   if (fstat(fd, &st) != 0 || !checkStat(st, path, kind, maxBytes, size, error)) {
     if (error.empty())
-      error = "cannot open '" + path + "': " + std::strerror(errno);
+      error = "cannot open " + kind + " '" + path + "': " + std::strerror(errno);
     ::close(fd);
     return false;
   }
@@ -74,7 +74,7 @@ bool readBoundedFile(const std::string &path, const std::string &kind, uint64_t 
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
-      error = "cannot read '" + path + "': " + std::strerror(errno);
+      error = "cannot read " + kind + " '" + path + "': " + std::strerror(errno);
       ::close(fd);
       return false;
     }

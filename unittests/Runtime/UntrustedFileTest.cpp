@@ -60,7 +60,7 @@ TEST(UntrustedFile, RefusesWhatIsNoSmallRegularFile) {
   EXPECT_FALSE(readBoundedFile(d.path, "config.json", 64, text, error));
   EXPECT_EQ(error, d.path + ": is a directory, not a config.json");
   EXPECT_FALSE(readBoundedFile(d.path + "/none", "config.json", 64, text, error));
-  EXPECT_TRUE(contains(error, "cannot open '" + d.path + "/none'")) << error;
+  EXPECT_TRUE(contains(error, "cannot open config.json '" + d.path + "/none'")) << error;
   // A FIFO with no writer: refused at once instead of blocking.
   std::string fifo = d.path + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);

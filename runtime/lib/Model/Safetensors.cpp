@@ -263,7 +263,9 @@ const TensorView *SafetensorsCheckpoint::require(const std::string &name,
                                                  std::string &error) const {
   const TensorView *v = find(name);
   if (!v) {
-    error = dir + ": the checkpoint has no tensor '" + name + "'";
+    // Which tensors exist follows from config.json: name it, it may be the wrong one.
+    error = dir + ": the checkpoint has no tensor '" + name +
+            "' (its config.json's layers and experts name it)";
     return nullptr;
   }
   if (v->shape != shape) {

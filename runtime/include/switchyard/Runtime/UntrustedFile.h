@@ -26,7 +26,8 @@ constexpr uint64_t kNpy = uint64_t(64) << 30; // activations and routing of a ba
 
 /// Checks that `path` is a regular file of at most `maxBytes` and sets `size`.
 /// `kind` is what such a file is ("config.json", "checkpoint index", ".npy file"); errors
-/// read "<path>: not a regular file", "<path>: N bytes, more than a <kind> has (16 MiB)".
+/// read "cannot open <kind> '<path>': <why>", "<path>: not a regular file",
+/// "<path>: N bytes, more than a <kind> has (16 MiB)".
 bool checkRegularFile(const std::string &path, const std::string &kind, uint64_t maxBytes,
                       uint64_t &size, std::string &error);
 
