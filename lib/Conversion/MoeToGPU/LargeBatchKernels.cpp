@@ -25,15 +25,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LargeBatchKernels.h"
+#include "LargeBatchPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -42,343 +41,6 @@ using namespace mlir;
 namespace switchyard::moe {
 
 namespace {
-
-/// The buffer a memref value views: a kernel parameter or a memref.alloc.
-Value rootOf(Value m) {
-  while (Operation *def = m.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    m = view.getViewSource();
-  }
-  return m;
-}
-
-struct Accesses {
-  llvm::SetVector<Value> reads, writes;
-  bool unknown = false; // an op with memory effects the split does not model
-  void add(const Accesses &other) {
-    reads.insert(other.reads.begin(), other.reads.end());
-    writes.insert(other.writes.begin(), other.writes.end());
-    unknown |= other.unknown;
-  }
-};
-
-Accesses accessesOf(Operation *op) {
-  Accesses a;
-  op->walk([&](Operation *inner) {
-    if (auto load = dyn_cast<memref::LoadOp>(inner)) {
-      a.reads.insert(rootOf(load.getMemRef()));
-    } else if (auto store = dyn_cast<memref::StoreOp>(inner)) {
-      a.writes.insert(rootOf(store.getMemRef()));
-    } else if (auto atomic = dyn_cast<memref::AtomicRMWOp>(inner)) {
-      a.reads.insert(rootOf(atomic.getMemref()));
-      a.writes.insert(rootOf(atomic.getMemref()));
-    } else if (inner->getNumRegions() == 0 && !isMemoryEffectFree(inner) &&
-               !isa<memref::AllocOp, memref::AllocaOp>(inner)) {
-      a.unknown = true;
-    }
-  });
-  return a;
-}
-
-template <typename Set> bool readsAny(const Accesses &a, const Set &buffers) {
-  return llvm::any_of(a.reads, [&](Value v) { return buffers.contains(v); });
-}
-
-bool isIndex(Value v, int64_t c) {
-  std::optional<int64_t> k = getConstantIntValue(v);
-  return k && *k == c;
-}
-
-bool isPure(Operation &op) { return op.getNumRegions() == 0 && isMemoryEffectFree(&op); }
-
-/// scf.parallel over [0, T) step 1 without reductions.
-bool isTokenLoop(Operation *op, Value tokens) {
-  auto loop = dyn_cast<scf::ParallelOp>(op);
-  return loop && loop.getNumLoops() == 1 && loop.getInitVals().empty() &&
-         isIndex(loop.getLowerBound()[0], 0) && loop.getUpperBound()[0] == tokens &&
-         isIndex(loop.getStep()[0], 1);
-}
-
-/// True when an access to `m` at `indices` inside `scope` touches row `row` only: [row,
-/// ...] of a buffer, or a row view of one at `row` made inside `scope`.
-bool isRowAccess(Value m, ValueRange indices, Value row, Operation *scope) {
-  if (m == rootOf(m))
-    return !indices.empty() && indices[0] == row;
-  auto view = m.getDefiningOp<memref::SubViewOp>();
-  if (!view || !scope->isAncestor(view) || view.getSource() != rootOf(view.getSource()))
-    return false;
-  return dyn_cast<Value>(view.getMixedOffsets()[0]) == row;
-}
-
-/// True when every write of token loop `loop` lands in its own token's row.
-bool writesOwnRows(scf::ParallelOp loop) {
-  Value t = loop.getInductionVars()[0];
-  bool own = true;
-  loop.walk([&](Operation *op) {
-    if (auto store = dyn_cast<memref::StoreOp>(op))
-      own &= isRowAccess(store.getMemRef(), store.getIndices(), t, loop);
-    else if (isa<memref::AtomicRMWOp>(op))
-      own = false;
-  });
-  return own;
-}
-
-/// True when `scope` reads the buffers in `rowWise` (written row by row by earlier
-/// loops of the same kernel, each CTA its own tokens) at row `row` only: what other
-/// CTAs write in the same kernel is not there yet.
-bool readsOnlyRow(Operation *scope, Value row, const llvm::DenseSet<Value> &rowWise) {
-  bool own = true;
-  scope->walk([&](memref::LoadOp load) {
-    if (rowWise.contains(rootOf(load.getMemRef())))
-      own &= isRowAccess(load.getMemRef(), load.getIndices(), row, scope);
-  });
-  return own;
-}
-
-/// Writes of a routing loop that are not its own token's row (atomic counts).
-llvm::SetVector<Value> writesAcrossRows(scf::ParallelOp loop) {
-  llvm::SetVector<Value> across;
-  loop.walk([&](memref::AtomicRMWOp op) { across.insert(rootOf(op.getMemref())); });
-  if (!writesOwnRows(loop))
-    loop.walk([&](memref::StoreOp op) { across.insert(rootOf(op.getMemRef())); });
-  return across;
-}
-
-/// `init` is the identity of `combine` (the partials all start from it).
-bool isIdentity(Operation *combine, Value init) {
-  Attribute value;
-  if (!matchPattern(init, m_Constant(&value)))
-    return false;
-  if (auto f = dyn_cast<FloatAttr>(value)) {
-    const APFloat &v = f.getValue();
-    if (isa<arith::AddFOp>(combine))
-      return v.isZero();
-    if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine))
-      return v.isInfinity() && v.isNegative();
-    if (isa<arith::MinimumFOp, arith::MinNumFOp>(combine))
-      return v.isInfinity() && !v.isNegative();
-    return false;
-  }
-  auto i = dyn_cast<IntegerAttr>(value);
-  if (!i)
-    return false;
-  const APInt &v = i.getValue();
-  if (isa<arith::AddIOp, arith::OrIOp, arith::XOrIOp, arith::MaxUIOp>(combine))
-    return v.isZero();
-  if (isa<arith::AndIOp, arith::MinUIOp>(combine))
-    return v.isAllOnes();
-  if (isa<arith::MaxSIOp>(combine))
-    return v.isMinSignedValue();
-  if (isa<arith::MinSIOp>(combine))
-    return v.isMaxSignedValue();
-  return false;
-}
-
-/// An expert-parallel loop (scf.parallel over a static [0, C)) whose body is pure code,
-/// one scf.for over [0, T) folding `acc = combine(acc, x)` from combine's identity while
-/// only reading memory, and then finishing code that uses the fold (stores it).
-struct TokenFold {
-  scf::ParallelOp loop;
-  scf::ForOp tokens;
-  Operation *combine;
-  int64_t extent;
-  /// Accesses of the loop up to the fold (kernel 1) and of the finishing code (kernel 2).
-  Accesses head, finish;
-};
-
-std::optional<TokenFold> asTokenFold(Operation *op, Value tokens) {
-  auto loop = dyn_cast<scf::ParallelOp>(op);
-  if (!loop || loop.getNumLoops() != 1 || !loop.getInitVals().empty() ||
-      !isIndex(loop.getLowerBound()[0], 0) || !isIndex(loop.getStep()[0], 1))
-    return std::nullopt;
-  std::optional<int64_t> extent = getConstantIntValue(loop.getUpperBound()[0]);
-  if (!extent)
-    return std::nullopt;
-  TokenFold fold{loop, nullptr, nullptr, *extent, {}, {}};
-  for (Operation &inner : loop.getBody()->without_terminator()) {
-    if (fold.tokens) {
-      fold.finish.add(accessesOf(&inner));
-      continue;
-    }
-    if (auto f = dyn_cast<scf::ForOp>(inner)) {
-      fold.tokens = f;
-      fold.head.add(accessesOf(&inner));
-      continue;
-    }
-    if (!isPure(inner))
-      return std::nullopt;
-  }
-  scf::ForOp f = fold.tokens;
-  if (!f || f.getNumRegionIterArgs() != 1 || !isIndex(f.getLowerBound(), 0) ||
-      f.getUpperBound() != tokens || !isIndex(f.getStep(), 1) ||
-      !fold.head.writes.empty() || fold.head.unknown)
-    return std::nullopt;
-  Value acc = f.getRegionIterArgs()[0];
-  auto yield = cast<scf::YieldOp>(f.getBody()->getTerminator());
-  Operation *combine = yield.getOperand(0).getDefiningOp();
-  if (!combine || combine->getBlock() != f.getBody() || combine->getNumOperands() != 2 ||
-      combine->getNumResults() != 1 || !acc.hasOneUse() ||
-      !llvm::is_contained(combine->getOperands(), acc) ||
-      combine->getOperand(0) == combine->getOperand(1) ||
-      !combine->getResult(0).hasOneUse() || !isIdentity(combine, f.getInitArgs()[0]))
-    return std::nullopt;
-  fold.combine = combine;
-  return fold;
-}
-
-/// Values that are the same in every CTA and thread and need no memory: kernel
-/// parameters, constants, buffers, and pure code of those.
-bool isInvariant(Value v) {
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    return isa<gpu::GPUFuncOp>(arg.getOwner()->getParentOp());
-  Operation *def = v.getDefiningOp();
-  if (!isPure(*def) && !isa<memref::AllocOp>(def))
-    return false;
-  return llvm::all_of(def->getOperands(), isInvariant);
-}
-
-/// Code that only writes, into buffers nothing before it touched, values computed from
-/// invariants: it can run once, in CTA 0 of kernel 1, instead of where it stands.
-bool isHoistable(Operation &op, const Accesses &a, const llvm::DenseSet<Value> &touched) {
-  if (a.unknown || !a.reads.empty() || a.writes.empty() ||
-      llvm::any_of(a.writes, [&](Value v) { return touched.contains(v); }))
-    return false;
-  bool invariant = true;
-  op.walk([&](Operation *inner) {
-    for (Value v : inner->getOperands()) {
-      Operation *owner =
-          isa<BlockArgument>(v) ? v.getParentBlock()->getParentOp() : v.getDefiningOp();
-      if (!op.isAncestor(owner))
-        invariant &= isInvariant(v);
-    }
-  });
-  return invariant;
-}
-
-/// Whether every CTA can keep a private copy of `buffer` (small, static per-expert
-/// state, not per-token data).
-bool fitsEveryCta(Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  return type.hasStaticShape() && type.getRank() <= 2;
-}
-
-/// How the router's top-level code divides between the two kernels.
-struct Plan {
-  llvm::SmallPtrSet<Operation *, 8> kernel1; // token loops and folds of the token stage
-  SmallVector<TokenFold> folds;
-  SmallVector<Operation *> hoisted;        // run by CTA 0 of kernel 1
-  SmallVector<scf::ParallelOp> routeLoops; // kernel 2, each CTA its tokens
-  Operation *tailStart = nullptr;          // kernel 2, the last CTA: this and later
-  SmallVector<Value> privatized;           // buffers set selection writes
-  bool kernel2HasWork = false;             // folds, selection, routing or a tail
-};
-
-LogicalResult makePlan(Block &body, Value tokens, Plan &plan, std::string &reason) {
-  enum class Phase { TokenStage, Selection, Routing } phase = Phase::TokenStage;
-  llvm::DenseSet<Value> touched;     // buffers earlier code accesses
-  llvm::DenseSet<Value> foldResults; // buffers the folds' finishing code writes
-  llvm::DenseSet<Value> acrossRows;  // buffers routing loops write outside their rows
-  llvm::DenseSet<Value> kernel1Rows; // buffers kernel 1's token loops write, row-wise
-  llvm::DenseSet<Value> routeRows;   // buffers routing loops write, row-wise
-  llvm::DenseSet<Value> hoistedWrites;
-  llvm::SetVector<Value> privatized;
-  Accesses later; // routing loops and the tail
-  int selectionOps = 0;
-  auto touch = [&](const Accesses &a) {
-    touched.insert(a.reads.begin(), a.reads.end());
-    touched.insert(a.writes.begin(), a.writes.end());
-  };
-  for (Operation &op : body.without_terminator()) {
-    if (isPure(op) || isa<memref::AllocOp>(op))
-      continue;
-    Accesses a = accessesOf(&op);
-    if (a.unknown) {
-      reason = "'" + op.getName().getStringRef().str() +
-               "' has memory effects the split cannot place";
-      return failure();
-    }
-    if (plan.tailStart) {
-      later.add(a);
-      continue;
-    }
-    if (phase == Phase::TokenStage) {
-      if (isTokenLoop(&op, tokens) && writesOwnRows(cast<scf::ParallelOp>(op)) &&
-          !readsAny(a, foldResults) &&
-          readsOnlyRow(&op, cast<scf::ParallelOp>(op).getInductionVars()[0], kernel1Rows)) {
-        plan.kernel1.insert(&op);
-        kernel1Rows.insert(a.writes.begin(), a.writes.end());
-        touch(a);
-        continue;
-      }
-      if (std::optional<TokenFold> fold = asTokenFold(&op, tokens);
-          fold && !readsAny(fold->head, foldResults) &&
-          readsOnlyRow(fold->tokens, fold->tokens.getInductionVar(), kernel1Rows)) {
-        plan.kernel1.insert(&op);
-        touch(fold->head);
-        touch(fold->finish);
-        foldResults.insert(fold->finish.writes.begin(), fold->finish.writes.end());
-        privatized.insert(fold->finish.writes.begin(), fold->finish.writes.end());
-        plan.folds.push_back(*fold);
-        continue;
-      }
-      phase = Phase::Selection;
-    }
-    if (isHoistable(op, a, touched)) {
-      plan.hoisted.push_back(&op);
-      hoistedWrites.insert(a.writes.begin(), a.writes.end());
-      touch(a);
-      continue;
-    }
-    // Selection turns fold results into small per-expert state each CTA keeps a copy
-    // of. Code that writes per-token (dynamic) buffers, or reads the token stage's rows
-    // across the whole batch (a capacity admission, an expert's choice of tokens), is
-    // the tail's: the last CTA runs it once.
-    if (phase == Phase::Selection && !isTokenLoop(&op, tokens) &&
-        llvm::all_of(a.writes, fitsEveryCta) && !readsAny(a, kernel1Rows)) {
-      ++selectionOps;
-      privatized.insert(a.writes.begin(), a.writes.end());
-      touch(a);
-      continue;
-    }
-    if (isTokenLoop(&op, tokens) && !readsAny(a, acrossRows) &&
-        readsOnlyRow(&op, cast<scf::ParallelOp>(op).getInductionVars()[0], routeRows)) {
-      phase = Phase::Routing;
-      auto loop = cast<scf::ParallelOp>(op);
-      routeRows.insert(a.writes.begin(), a.writes.end());
-      plan.routeLoops.push_back(loop);
-      llvm::SetVector<Value> across = writesAcrossRows(loop);
-      acrossRows.insert(across.begin(), across.end());
-      later.add(a);
-      touch(a);
-      continue;
-    }
-    plan.tailStart = &op;
-    later.add(a);
-  }
-  for (Value buffer : privatized) {
-    auto type = cast<MemRefType>(buffer.getType());
-    if (!fitsEveryCta(buffer)) {
-      reason = "set selection writes a buffer of type " + [&] {
-        std::string t;
-        llvm::raw_string_ostream os(t);
-        os << type;
-        return t;
-      }() + " (per-token or higher-rank), which each CTA cannot keep a copy of";
-      return failure();
-    }
-    if (hoistedWrites.contains(buffer) || later.writes.contains(buffer)) {
-      reason = "a buffer set selection writes is also written by other phases";
-      return failure();
-    }
-  }
-  plan.privatized.assign(privatized.begin(), privatized.end());
-  plan.kernel2HasWork = !plan.folds.empty() || !plan.routeLoops.empty() || plan.tailStart ||
-                        !plan.privatized.empty() || selectionOps;
-  return success();
-}
-
 int64_t elementBytes(Type type) {
   if (type.isIndex())
     return 8;
@@ -394,17 +56,20 @@ struct Prologue {
   Value ticket;
   SmallVector<Value> partials;    // per fold: memref<? x elem>, [G * C]
   SmallVector<Value> privateCopy; // per privatized buffer: this CTA's copy
+  LargeBatchLayout layout;        // what the prologue reserves
 };
 
 Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace,
-                       Plan &plan, int64_t tokensPerCta, LargeBatchLayout &layout) {
+                       const LargeBatchPlan &plan, SizeClass sizeClass,
+                       int64_t tokensPerCta) {
   Prologue p;
+  LargeBatchLayout &layout = p.layout;
   auto idx = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
   p.cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value per;
-  if (tokensPerCta == 0) {
+  if (sizeClass == SizeClass::Grid) {
     // Token loops only (no partials, nothing shared between CTAs): the launcher picks
     // the grid (enough CTAs to fill the GPU), each CTA takes ceil(T / G) tokens.
     p.grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
@@ -645,8 +310,8 @@ void assumeLargeBatch(gpu::GPUFuncOp kernel, Value tokens, int64_t minTokens) {
 
 /// Kernel 1: the token stage on this CTA's tokens, the folds' partials, and (CTA 0)
 /// the ticket reset and hoisted initialisations. Everything else is dropped.
-LogicalResult finishKernel1(Block &body, Location loc, Plan &plan, const Prologue &p,
-                            Operation *routerStart, std::string &reason) {
+LogicalResult finishKernel1(Block &body, Location loc, LargeBatchPlan &plan,
+                            const Prologue &p, Operation *routerStart, WhyNot whyNot) {
   OpBuilder b(body.getParentOp()->getContext());
   for (auto [folded, partial] : llvm::zip(plan.folds, p.partials)) {
     TokenFold fold = folded;
@@ -660,7 +325,7 @@ LogicalResult finishKernel1(Block &body, Location loc, Plan &plan, const Prologu
       finish.push_back(op);
     for (Operation *op : llvm::reverse(finish)) {
       if (!op->use_empty()) {
-        reason = "a token fold's finishing code escapes its loop";
+        whyNot("a token fold's finishing code escapes its loop");
         return failure();
       }
       op->erase();
@@ -696,47 +361,39 @@ LogicalResult finishKernel1(Block &body, Location loc, Plan &plan, const Prologu
     if (op->use_empty())
       op->erase();
     else if (!isPure(*op)) {
-      reason = "kernel 1 would need a value kernel 2 computes";
+      whyNot("kernel 1 would need a value kernel 2 computes");
       return failure();
     }
   }
   return success();
 }
 
-/// Rewrites a token fold of the tail (one thread per expert folding over the whole
-/// batch) to take kFoldUnroll tokens a step: their loads first (in flight together; a
-/// step past the end reloads the last token), then the combines in token order, one past
-/// the end skipped - the same result, float additions included, with a latency chain
-/// kFoldUnroll times shorter.
-void unrollTailFold(TokenFold &fold) {
-  constexpr int64_t kFoldUnroll = 8;
-  scf::ForOp loop = fold.tokens;
-  OpBuilder b(loop);
-  Location loc = loop.getLoc();
-  Value lb = loop.getLowerBound(), ub = loop.getUpperBound();
-  Value acc = loop.getRegionIterArgs()[0];
-  Value iv = loop.getInductionVar();
-  Block *body = loop.getBody();
-  Value lastToken =
-      arith::SubIOp::create(b, loc, ub, arith::ConstantIndexOp::create(b, loc, 1));
-  auto unrolled = scf::ForOp::create(
-      b, loc, lb, ub, arith::ConstantIndexOp::create(b, loc, kFoldUnroll),
-      loop.getInitArgs(), [&](OpBuilder &nb, Location, Value t0, ValueRange it) {
+/// An scf.for folding `fold`'s combine over [lb, ub) `unroll` indices a step: each
+/// index's value first (`valueAt(i)`, in flight together; an index past the end takes
+/// the last one's), then the combines in index order, an index past the end skipped -
+/// the same result as one index a step, float additions included, with a latency chain
+/// `unroll` times shorter. A constant `lb` is made after the step (the order the
+/// emitted code has always had).
+scf::ForOp foldUnrolled(OpBuilder &b, Location loc, TokenFold fold, OpFoldResult lb,
+                        Value ub, int64_t unroll,
+                        function_ref<Value(OpBuilder &, Value)> valueAt) {
+  Value acc = fold.tokens.getRegionIterArgs()[0];
+  Value last = arith::SubIOp::create(b, loc, ub, arith::ConstantIndexOp::create(b, loc, 1));
+  Value step = arith::ConstantIndexOp::create(b, loc, unroll);
+  Value lower = isa<Value>(lb)
+                    ? cast<Value>(lb)
+                    : arith::ConstantIndexOp::create(
+                          b, loc, cast<IntegerAttr>(cast<Attribute>(lb)).getInt())
+                          .getResult();
+  return scf::ForOp::create(
+      b, loc, lower, ub, step, fold.tokens.getInitArgs(),
+      [&](OpBuilder &nb, Location, Value i0, ValueRange it) {
         SmallVector<Value> values, valid;
-        for (int64_t j = 0; j < kFoldUnroll; ++j) {
-          Value t = arith::AddIOp::create(nb, loc, t0,
+        for (int64_t j = 0; j < unroll; ++j) {
+          Value i = arith::AddIOp::create(nb, loc, i0,
                                           arith::ConstantIndexOp::create(nb, loc, j));
-          valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, t, ub));
-          IRMapping mapping;
-          mapping.map(iv, arith::MinUIOp::create(nb, loc, t, lastToken).getResult());
-          for (Operation &op : body->without_terminator())
-            if (&op != fold.combine)
-              nb.clone(op, mapping);
-          Value x;
-          for (Value operand : fold.combine->getOperands())
-            if (operand != acc)
-              x = mapping.lookupOrDefault(operand);
-          values.push_back(x);
+          valid.push_back(arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, i, ub));
+          values.push_back(valueAt(nb, arith::MinUIOp::create(nb, loc, i, last)));
         }
         Value accValue = it[0];
         for (auto [x, ok] : llvm::zip(values, valid)) {
@@ -750,6 +407,31 @@ void unrollTailFold(TokenFold &fold) {
         }
         scf::YieldOp::create(nb, loc, accValue);
       });
+}
+
+/// Rewrites a token fold of the tail (one thread per expert folding over the whole
+/// batch) to take kFoldUnroll tokens a step (see foldUnrolled; a step past the end
+/// reloads the last token).
+void unrollTailFold(TokenFold &fold) {
+  constexpr int64_t kFoldUnroll = 8;
+  scf::ForOp loop = fold.tokens;
+  OpBuilder b(loop);
+  Value acc = loop.getRegionIterArgs()[0];
+  Block *body = loop.getBody();
+  auto unrolled =
+      foldUnrolled(b, loop.getLoc(), fold, loop.getLowerBound(), loop.getUpperBound(),
+                   kFoldUnroll, [&](OpBuilder &nb, Value token) {
+                     IRMapping mapping;
+                     mapping.map(loop.getInductionVar(), token);
+                     for (Operation &op : body->without_terminator())
+                       if (&op != fold.combine)
+                         nb.clone(op, mapping);
+                     Value x;
+                     for (Value operand : fold.combine->getOperands())
+                       if (operand != acc)
+                         x = mapping.lookupOrDefault(operand);
+                     return x;
+                   });
   loop.getResult(0).replaceAllUsesWith(unrolled.getResult(0));
   loop.erase();
   fold.tokens = unrolled;
@@ -758,7 +440,7 @@ void unrollTailFold(TokenFold &fold) {
 /// Kernel 2: partials combined, set selection into private copies (outputs copied out
 /// by CTA 0), routing on this CTA's tokens, the tail in the last CTA.
 LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location loc,
-                            Plan &plan, const Prologue &p) {
+                            LargeBatchPlan &plan, const Prologue &p) {
   OpBuilder b(body.getParentOp()->getContext());
   for (Operation *op : plan.kernel1)
     if (isTokenLoop(op, body.getArgument(0)))
@@ -768,43 +450,18 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
   for (auto [folded, partial] : llvm::zip(plan.folds, p.partials)) {
     TokenFold fold = folded;
     b.setInsertionPoint(fold.tokens);
-    Value acc = fold.tokens.getRegionIterArgs()[0];
     Value e = fold.loop.getInductionVars()[0];
     Value extent = arith::ConstantIndexOp::create(b, loc, fold.extent);
-    // The partials in CTA order, kCombineUnroll CTAs a step: their loads first (in
-    // flight together; a step past the last CTA reloads the last one), then the
-    // combines in order, a combine past the last CTA skipped (the same result as one
-    // CTA a step, float additions included).
+    // The partials in CTA order, kCombineUnroll CTAs a step (see foldUnrolled; a step
+    // past the last CTA reloads the last one).
     constexpr int64_t kCombineUnroll = 8;
-    Value lastPartial =
-        arith::SubIOp::create(b, loc, p.grid, arith::ConstantIndexOp::create(b, loc, 1));
-    auto combined = scf::ForOp::create(
-        b, loc, arith::ConstantIndexOp::create(b, loc, 0), p.grid,
-        arith::ConstantIndexOp::create(b, loc, kCombineUnroll), fold.tokens.getInitArgs(),
-        [&](OpBuilder &nb, Location, Value c0, ValueRange it) {
-          SmallVector<Value> values, valid;
-          for (int64_t j = 0; j < kCombineUnroll; ++j) {
-            Value c = arith::AddIOp::create(nb, loc, c0,
-                                            arith::ConstantIndexOp::create(nb, loc, j));
-            valid.push_back(
-                arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, c, p.grid));
-            Value clamped = arith::MinUIOp::create(nb, loc, c, lastPartial);
-            Value at = arith::AddIOp::create(
-                nb, loc, arith::MulIOp::create(nb, loc, clamped, extent), e);
-            values.push_back(memref::LoadOp::create(nb, loc, partial, ValueRange{at}));
-          }
-          Value accValue = it[0];
-          for (auto [v, ok] : llvm::zip(values, valid)) {
-            IRMapping mapping;
-            mapping.map(acc, accValue);
-            for (Value operand : fold.combine->getOperands())
-              if (operand != acc)
-                mapping.map(operand, v);
-            Value next = nb.clone(*fold.combine, mapping)->getResult(0);
-            accValue = arith::SelectOp::create(nb, loc, ok, next, accValue);
-          }
-          scf::YieldOp::create(nb, loc, accValue);
-        });
+    auto combined =
+        foldUnrolled(b, loc, fold, b.getIndexAttr(0), p.grid, kCombineUnroll,
+                     [&](OpBuilder &nb, Value c) -> Value {
+                       Value at = arith::AddIOp::create(
+                           nb, loc, arith::MulIOp::create(nb, loc, c, extent), e);
+                       return memref::LoadOp::create(nb, loc, partial, ValueRange{at});
+                     });
     fold.tokens.getResult(0).replaceAllUsesWith(combined.getResult(0));
     fold.tokens.erase();
   }
@@ -885,9 +542,10 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
 
 } // namespace
 
-LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target, gpu::GPUFuncOp kernel,
-                                    int which, int64_t tokensPerCta, int64_t minTokens,
-                                    LargeBatchLayout &layout, std::string &reason) {
+FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
+                                                  gpu::GPUFuncOp kernel,
+                                                  SizeClass sizeClass, int64_t tokensPerCta,
+                                                  int64_t minTokens, WhyNot whyNot) {
   Block &body = kernel.getBody().front();
   Location loc = kernel.getLoc();
   Value tokens = body.getArgument(0);
@@ -896,21 +554,19 @@ LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target, gpu::GPUFuncOp 
   assumeLargeBatch(kernel, tokens, minTokens);
   hoistAllocs(body);
   hoistTokenWork(body, tokens);
-  Plan plan;
-  if (failed(makePlan(body, tokens, plan, reason)))
+  FailureOr<LargeBatchPlan> plan = planLargeBatch(body, tokens, sizeClass, whyNot);
+  if (failed(plan))
     return failure();
-  if (tokensPerCta == 0 && (plan.kernel2HasWork || !plan.folds.empty() ||
-                            !plan.privatized.empty() || !plan.hoisted.empty())) {
-    reason = "the policy is not token loops only";
-    return failure();
-  }
   Operation *routerStart = &body.front(); // the prologue goes in front of it
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  Prologue p = buildPrologue(b, loc, tokens, workspace, plan, tokensPerCta, layout);
-  layout.needsKernel2 = plan.kernel2HasWork;
-  if (which == 1)
-    return finishKernel1(body, loc, plan, p, routerStart, reason);
-  return finishKernel2(target, body, loc, plan, p);
+  Prologue p = buildPrologue(b, loc, tokens, workspace, *plan, sizeClass, tokensPerCta);
+  p.layout.needsKernel2 = plan->kernel2HasWork;
+  LogicalResult done = sizeClass == SizeClass::LargeSecond
+                           ? finishKernel2(target, body, loc, *plan, p)
+                           : finishKernel1(body, loc, *plan, p, routerStart, whyNot);
+  if (failed(done))
+    return failure();
+  return p.layout;
 }
 
 } // namespace switchyard::moe

@@ -1,19 +1,19 @@
 //===- LargeBatchKernels.h - the two-kernel form for large batches -*- C++ -*-===//
 //
 // A batch too large for one CTA is routed by TWO launches of ceil(T / tokens-per-CTA)
-// CTAs each (see LargeBatchKernels.cpp). This header turns a copy of a lowered router
-// body (inside a gpu.func, before moe-map-to-gpu maps it onto threads) into kernel 1
-// or kernel 2 of that pair.
+// CTAs each (see LargeBatchKernels.cpp); a policy of token loops only also has a grid
+// form, one launch for every batch size. This header turns a copy of a lowered router
+// body (inside a gpu.func, before moe-map-to-gpu maps it onto threads) into one of
+// those kernels, as the plan (LargeBatchPlan.h) divides the body.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_LIB_CONVERSION_MOETOGPU_LARGEBATCHKERNELS_H
 #define SWITCHYARD_LIB_CONVERSION_MOETOGPU_LARGEBATCHKERNELS_H
 
+#include "LargeBatchPlan.h"
 #include "switchyard/Conversion/MoeToGPU/GpuTargetInfo.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-
-#include <string>
 
 namespace switchyard::moe {
 
@@ -28,18 +28,22 @@ struct LargeBatchLayout {
 };
 
 /// Rewrites `kernel` (whose body is a clone of a lowered router, T its first argument,
-/// the workspace its last) into kernel `which` (1 or 2) of the large-batch pair for
-/// batches of more than `minTokens - 1` tokens, `tokensPerCta` tokens per CTA. When
-/// `layout.needsKernel2` comes back false (a policy of token loops only), kernel 1 is
-/// the whole policy and kernel 2 is not needed. `tokensPerCta` = 0 asks for the GRID
-/// form of a token-loops-only policy: one kernel whose CTAs split the batch evenly
-/// over the launch's grid (ceil(T / gridDim) tokens each), for any batch size
-/// (`minTokens` 1); it fails for a policy that is not token loops only.
-/// Fails with `reason` (and leaves the kernel unusable) when the policy does not split.
-mlir::LogicalResult buildLargeBatchKernel(const GpuTargetInfo &target,
-                                          mlir::gpu::GPUFuncOp kernel, int which,
-                                          int64_t tokensPerCta, int64_t minTokens,
-                                          LargeBatchLayout &layout, std::string &reason);
+/// the workspace its last) into the kernel `sizeClass` names, following the plan
+/// (LargeBatchPlan.h) for its body:
+///   - LargeFirst / LargeSecond: kernel 1 / 2 of the large-batch pair for batches of at
+///     least `minTokens` tokens, `tokensPerCta` tokens per CTA. When the layout's
+///     `needsKernel2` is false (a policy of token loops only), kernel 1 is the whole
+///     policy and kernel 2 is not needed;
+///   - Grid: one kernel whose CTAs split the batch evenly over the launch's grid
+///     (ceil(T / gridDim) tokens each), for any batch size (`minTokens` 1;
+///     `tokensPerCta` is not used); only a policy of token loops only has one.
+/// The workspace the kernel reserves, or a failure said to `whyNot` (the kernel is then
+/// unusable) when the policy does not split.
+mlir::FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
+                                                        mlir::gpu::GPUFuncOp kernel,
+                                                        SizeClass sizeClass,
+                                                        int64_t tokensPerCta,
+                                                        int64_t minTokens, WhyNot whyNot);
 
 } // namespace switchyard::moe
 

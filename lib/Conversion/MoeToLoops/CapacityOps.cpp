@@ -156,6 +156,35 @@ Value scoreKey(LoopEmitter &em, Value s) {
   return em.select(em.isNaN(s), em.i32(0), key);
 }
 
+/// The GPU form's work items: `per` consecutive token ranges (slices) per expert, n x
+/// per items (about one per thread). Item i is expert i % n (consecutive threads read
+/// one score row) and slice i / n.
+struct ExpertSlices {
+  /// Slices per expert for n experts.
+  static int64_t perExpert(int64_t n) { return std::clamp<int64_t>(256 / n, 1, 32); }
+
+  ExpertSlices(RouterLowering &L, int64_t n, Value tokens)
+      : L(L), em(L.em()), n(n), tokens(tokens), per(perExpert(n)), slices(em.idx(per)),
+        items(em.idx(n * per)),
+        length(em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices)) {}
+  /// `body(e, s, first, last)` for each item, in a parallel loop: slice s of expert e
+  /// holds tokens [first, last).
+  void forEach(function_ref<void(Value e, Value s, Value first, Value last)> body) {
+    L.parallelLoop(items, [&](Value i) {
+      Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
+      Value first = em.minUI(em.mulI(s, length), tokens);
+      body(e, s, first, em.minUI(em.addI(first, length), tokens));
+    });
+  }
+
+  RouterLowering &L;
+  LoopEmitter &em;
+  int64_t n;
+  Value tokens;
+  int64_t per;
+  Value slices, items, length; // slices: `per` as an index
+};
+
 LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   LoopEmitter &em = L.em();
   int64_t n = expertsOf(op.getScores()), m = op.getMaxExperts(), block = op.getBlockSize();
@@ -192,28 +221,19 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     // the tied token. The same K and last tie as the sequential form.
     OpBuilder &b = em.builder();
     Location loc = em.location();
-    int64_t slicesPer = std::clamp<int64_t>(256 / n, 1, 32);
-    Value slices = em.idx(slicesPer), items = em.idx(n * slicesPer);
+    const int64_t slicesPer = ExpertSlices::perExpert(n);
     // partial[j * slices + s, e]: count j of slice s of expert e.
     Value partial = L.temporary(MemRefType::get({3 * slicesPer, n}, i32), {});
     auto row = [&](int64_t j, Value s) { return em.addI(em.idx(j * slicesPer), s); };
     Value tieAt = L.temporary(MemRefType::get({n, 2}, i32), {});
-    Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
-    // Work item i: expert i % n (consecutive threads read one score row), slice i / n.
-    auto sliceLoop =
-        [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
-          L.parallelLoop(items, [&](Value i) {
-            Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
-            Value first = em.minUI(em.mulI(s, length), tokens);
-            body(e, s, first, em.minUI(em.addI(first, length), tokens));
-          });
-        };
+    ExpertSlices work(L, n, tokens);
+    Value slices = work.slices;
     auto shl = [&](Value v, int64_t bits) {
       return arith::ShLIOp::create(b, loc, v, em.i32(bits)).getResult();
     };
     L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), threshold, e); });
     for (int64_t shift = 30; shift >= 0; shift -= 2) {
-      sliceLoop([&](Value e, Value s, Value first, Value last) {
+      work.forEach([&](Value e, Value s, Value first, Value last) {
         Value prefix = em.load(threshold, e);
         Value a1 = em.orI(prefix, shl(em.i32(1), shift));
         Value a2 = em.orI(prefix, shl(em.i32(2), shift));
@@ -245,7 +265,7 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
         em.store(best, threshold, e);
       });
     }
-    sliceLoop([&](Value e, Value s, Value first, Value last) {
+    work.forEach([&](Value e, Value s, Value first, Value last) {
       Value best = em.load(threshold, e);
       auto c =
           em.loopCarried(first, last, {em.i32(0), em.i32(0)}, [&](Value t, ValueRange it) {
@@ -280,7 +300,7 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
       em.store(at[2], tieAt, {e, em.idx(1)});
       em.store(em.i32(-1), lastTie, e);
     });
-    sliceLoop([&](Value e, Value s, Value first, Value last) {
+    work.forEach([&](Value e, Value s, Value first, Value last) {
       em.ifThen(em.cmpI(P::eq, em.load(tieAt, {e, em.idx(0)}), em.toI32(s)), [&] {
         Value best = em.load(threshold, e), rank = em.load(tieAt, {e, em.idx(1)});
         Value found = em.loopCarried(
@@ -365,14 +385,10 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   });
   L.parallelLoop(blockCount, [&](Value i) { em.store(em.i32(-1), blocks, i); });
   Value perExpert = em.divUI(em.addI(take, em.i32(block - 1)), em.i32(block));
-  L.parallelLoop(em.idx(n), [&](Value e) {
-    Value first = em.mulI(em.toI32(e), perExpert);
-    em.loop(em.idx(0), em.toIndex(perExpert),
-            [&](Value i) { em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i)); });
-    if (L.blockParallelHere())
-      return; // The tokens are placed below, spread over the block.
-    Value start = em.mulI(first, em.i32(block));
-    em.loopCarried(em.idx(0), tokens, {start}, [&](Value t, ValueRange it) {
+  // Expert e's taken tokens among [first, last), in token order, from position `start`
+  // of the sorted layout on.
+  auto placeTaken = [&](Value e, Value first, Value last, Value start) {
+    em.loopCarried(first, last, {start}, [&](Value t, ValueRange it) {
       Value s = em.load(scores, {t, e});
       Value in = chosen(t, e, scoreKey(em, s));
       em.ifThen(in, [&] {
@@ -381,43 +397,34 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
       });
       return SmallVector<Value>{em.select(in, em.addI(it[0], em.i32(1)), it[0])};
     });
+  };
+  L.parallelLoop(em.idx(n), [&](Value e) {
+    Value first = em.mulI(em.toI32(e), perExpert);
+    em.loop(em.idx(0), em.toIndex(perExpert),
+            [&](Value i) { em.store(em.toI32(e), blocks, em.addI(em.toIndex(first), i)); });
+    if (L.blockParallelHere())
+      return; // The tokens are placed below, spread over the block.
+    Value start = em.mulI(first, em.i32(block));
+    placeTaken(e, em.idx(0), tokens, start);
   });
   if (L.blockParallelHere()) {
     // The GPU form: each (expert, slice of consecutive tokens) counts its taken
     // tokens, then places them after the earlier slices' ones: the sequential order.
-    int64_t slicesPer = std::clamp<int64_t>(256 / n, 1, 32);
-    Value slices = em.idx(slicesPer), items = em.idx(n * slicesPer);
-    Value taken = L.temporary(MemRefType::get({slicesPer, n}, i32), {});
-    Value length = em.divUI(em.addI(tokens, em.subI(slices, em.idx(1))), slices);
-    auto sliceLoop =
-        [&](function_ref<void(Value e, Value s, Value first, Value last)> body) {
-          L.parallelLoop(items, [&](Value i) {
-            Value e = em.remUI(i, em.idx(n)), s = em.divUI(i, em.idx(n));
-            Value first = em.minUI(em.mulI(s, length), tokens);
-            body(e, s, first, em.minUI(em.addI(first, length), tokens));
-          });
-        };
-    sliceLoop([&](Value e, Value s, Value first, Value last) {
+    Value taken = L.temporary(MemRefType::get({ExpertSlices::perExpert(n), n}, i32), {});
+    ExpertSlices work(L, n, tokens);
+    work.forEach([&](Value e, Value s, Value first, Value last) {
       Value count = em.loopCarried(first, last, {em.i32(0)}, [&](Value t, ValueRange it) {
         Value in = chosen(t, e, key(t, e));
         return SmallVector<Value>{em.addI(it[0], em.select(in, em.i32(1), em.i32(0)))};
       })[0];
       em.store(count, taken, {s, e});
     });
-    sliceLoop([&](Value e, Value s, Value first, Value last) {
+    work.forEach([&](Value e, Value s, Value first, Value last) {
       Value start = em.mulI(em.mulI(em.toI32(e), perExpert), em.i32(block));
       Value base = em.loopCarried(em.idx(0), s, {start}, [&](Value d, ValueRange it) {
         return SmallVector<Value>{em.addI(it[0], em.load(taken, {d, e}))};
       })[0];
-      em.loopCarried(first, last, {base}, [&](Value t, ValueRange it) {
-        Value sc = em.load(scores, {t, e});
-        Value in = chosen(t, e, scoreKey(em, sc));
-        em.ifThen(in, [&] {
-          em.store(em.toI32(t), sorted, em.toIndex(it[0]));
-          em.store(sc, sortedW, em.toIndex(it[0]));
-        });
-        return SmallVector<Value>{em.select(in, em.addI(it[0], em.i32(1)), it[0])};
-      });
+      placeTaken(e, first, last, base);
     });
   }
   em.store(em.mulI(em.mulI(perExpert, em.i32(block)), em.i32(n)), padded, em.idx(0));
