@@ -6,6 +6,7 @@
 #include "switchyard/Target/Host/HostCompiler.h"
 
 #include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassManager.h"
@@ -24,8 +25,8 @@ namespace switchyard::host {
 /// that reads the attribute.
 static std::vector<std::string> abiParamNames(gpu::GPUFuncOp kernel) {
   std::vector<std::string> names;
-  for (Attribute param : cast<ArrayAttr>(kernel->getAttr("moe.abi")))
-    names.push_back(cast<StringAttr>(cast<DictionaryAttr>(param).get("name")).str());
+  for (moe::AbiParamAttr param : moe::getAbi(kernel).getParams())
+    names.push_back(param.getName().str());
   return names;
 }
 
