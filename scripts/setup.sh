@@ -15,7 +15,7 @@ PACKAGES=(
   "llvm-$LLVM_VERSION-dev" "llvm-$LLVM_VERSION-tools" "libmlir-$LLVM_VERSION-dev"
   "mlir-$LLVM_VERSION-tools"
   cmake ninja-build "g++-$GCC_VERSION" zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
-  libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev valgrind clang-format
+  libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev libssl-dev valgrind clang-format
   libopenmpi-dev openmpi-bin libomp-dev
   python3 python3-venv python3-numpy python3-matplotlib
 )

@@ -3,6 +3,7 @@ a model's shape, compiled once per (policy text, shape, target) by the runtime's
 cache, loaded as a Router."""
 import hashlib
 import json
+from collections.abc import Mapping
 import os
 import subprocess
 import threading
@@ -11,7 +12,7 @@ from typing import Any, Dict, Iterable, Optional, Union
 from . import _layout
 from . import _shapes
 from . import _switchyard
-from ._errors import CompileError, SwitchyardError
+from ._errors import CompileError, KnobError, SwitchyardError
 from ._router import Router
 from ._shapes import SHAPE_PARAMS  # noqa: F401  (switchyard.SHAPE_PARAMS)
 
@@ -166,6 +167,9 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         flags.append(f"--host-threads-min-work={host_threads_min_work}")
     for name, dtype in sorted((input_dtypes or {}).items()):
         flags += ["--input-dtype", f"{name}={_dtype_name(dtype)}"]
+    if knobs is not None and not isinstance(knobs, Mapping):
+        raise KnobError(f"knobs: expected a dict of knob name -> value, got "
+                        f"{type(knobs).__name__}")
     if freeze_knobs:
         for name, value in (knobs or {}).items():
             flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]

@@ -10,6 +10,7 @@ dtype in place (no copy) and refuses float32 (narrowing would round).
 """
 import copy
 import sys
+from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
@@ -112,6 +113,9 @@ class Router:
 
     # -- calls --------------------------------------------------------------------------
     def _knob_settings(self, knobs: Dict[str, Any]) -> List[str]:
+        if not isinstance(knobs, Mapping):
+            raise KnobError(f"knobs: expected a dict of knob name -> value, got "
+                            f"{type(knobs).__name__}")
         settings = []
         for name, value in knobs.items():
             if name not in self.knobs:

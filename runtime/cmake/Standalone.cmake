@@ -12,6 +12,7 @@ endif()
 get_filename_component(SWITCHYARD_SOURCE_ROOT ${CMAKE_CURRENT_SOURCE_DIR}/.. ABSOLUTE)
 
 find_package(nlohmann_json 3 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(SWITCHYARD_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-pthread openblas)

@@ -41,7 +41,11 @@ std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir,
         "' has no GPU launcher library (compile it with --target=ptx --launcher-library)";
     return failed(StatusCode::kInvalidArgument);
   }
-  policy->library = SharedLibrary::open(dir + "/" + policy->entry.gpuLibrary, error);
+  // The launcher must be the one moe-compile wrote (before dlopen runs any of its code).
+  const std::string library = dir + "/" + policy->entry.gpuLibrary;
+  if (!checkFileDigest(library, policy->entry.files.at(policy->entry.gpuLibrary), error))
+    return failed(StatusCode::kBadFile);
+  policy->library = SharedLibrary::open(library, error);
   if (!policy->library) {
     const std::string missing = missingCudaRuntime(error);
     if (missing.empty())

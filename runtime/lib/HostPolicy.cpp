@@ -21,7 +21,11 @@ std::unique_ptr<HostPolicy> HostPolicy::load(const std::string &dir,
                    "' has no host code (compile it with --target=host or --target=all)");
     return nullptr;
   }
-  policy->library = SharedLibrary::open(dir + "/" + policy->entry.hostLibrary, error);
+  // The library must be the one moe-compile wrote (before dlopen runs any of its code).
+  const std::string library = dir + "/" + policy->entry.hostLibrary;
+  if (!checkFileDigest(library, policy->entry.files.at(policy->entry.hostLibrary), error))
+    return badFile();
+  policy->library = SharedLibrary::open(library, error);
   if (!policy->library)
     return badFile();
   policy->function =

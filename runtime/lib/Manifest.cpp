@@ -1,5 +1,6 @@
 //===- Manifest.cpp - what a compiled policy's artifact directory holds -----===//
 #include "switchyard/Runtime/Manifest.h"
+#include "switchyard/Runtime/UntrustedFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -32,8 +33,36 @@ const ManifestEntry *Manifest::find(const std::string &name, std::string &error)
   return nullptr;
 }
 
+std::vector<std::string> ManifestEntry::fileNames() const {
+  std::vector<std::string> names;
+  for (const std::string *file : {&hostLibrary, &ptx, &cubin, &launchMetadata, &gpuLibrary})
+    if (!file->empty())
+      names.push_back(*file);
+  return names;
+}
+
+bool recordFileDigests(const std::string &dir, Manifest &manifest, std::string &error) {
+  for (ManifestEntry &e : manifest.entries) {
+    e.files.clear();
+    for (const std::string &name : e.fileNames())
+      if (!digestFile(dir + "/" + name, limits::kPolicyLibrary, e.files[name], error))
+        return false;
+  }
+  return true;
+}
+
+bool checkFileDigests(const std::string &dir, const Manifest &manifest,
+                      std::string &error) {
+  for (const ManifestEntry &e : manifest.entries)
+    for (const auto &[name, digest] : e.files)
+      if (!checkFileDigest(dir + "/" + name, digest, error))
+        return false;
+  return true;
+}
+
 std::string toJson(const Manifest &manifest) {
   nlohmann::json entries = nlohmann::json::array();
+  nlohmann::json files = nlohmann::json::object();
   for (const ManifestEntry &e : manifest.entries) {
     nlohmann::json sizeClasses = nlohmann::json::array();
     for (const SizeClass &c : e.sizeClasses)
@@ -56,10 +85,16 @@ std::string toJson(const Manifest &manifest) {
          {"gpu_symbol", e.gpuSymbol},
          {"workspace_symbol", e.workspaceSymbol},
          {"size_classes", sizeClasses}});
+    for (const auto &[name, digest] : e.files)
+      files[name] = {{"bytes", digest.bytes}, {"sha256", digest.sha256}};
   }
-  nlohmann::json j = {{"format", "switchyard-artifacts"}, {"version", Manifest::kVersion},
-                      {"policy", manifest.policy},        {"target", manifest.target},
-                      {"command", manifest.command},      {"entries", entries}};
+  nlohmann::json j = {{"format", "switchyard-artifacts"},
+                      {"version", Manifest::kVersion},
+                      {"policy", manifest.policy},
+                      {"target", manifest.target},
+                      {"command", manifest.command},
+                      {"entries", entries},
+                      {"files", files}};
   return j.dump(2) + "\n";
 }
 
@@ -94,15 +129,12 @@ struct Reader {
 
 bool readManifest(const std::string &dir, Manifest &manifest, std::string &error) {
   std::string file = dir + "/manifest.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    error =
-        "cannot open '" + file + "' (is '" + dir + "' a directory written by moe-compile?)";
+  std::string text;
+  if (!readBoundedFile(file, "manifest.json", limits::kManifestJson, text, error)) {
+    error += " (is '" + dir + "' a directory written by moe-compile?)";
     return false;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   Reader r{file, error};
   if (j.is_discarded() || !j.is_object())
     return r.fail("the file", "is not a JSON object");
@@ -154,10 +186,26 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
         !r.string(o, "gpu_symbol", e.gpuSymbol, where) ||
         !r.string(o, "workspace_symbol", e.workspaceSymbol, where))
       return false;
-    for (const std::string *file :
-         {&e.hostLibrary, &e.ptx, &e.cubin, &e.launchMetadata, &e.gpuLibrary})
-      if (file->find('/') != std::string::npos)
-        return r.fail(where, "names file '" + *file + "' outside the artifact directory");
+    auto files = j.find("files");
+    if (files == j.end() || !files->is_object())
+      return r.fail("manifest.files", "must be an object");
+    for (const std::string &name : e.fileNames()) {
+      if (name.find('/') != std::string::npos)
+        return r.fail(where, "names file '" + name + "' outside the artifact directory");
+      auto digest = files->find(name);
+      std::string at = "files[\"" + name + "\"]";
+      FileDigest &d = e.files[name];
+      int64_t bytes = -1;
+      if (digest == files->end() || !digest->is_object())
+        return r.fail(at, "must be an object (the size and SHA-256 of '" + name + "')");
+      if (!r.integer(*digest, "bytes", bytes, at) ||
+          !r.string(*digest, "sha256", d.sha256, at))
+        return false;
+      if (bytes < 0 || d.sha256.size() != 64 ||
+          d.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return r.fail(at, "must hold bytes >= 0 and 64 lowercase hex digits of sha256");
+      d.bytes = static_cast<uint64_t>(bytes);
+    }
     auto classes = o.find("size_classes");
     if (classes == o.end() || !classes->is_array())
       return r.fail(where + ".size_classes", "must be an array");

@@ -1,5 +1,7 @@
 //===- PolicyCache.cpp - compile a policy once per shape and target -------===//
 #include "switchyard/Runtime/PolicyCache.h"
+#include "switchyard/Runtime/Manifest.h"
+#include "switchyard/Runtime/UntrustedFile.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -107,11 +109,9 @@ std::string PolicyCache::compilerPath() {
 PolicyCache::PolicyCache(std::string root) : rootDir(std::move(root)) {}
 
 std::string PolicyCache::key(const CompileRequest &request, std::string &error) const {
-  std::ifstream in(request.policyPath, std::ios::binary);
-  if (!in) {
-    error = "cannot open policy '" + request.policyPath + "'";
+  std::string text;
+  if (!readBoundedFile(request.policyPath, "policy", limits::kPolicySource, text, error))
     return "";
-  }
   std::string compiler = compilerPath();
   struct stat st;
   if (compiler.empty() || stat(compiler.c_str(), &st) != 0) {
@@ -119,16 +119,19 @@ std::string PolicyCache::key(const CompileRequest &request, std::string &error) 
             "' (set SWITCHYARD_MOE_COMPILE or put it on PATH)";
     return "";
   }
-  std::stringstream text;
-  text << in.rdbuf();
   Fnv1a h;
-  h.add("switchyard-policy-cache/1");
-  h.add(text.str());
+  h.add("switchyard-policy-cache/2");
+  h.add(text);
   // Flags that name files (--model config.json) hash the file's contents too.
   for (size_t i = 0; i < request.flags.size(); ++i) {
     h.add(request.flags[i]);
-    if (request.flags[i] == "--model" && i + 1 < request.flags.size())
-      h.add(readFile(request.flags[i + 1]));
+    if (request.flags[i] == "--model" && i + 1 < request.flags.size()) {
+      std::string model;
+      if (!readBoundedFile(request.flags[i + 1], "config.json", limits::kConfigJson, model,
+                           error))
+        return "";
+      h.add(model);
+    }
   }
   h.add(request.target);
   h.add(std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime));
@@ -144,9 +147,16 @@ Status PolicyCache::artifacts(const CompileRequest &request, std::string &dir, b
   dir = rootDir + "/" + k;
   struct stat st;
   if (stat((dir + "/manifest.json").c_str(), &st) == 0) {
-    if (hit)
-      *hit = true;
-    return Status::ok();
+    // A hit is used only when every artifact is as moe-compile wrote it; a damaged entry
+    // (truncated, bytes flipped, an old format) is compiled again.
+    Manifest manifest;
+    std::string damaged;
+    if (readManifest(dir, manifest, damaged) && checkFileDigests(dir, manifest, damaged)) {
+      if (hit)
+        *hit = true;
+      return Status::ok();
+    }
+    removeTree(dir);
   }
   if (hit)
     *hit = false;

@@ -381,7 +381,10 @@ int main(int argc, char **argv) {
     llvm::outs() << "\n";
   }
   std::string error;
-  if (!writeText(path(outDir, "manifest.json"), runtime::toJson(manifest), error))
+  // The size and SHA-256 of every artifact: the runtime checks a library against them
+  // before loading it.
+  if (!runtime::recordFileDigests(outDir, manifest, error) ||
+      !writeText(path(outDir, "manifest.json"), runtime::toJson(manifest), error))
     return fail(error);
   return 0;
 }

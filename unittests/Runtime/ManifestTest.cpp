@@ -45,6 +45,8 @@ Manifest sample() {
   e.hostSymbol = "xshare_packed";
   e.ptx = "xshare.ptx";
   e.sizeClasses.push_back(SizeClass{"decode", 0, 1024, 1});
+  e.files["libxshare.so"] = FileDigest{4096, std::string(64, 'a')};
+  e.files["xshare.ptx"] = FileDigest{100, std::string(64, 'b')};
   m.entries.push_back(e);
   ManifestEntry rule;
   rule.signature.entry = "plan";
@@ -66,6 +68,9 @@ TEST(Manifest, RoundTrips) {
   EXPECT_EQ(m.entries[0].hostSymbol, "xshare_packed");
   ASSERT_EQ(m.entries[0].sizeClasses.size(), 1u);
   EXPECT_EQ(m.entries[0].sizeClasses[0].maxTokens, 1024);
+  EXPECT_EQ(m.entries[0].files.at("libxshare.so"),
+            (FileDigest{4096, std::string(64, 'a')}));
+  EXPECT_EQ(m.entries[0].files.size(), 2u);
   // The only router is found without a name; a rule by its name.
   EXPECT_EQ(m.find("", error), &m.entries[0]);
   EXPECT_EQ(m.find("plan", error), &m.entries[1]);
@@ -92,7 +97,10 @@ TEST(Manifest, RejectsMalformedFiles) {
   std::vector<Case> cases = {
       {"[", "is not a JSON object"},
       {"{}", "manifest.format must be a string"},
-      {replace("\"version\": 1", "\"version\": 7"), "version 7"},
+      {replace("\"version\": 2", "\"version\": 7"), "version 7"},
+      {replace("\"libxshare.so\": {", "\"other.so\": {"),
+       "files[\"libxshare.so\"] must be an object"},
+      {replace(std::string(64, 'b'), "B"), "64 lowercase hex digits"},
       {replace("\"host_library\": \"libxshare.so\"", "\"host_library\": \"../evil.so\""),
        "outside the artifact directory"},
       {replace("\"top_k\": 2", "\"top_k\": \"2\""),
@@ -109,3 +117,25 @@ TEST(Manifest, RejectsMalformedFiles) {
 }
 
 } // namespace
+
+TEST(Manifest, FileDigestsCatchADamagedArtifact) {
+  TempDir dir;
+  const std::string library = dir.path + "/libxshare.so";
+  std::ofstream(library) << "a library's bytes";
+  Manifest m = sample();
+  m.entries[0].ptx.clear();
+  std::string error;
+  ASSERT_TRUE(recordFileDigests(dir.path, m, error)) << error;
+  // The size and SHA-256 of the 17 bytes above (as `sha256sum` prints it).
+  EXPECT_EQ(
+      m.entries[0].files.at("libxshare.so"),
+      (FileDigest{17, "f301d817069cd63ce25af9ce030378a813cf9e714166a82e069e40f165e225fc"}));
+  EXPECT_TRUE(checkFileDigests(dir.path, m, error)) << error;
+  std::ofstream(library) << "a library's byteZ"; // same size, one byte flipped
+  EXPECT_FALSE(checkFileDigests(dir.path, m, error));
+  EXPECT_NE(error.find("does not match its manifest"), std::string::npos) << error;
+  std::ofstream(library) << "short"; // truncated
+  EXPECT_FALSE(checkFileDigests(dir.path, m, error));
+  EXPECT_NE(error.find("5 bytes"), std::string::npos) << error;
+  std::remove(library.c_str());
+}

@@ -10,7 +10,10 @@
 #ifndef SWITCHYARD_RUNTIME_MANIFEST_H
 #define SWITCHYARD_RUNTIME_MANIFEST_H
 
+#include "switchyard/Runtime/FileDigest.h"
 #include "switchyard/Runtime/Signature.h"
+
+#include <map>
 
 #include <string>
 #include <vector>
@@ -35,10 +38,16 @@ struct ManifestEntry {
   std::string gpuSymbol;                            // "NAME_launch_packed"
   std::string workspaceSymbol;                      // "NAME_workspace_bytes"
   std::vector<SizeClass> sizeClasses;
+  /// Size and SHA-256 of each file above that is not "" (the manifest's "files").
+  std::map<std::string, FileDigest> files;
+
+  /// The file names this entry refers to (those that are not "").
+  std::vector<std::string> fileNames() const;
 };
 
 struct Manifest {
-  static constexpr int kVersion = 1;
+  // 2: "files" records each artifact's size and SHA-256.
+  static constexpr int kVersion = 2;
   std::string policy;               // the source file
   std::string target;               // host, ptx, cuda or all
   std::vector<std::string> command; // the moe-compile command line
@@ -50,6 +59,11 @@ struct Manifest {
 };
 
 std::string toJson(const Manifest &manifest);
+/// Records the size and SHA-256 of every file the entries name, as they are in `dir`
+/// (moe-compile, after writing them).
+bool recordFileDigests(const std::string &dir, Manifest &manifest, std::string &error);
+/// Checks every file the manifest names against its recorded digest.
+bool checkFileDigests(const std::string &dir, const Manifest &manifest, std::string &error);
 /// Reads DIR/manifest.json; false with a message naming the file and field otherwise.
 bool readManifest(const std::string &dir, Manifest &manifest, std::string &error);
 /// The entry `name` (empty: the only router) of DIR/manifest.json.

@@ -20,6 +20,7 @@ constexpr uint64_t kConfigJson = uint64_t(16) << 20;         // the hub's: a few
 constexpr uint64_t kCheckpointIndex = uint64_t(64) << 20;    // ~100 bytes a tensor
 constexpr uint64_t kSafetensorsHeader = uint64_t(100) << 20; // as the format's reader
 constexpr uint64_t kManifestJson = uint64_t(16) << 20;
+constexpr uint64_t kPolicySource = uint64_t(16) << 20; // a .mlir policy: a few KiB
 constexpr uint64_t kPolicyLibrary = uint64_t(1) << 30;
 constexpr uint64_t kNpy = uint64_t(64) << 30; // activations and routing of a batch
 } // namespace limits
