@@ -7,7 +7,7 @@ lynx (both phases), in the host and the lane-parallel (GPU) forms:
 
   * moe-run on a bf16 .npy (descr 'bfloat16', as ml_dtypes writes it) or a float16 .npy
     against moe-run of the float32 build on the widened values;
-  * moe-compile's NAME.abi.json / NAME.h record the dtype (bfloat16, uint16_t);
+  * moe-compile's manifest.json / NAME.h record the dtype (bfloat16, uint16_t);
   * the Python package: torch bf16 / f16 tensors (and float16 NumPy arrays) bind with no
     copy; float32 memory for a bf16 input is refused (narrowing would round);
   * the flag's errors (unknown input, non-float input, bad dtype) name the flag.
@@ -174,7 +174,7 @@ def check_flag_errors(build, work, tally):
             r = subprocess.run(cmd, capture_output=True, text=True)
             tally.check(f"{tool} --input-dtype={value}: error", r.returncode == 1
                         and needle in r.stderr, repr(r.stderr))
-    # moe-compile records the dtype: abi.json, header, manifest.
+    # moe-compile records the dtype: manifest, header.
     out = os.path.join(work, "compiled")
     cmd = [os.path.join(build, "bin", "moe-compile"), os.path.join(POLICIES, "deepseek_v3.mlir"),
            "--experts", "64", "--top-k", "6", "--groups", "8", "--topk-groups", "4",
@@ -183,9 +183,9 @@ def check_flag_errors(build, work, tally):
     if r.returncode:
         tally.check("moe-compile --input-dtype logits=bf16", False, r.stderr)
         return
-    abi = json.load(open(os.path.join(out, "deepseek_v3.abi.json")))
-    dtypes = {p["name"]: p["dtype"] for p in abi["params"] if p["role"] == "in"}
-    tally.check("abi.json: logits bfloat16, bias float32",
+    entry = json.load(open(os.path.join(out, "manifest.json")))["entries"][0]
+    dtypes = {p["name"]: p["dtype"] for p in entry["signature"]["params"] if p["role"] == "in"}
+    tally.check("manifest.json: logits bfloat16, bias float32",
                 dtypes == {"logits": "bfloat16", "bias": "float32"}, str(dtypes))
     header = open(os.path.join(out, "deepseek_v3.h")).read()
     tally.check("header: const uint16_t *logits", "const uint16_t *logits" in header

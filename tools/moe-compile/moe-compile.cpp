@@ -7,7 +7,6 @@
 //   DIR/NAME.o      the host object file (x86-64, PIC, -O3)
 //   DIR/libNAME.so  a shared library holding it
 //   DIR/NAME.ll     the LLVM IR, for inspection
-//   DIR/NAME.abi.json  the entry's parameters (names, dtypes, shapes) for the runtime
 //   DIR/manifest.json  every entry: signature, bound sizes, host library and packed
 //                      symbol, PTX / cubin, launcher library and launch size classes
 //                      (runtime::Manifest)
@@ -356,9 +355,7 @@ int main(int argc, char **argv) {
 
     std::string header = path(info.name + ".h"), object = path(info.name + ".o");
     std::string library = path("lib" + info.name + ".so"), ir = path(info.name + ".ll");
-    std::string signature = path(info.name + ".abi.json");
     if (!writeText(header, host::emitHeader(info, abi, knobs), error) ||
-        !writeText(signature, runtime::toJson(described.signature), error) ||
         !host::emitObjectFile(*copy, object, error, info.name) ||
         !host::linkSharedLibrary(object, library, error))
       return fail(error);
@@ -375,7 +372,7 @@ int main(int argc, char **argv) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
     llvm::outs() << "moe-compile: @" << info.name << " -> " << header << ", " << object
-                 << ", " << library << ", " << signature;
+                 << ", " << library;
     if (verbose)
       llvm::outs() << " (" << llvm::format("%.0f", ms) << " ms)";
     llvm::outs() << "\n";

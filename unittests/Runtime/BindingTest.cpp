@@ -1,7 +1,7 @@
 //===- BindingTest.cpp - signatures and buffers bound by name -------------===//
 //
 // The runtime side of a compiled entry's C ABI: Signature's JSON form (what
-// moe-compile writes as NAME.abi.json) and CallBuffers, which binds inputs by name,
+// moe-compile writes into manifest.json) and CallBuffers, which binds inputs by name,
 // checks them against the signature and lays out the outputs for the token count.
 //
 //===----------------------------------------------------------------------===//

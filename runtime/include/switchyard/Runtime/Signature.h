@@ -4,7 +4,7 @@
 // `num_tokens`, one parameter per buffer (two for a placement: replica counts then the
 // log2phy table) and per scalar, inputs then outputs, each with a dtype and a shape
 // whose dynamic dimension 0 follows a size rule in the token count T. The compiler
-// writes it (moe-compile's NAME.abi.json, `moe-run --list`); the runtime binds buffers
+// writes it (moe-compile's manifest.json, `moe-run --list`); the runtime binds buffers
 // by name against it. No LLVM/MLIR dependency.
 //
 //===----------------------------------------------------------------------===//
