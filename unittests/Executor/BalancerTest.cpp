@@ -1,17 +1,24 @@
 //===- BalancerTest.cpp - the balancers' state and plans, worked by hand ---===//
 //
-// The parts of live EPLB and Libra that need no ranks: the load history a window
-// keeps, the plan made from it (the compiled rules stood in for by hand-worked ones
-// that check what they are given), the transfers that realise a plan, Libra's remote
-// slot assignment and its prediction statistics. Moving the weights between ranks is
-// ExpertTransferTest's and test/exec/test_ep.py's.
+// Live EPLB and Libra without ranks: the load history a window keeps, the plan made from
+// it (the compiled rules stood in for by hand-worked ones that check what they are
+// given), the transfers that realise a plan, Libra's remote slot assignment and its
+// prediction statistics; and both balancers through the Balancer interface on a job of
+// one rank. Moving weights between ranks is ExpertTransferTest's and
+// test/exec/test_ep.py's.
 //
 //===----------------------------------------------------------------------===//
+#include "TinyCheckpoint.h"
+
 #include "switchyard/Executor/Balance/BalancePlan.h"
 #include "switchyard/Executor/Balance/BalanceState.h"
+#include "switchyard/Executor/Balance/EplbBalancer.h"
 #include "switchyard/Executor/Balance/LibraBalancer.h"
+#include "switchyard/Executor/MoeLayer.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 using namespace switchyard;
 using namespace switchyard::exec;
@@ -82,7 +89,118 @@ private:
   std::vector<int32_t> ids, tokenRank, placement;
 };
 
+/// A job of one rank: every collective is a copy.
+class SoloComm final : public comm::Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char *backend() const override { return "solo"; }
+  bool onDevice() const override { return false; }
+  bool allGather(const void *send, size_t bytes, void *recv, std::string &) override {
+    std::memcpy(recv, send, bytes);
+    return true;
+  }
+  bool exchangeCounts(const std::vector<int64_t> &sendCounts,
+                      std::vector<int64_t> &recvCounts, std::string &) override {
+    recvCounts = sendCounts;
+    return true;
+  }
+  bool allToAllV(const void *send, const std::vector<int64_t> &sendBytes, void *recv,
+                 const std::vector<int64_t> &, std::string &) override {
+    if (sendBytes[0])
+      std::memcpy(recv, send, static_cast<size_t>(sendBytes[0]));
+    return true;
+  }
+  bool allReduceSum(float *, size_t, std::string &) override { return true; }
+  bool allReduceSum(int64_t *, size_t, std::string &) override { return true; }
+  bool broadcast(void *, size_t, int, std::string &) override { return true; }
+  bool barrier(std::string &) override { return true; }
+  std::unique_ptr<comm::Communicator> duplicate(std::string &) override {
+    return std::make_unique<SoloComm>();
+  }
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+};
+
+/// A one-layer checkpoint's MoE block (4 experts), its checkpoint and config kept beside
+/// it.
+struct TinyLayer {
+  unittest::TinyCheckpoint files{false};
+  model::MoeConfig config; // the layer keeps a pointer to it
+  std::unique_ptr<model::SafetensorsCheckpoint> ckpt;
+  std::unique_ptr<MoeLayer> layer;
+  TinyLayer() {
+    std::string error;
+    EXPECT_TRUE(model::readMoeConfig(files.dir, config, error)) << error;
+    ckpt = model::SafetensorsCheckpoint::open(files.dir, error);
+    EXPECT_TRUE(ckpt) << error;
+    if (ckpt)
+      layer = MoeLayer::load(config, *ckpt, 0, error);
+    EXPECT_TRUE(layer) << error;
+  }
+};
+
 } // namespace
+
+// Through the interface, one rank: the window fills over two steps, the plan is made at
+// its end (a second slot for expert 0, nothing to move on one rank) and published at the
+// next step boundary as placement version 1.
+TEST(EplbBalancer, PlansAtTheWindowsEndAndPublishesAtTheNextBoundary) {
+  TinyLayer tiny;
+  ASSERT_TRUE(tiny.layer);
+  MoeLayer &layer = *tiny.layer;
+  SoloComm comm;
+  ExpertMover mover(comm);
+  auto rule = std::make_shared<HandEplbRule>(std::vector<float>{4, 2, 1, 2},
+                                             std::vector<int32_t>{0, 1, 2, 3, 0});
+  EplbOptions options;
+  options.window = 2;
+  options.slots = 5;
+  EplbBalancer eplb(rule, options, layer, 0, mover);
+  Balancer &balancer = eplb;
+  ExpertPlacement placement = ExpertPlacement::contiguous(4, 1);
+  std::string error;
+  int64_t moved = -1;
+  ASSERT_TRUE(balancer.beginStep(placement, moved, error)) << error;
+  ASSERT_TRUE(balancer.endStep(placement, routingOf(2, {0, 1, 0, 2, -1, 0}), error));
+  EXPECT_FALSE(eplb.pendingMigration());
+  ASSERT_TRUE(balancer.endStep(placement, routingOf(2, {3, 0, 3, 1}), error)) << error;
+  ASSERT_TRUE(eplb.pendingMigration());
+  EXPECT_TRUE(eplb.pendingMigration()->transfers.empty());
+  EXPECT_EQ(eplb.loadWindow().stepsSeen(), 0);
+  EXPECT_EQ(placement.version, 0); // not before the boundary
+  moved = -1;
+  ASSERT_TRUE(balancer.beginStep(placement, moved, error)) << error;
+  EXPECT_EQ(moved, 0);
+  EXPECT_EQ(placement.version, 1);
+  EXPECT_EQ(placement.phy2log, (std::vector<int32_t>{0, 1, 2, 3, 0}));
+  EXPECT_EQ(placement.log2phy[0], (std::vector<int64_t>{0, 4}));
+  EXPECT_FALSE(eplb.pendingMigration());
+}
+
+// The first layer of a Libra stack has no predecessor: it runs on the home placement,
+// nothing planned.
+TEST(LibraBalancer, TheFirstLayerRunsOnTheHomePlacement) {
+  TinyLayer tiny;
+  ASSERT_TRUE(tiny.layer);
+  MoeLayer &layer = *tiny.layer;
+  SoloComm comm;
+  ExpertMover mover(comm);
+  LibraBalancer libra(nullptr, layer, comm, mover);
+  libra.prepare(nullptr);
+  Balancer &balancer = libra;
+  ExpertPlacement placement = ExpertPlacement::contiguous(4, 1);
+  std::string error;
+  int64_t moved = 0;
+  ASSERT_TRUE(balancer.beginStep(placement, moved, error)) << error;
+  EXPECT_EQ(libra.holders(), (std::vector<int32_t>{1, 1, 1, 1}));
+  LibraMetrics metrics;
+  const Routing routing = routingOf(2, {0, 1, 2, 3});
+  libra.report(placement, routing, metrics);
+  EXPECT_EQ(metrics.plannedImbalance, -1);
+  EXPECT_EQ(metrics.predictionHitRate, -1);
+  EXPECT_EQ(metrics.replicas, (std::vector<std::vector<int32_t>>{{}}));
+  ASSERT_TRUE(balancer.endStep(placement, routing, error));
+}
 
 TEST(LoadWindow, CountsRoutedSlotsOverItsSteps) {
   LoadWindow window(4, 2);
