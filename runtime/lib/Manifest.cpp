@@ -85,6 +85,9 @@ std::string toJson(const Manifest &manifest) {
          {"gpu_symbol", e.gpuSymbol},
          {"workspace_symbol", e.workspaceSymbol},
          {"size_classes", sizeClasses}});
+    if (!e.launch.empty())
+      entries.back()["launch"] =
+          nlohmann::json::parse(e.launch, nullptr, /*allow_exceptions=*/false);
     for (const auto &[name, digest] : e.files)
       files[name] = {{"bytes", digest.bytes}, {"sha256", digest.sha256}};
   }
@@ -205,6 +208,11 @@ bool readManifest(const std::string &dir, Manifest &manifest, std::string &error
           d.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
         return r.fail(at, "must hold bytes >= 0 and 64 lowercase hex digits of sha256");
       d.bytes = static_cast<uint64_t>(bytes);
+    }
+    if (auto launch = o.find("launch"); launch != o.end()) {
+      if (!launch->is_object())
+        return r.fail(where + ".launch", "must be an object (the GPU launch metadata)");
+      e.launch = launch->dump();
     }
     auto classes = o.find("size_classes");
     if (classes == o.end() || !classes->is_array())

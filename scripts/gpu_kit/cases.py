@@ -26,8 +26,10 @@ def launcher_path(kit, router):
 
 
 def launch_metadata(kit, router):
-    with open(os.path.join(kit, router["dir"], f"{router['entry']}.json")) as f:
-        return json.load(f)
+    """The router's GPU launch metadata: its manifest entry's "launch" object."""
+    with open(os.path.join(kit, router["dir"], "manifest.json")) as f:
+        entries = json.load(f)["entries"]
+    return next(e["launch"] for e in entries if e["entry"] == router["entry"])
 
 
 def size_class(meta, tokens):

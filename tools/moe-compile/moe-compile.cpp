@@ -247,7 +247,8 @@ int main(int argc, char **argv) {
       std::string cubin = path(info.name + ".cubin"), usage;
       described.ptx = info.name + ".ptx";
       described.gpuArch = gpuArch;
-      described.launchMetadata = info.name + ".json";
+      described.launchMetadata = info.name + ".json"; // a copy of described.launch
+      described.launch = artifacts.json;
       if (host::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
         llvm::outs() << ", " << cubin;
         described.cubin = info.name + ".cubin";

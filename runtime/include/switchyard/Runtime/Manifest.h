@@ -38,6 +38,10 @@ struct ManifestEntry {
   std::string gpuSymbol;                            // "NAME_launch_packed"
   std::string workspaceSymbol;                      // "NAME_workspace_bytes"
   std::vector<SizeClass> sizeClasses;
+  /// The GPU launch metadata as JSON text (kernels, blocks, size classes, the launch
+  /// cost model's inputs); "" without GPU code. `launchMetadata` names a copy of it
+  /// (NAME.json) for tools that read one router.
+  std::string launch;
   /// Size and SHA-256 of each file above that is not "" (the manifest's "files").
   std::map<std::string, FileDigest> files;
 
