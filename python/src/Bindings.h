@@ -37,6 +37,7 @@ runtime::TensorView viewOf(const nb::ndarray<> &array, const std::string &what);
 void bindPolicies(nb::module_ &m);
 void bindExecutor(nb::module_ &m);
 void bindShapeTable(nb::module_ &m);
+void bindSignature(nb::module_ &m);
 
 } // namespace switchyard::python
 

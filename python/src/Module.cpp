@@ -111,6 +111,7 @@ NB_MODULE(_switchyard, m) {
       },
       nb::arg("classes"),
       "Registers the exception class raised for each status code (an int key).");
+  bindSignature(m);
   bindPolicies(m);
   bindExecutor(m);
   bindShapeTable(m);

@@ -72,7 +72,7 @@ public:
     directory = dir;
   }
 
-  std::string signatureJson() const { return runtime::toJson(sig); }
+  const runtime::Signature &signature() const { return sig; }
 
   /// Runs on the host: `inputs` maps names to arrays (or ints for scalars), `outputs`
   /// names to preallocated arrays (results left out are computed into scratch).
@@ -287,7 +287,7 @@ void bindPolicies(nb::module_ &m) {
       .def(nb::init<const std::string &, const std::string &, bool>(), nb::arg("directory"),
            nb::arg("entry") = "", nb::arg("cuda") = false)
       .def_ro("directory", &Policy::directory)
-      .def("signature_json", &Policy::signatureJson)
+      .def_prop_ro("signature", &Policy::signature, nb::rv_policy::reference_internal)
       .def("run", &Policy::run, nb::arg("inputs"), nb::arg("outputs"), nb::arg("knobs"))
       .def("launch", &Policy::launch, nb::arg("inputs"), nb::arg("outputs"),
            nb::arg("knobs"), nb::arg("workspace"), nb::arg("stream"))

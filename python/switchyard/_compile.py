@@ -13,7 +13,7 @@ from . import _layout
 from . import _shapes
 from . import _switchyard
 from ._errors import CompileError, KnobError, SwitchyardError
-from ._router import Router
+from ._router import Router, signature_view
 from ._shapes import SHAPE_PARAMS  # noqa: F401  (switchyard.SHAPE_PARAMS)
 
 # The compiler and the shipped policies of this copy of the package (the executor and
@@ -188,7 +188,7 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         directory, _ = _switchyard.compile(path, flags, compile_target)
         native = _switchyard.Policy(directory, entry or _only_entry(directory),
                                     target == "cuda")
-        loaded = Router(native, json.loads(native.signature_json()), target, path)
+        loaded = Router(native, signature_view(native.signature), target, path)
         with _lock:
             _routers.setdefault(key, loaded)
     return loaded.configured(knobs=knobs, outputs=outputs)

@@ -30,6 +30,23 @@ def _is_torch(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "__dlpack__")
 
 
+def signature_view(signature) -> Dict[str, Any]:
+    """A loaded entry's signature (the runtime's Signature, bound by the extension) as
+    plain data: {"entry", "kind", "params": [{"name", "role", "kind", "dtype", "shape",
+    "size_rule", "values", "id_bound"}], "knobs": [{"name", "dtype", "default",
+    "rules": [{"text", "op"}]}]}."""
+    return {
+        "entry": signature.entry,
+        "kind": signature.kind,
+        "params": [{"name": p.name, "role": "out" if p.is_output else "in", "kind": p.kind,
+                    "dtype": p.dtype, "shape": list(p.shape), "size_rule": list(p.size_rule),
+                    "values": p.values, "id_bound": p.id_bound} for p in signature.params],
+        "knobs": [{"name": k.name, "dtype": k.dtype, "default": k.default,
+                   "rules": [{"text": r.text, "op": r.op} for r in k.rules]}
+                  for k in signature.knobs],
+    }
+
+
 class Router:
     """One compiled router (or rule) entry. Call it with its inputs by name:
 
