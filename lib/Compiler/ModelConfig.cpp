@@ -107,8 +107,8 @@ static size_t jsonNesting(llvm::StringRef text) {
 /// A Hugging Face config nests a few levels (rope_scaling, quantization_config, ...).
 constexpr size_t kMaxConfigNesting = 64;
 
-bool host::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
-                           std::string &error) {
+bool compiler::readModelConfig(llvm::StringRef path, moe::ShapeRequest &request,
+                               std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) {
     error = "--model: cannot read '" + path.str() + "': " + buffer.getError().message();

@@ -22,7 +22,7 @@
 
 using namespace mlir;
 
-namespace switchyard::host {
+namespace switchyard::compiler {
 
 void registerDialects(DialectRegistry &registry) { registerAllDialects(registry); }
 
@@ -413,4 +413,4 @@ bool selectRouter(ModuleOp module, StringRef name, std::string &error) {
   return found;
 }
 
-} // namespace switchyard::host
+} // namespace switchyard::compiler

@@ -67,13 +67,13 @@ static bool mergeFlag(std::optional<moe::Bound<T>> &slot, const cl::opt<T> &flag
                       std::string &error) {
   if (!flag.getNumOccurrences())
     return true;
-  return host::mergeBound(slot, moe::Bound<T>{flag.getValue(), flagText(flag)}, error);
+  return compiler::mergeBound(slot, moe::Bound<T>{flag.getValue(), flagText(flag)}, error);
 }
 
 bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
   request = moe::ShapeRequest();
   request.allowUnused = allowUnused;
-  if (!model.empty() && !host::readModelConfig(model, request, error))
+  if (!model.empty() && !compiler::readModelConfig(model, request, error))
     return false;
 #define SHAPE_PARAMETER(FIELD, ...)                                                        \
   if (!mergeFlag(request.FIELD, FIELD##Flag, error))                                       \

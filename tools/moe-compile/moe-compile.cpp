@@ -154,8 +154,8 @@ int main(int argc, char **argv) {
   bool wantHost = target == "host" || target == "all";
   bool wantPtx = target == "ptx" || target == "all" || target == "cuda";
 
-  std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
-  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
+  std::unique_ptr<mlir::MLIRContext> context = compiler::makeToolContext();
+  std::unique_ptr<compiler::PolicyFile> policy = compiler::loadPolicy(*context, inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
@@ -173,29 +173,30 @@ int main(int argc, char **argv) {
       mlir::OwningOpRef<mlir::ModuleOp> trial(module->clone());
       mlir::ScopedDiagnosticHandler quiet(
           context.get(), [](mlir::Diagnostic &) { return mlir::success(); });
-      bindsWhole = host::bindShapeWithKnobs(*trial, shape, tools::knobOverrides());
+      bindsWhole = compiler::bindShapeWithKnobs(*trial, shape, tools::knobOverrides());
     }
     for (moe::PolicyOpInterface p : moe::getPolicyOps(*module))
       if (!bindsWhole && p.getSymName() == wanted && p.isRouter()) {
         std::string ignored;
-        host::selectRouter(*module, wanted, ignored);
+        compiler::selectRouter(*module, wanted, ignored);
         break;
       }
   }
   // Knob values first: a default that the bound shape would reject (ExpertFlow's cache of
   // 32 experts on an 8-expert model) is then checked with the value asked for.
-  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
+  if (!compiler::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
       failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
     return 1;
 
-  std::vector<host::RouterInfo> routers = host::describeRouters(*module);
+  std::vector<compiler::RouterInfo> routers = compiler::describeRouters(*module);
   if (routers.empty())
     return fail("'" + inputFile + "' has no moe.router to compile");
   const std::string &entry = tools::entryName();
-  if (!entry.empty() &&
-      llvm::none_of(routers, [&](const host::RouterInfo &r) { return r.name == entry; })) {
+  if (!entry.empty() && llvm::none_of(routers, [&](const compiler::RouterInfo &r) {
+        return r.name == entry;
+      })) {
     std::string error;
-    host::selectRouter(*module, tools::entryName(), error);
+    compiler::selectRouter(*module, tools::entryName(), error);
     return fail(error);
   }
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
@@ -205,7 +206,7 @@ int main(int argc, char **argv) {
   manifest.policy = inputFile;
   manifest.target = target;
   manifest.command.assign(argv, argv + argc);
-  for (const host::RouterInfo &info : routers) {
+  for (const compiler::RouterInfo &info : routers) {
     if (!entry.empty() && info.name != entry)
       continue;
     runtime::ManifestEntry described;
@@ -218,18 +219,18 @@ int main(int argc, char **argv) {
     // Rules are host scheduling code: they get the host artifacts whatever the target.
     bool isRule = info.kind != "router";
     std::vector<std::string> inputDtypes; // --input-dtype, checked against this entry
-    if (!host::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
+    if (!compiler::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
       return fail(error);
     if (wantPtx && isRule && !wantHost)
       llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
                    << " rule: host code only\n";
     if (wantPtx && !isRule) {
       mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());
-      if (!host::selectRouter(*gpu, info.name, error))
+      if (!compiler::selectRouter(*gpu, info.name, error))
         return fail(error);
-      host::GpuArtifacts artifacts;
-      if (!host::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error,
-                              tools::freezeKnobs(), inputDtypes))
+      ptx::GpuArtifacts artifacts;
+      if (!ptx::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error,
+                             tools::freezeKnobs(), inputDtypes))
         return fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
@@ -249,7 +250,7 @@ int main(int argc, char **argv) {
       described.gpuArch = gpuArch;
       described.launchMetadata = info.name + ".json"; // a copy of described.launch
       described.launch = artifacts.json;
-      if (host::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
+      if (ptx::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
         llvm::outs() << ", " << cubin;
         described.cubin = info.name + ".cubin";
       } else {
@@ -261,7 +262,7 @@ int main(int argc, char **argv) {
       // The launcher as a library the runtime can dlopen.
       if (launcherLibrary) {
         std::string gpuLibrary = path("lib" + info.name + "_gpu.so");
-        if (!host::linkLauncherLibrary(launchCpp, gpuLibrary, error))
+        if (!ptx::linkLauncherLibrary(launchCpp, gpuLibrary, error))
           return fail(error);
         described.gpuLibrary = "lib" + info.name + "_gpu.so";
         described.gpuSymbol = info.name + "_launch_packed";
@@ -272,7 +273,7 @@ int main(int argc, char **argv) {
         // Bytes each token moves through the kernel: its inputs and outputs (per-token
         // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.
         int64_t perTokenIo = 0;
-        for (const host::Port &port : info.inputs) {
+        for (const compiler::Port &port : info.inputs) {
           bool narrow = llvm::is_contained(inputDtypes, port.name + "=bf16") ||
                         llvm::is_contained(inputDtypes, port.name + "=f16");
           if (!port.shape.empty() && port.shape[0] < 0)
@@ -281,7 +282,7 @@ int main(int argc, char **argv) {
                                                 : 4) *
                           (port.shape.size() > 1 ? port.shape[1] : 1);
         }
-        for (const host::Port &port : info.outputs)
+        for (const compiler::Port &port : info.outputs)
           if (!port.shape.empty() && port.shape[0] < 0)
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
         llvm::json::Value parsed = *llvm::json::parse(artifacts.json);
@@ -337,13 +338,13 @@ int main(int argc, char **argv) {
     // The host lowering gives the entry's signature; a GPU-only target records it in
     // the manifest too (the launcher takes the same buffers).
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
-    if (!host::selectRouter(*copy, info.name, error))
+    if (!compiler::selectRouter(*copy, info.name, error))
       return fail(error);
-    if (failed(host::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
-                                 tools::hostThreadMinWork(), inputDtypes)))
+    if (failed(compiler::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
+                                     tools::hostThreadMinWork(), inputDtypes)))
       return 1;
-    std::vector<host::AbiParam> abi = host::readAbi(*copy, info.name);
-    std::vector<runtime::Knob> knobs = host::readKnobs(*copy, info.name);
+    std::vector<compiler::AbiParam> abi = compiler::readAbi(*copy, info.name);
+    std::vector<runtime::Knob> knobs = compiler::readKnobs(*copy, info.name);
     described.signature = runtime::Signature{info.name, info.kind, abi};
     described.signature.knobs = knobs;
     if (wantPtx && !isRule && !wantHost) {

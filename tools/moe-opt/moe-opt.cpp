@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
   unsigned id = sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBuffer(file->getBuffer(), file->getBufferIdentifier()),
       llvm::SMLoc());
-  if (!switchyard::host::checkPolicyText(sourceMgr, id))
+  if (!switchyard::compiler::checkPolicyText(sourceMgr, id))
     return 1;
   std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFile, &error);
   if (!output) {

@@ -85,8 +85,8 @@ int main(int argc, char **argv) {
   tools::parseCommandLine(argc, argv,
                           "Switchyard: compile a policy for the host and "
                           "run it on .npy inputs\n");
-  std::unique_ptr<mlir::MLIRContext> context = host::makeToolContext();
-  std::unique_ptr<host::PolicyFile> policy = host::loadPolicy(*context, inputFile);
+  std::unique_ptr<mlir::MLIRContext> context = compiler::makeToolContext();
+  std::unique_ptr<compiler::PolicyFile> policy = compiler::loadPolicy(*context, inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
@@ -95,36 +95,36 @@ int main(int argc, char **argv) {
   if (!tools::shapeRequest(shape, error))
     return fail(error);
   // Knob values before the shape (as moe-compile): the shape checks the values asked for.
-  if (!host::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
+  if (!compiler::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
       failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
     return 1;
   if (list) {
-    llvm::outs() << host::routersToJson(host::describeRouters(*module)) << "\n";
+    llvm::outs() << compiler::routersToJson(compiler::describeRouters(*module)) << "\n";
     return 0;
   }
   if (outDir.empty())
     return fail("--out DIR is required (where the results are written)");
 
-  if (!host::selectRouter(*module, tools::entryName(), error))
+  if (!compiler::selectRouter(*module, tools::entryName(), error))
     return fail(error);
-  host::RouterInfo info = host::describeRouters(*module).front();
+  compiler::RouterInfo info = compiler::describeRouters(*module).front();
   // --set values are checked by the verifier (on a copy: messages at the op that uses
   // the knob) and, unless --freeze-knobs compiles them in, passed at run time in the
   // entry's knob struct: the compiled code is the same for any values.
   bool freeze = tools::freezeKnobs();
   mlir::OwningOpRef<mlir::ModuleOp> probe(module->clone());
-  if (!host::applyKnobs(freeze ? *module : *probe, tools::knobOverrides()))
+  if (!compiler::applyKnobs(freeze ? *module : *probe, tools::knobOverrides()))
     return 1;
 
   std::vector<std::string> inputDtypes;
-  if (!host::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
+  if (!compiler::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
     return fail(error);
-  if (failed(host::lowerToLLVM(*module, laneParallel, freeze, tools::hostThreadMinWork(),
-                               inputDtypes)))
+  if (failed(compiler::lowerToLLVM(*module, laneParallel, freeze,
+                                   tools::hostThreadMinWork(), inputDtypes)))
     return 1;
-  std::vector<host::AbiParam> abi = host::readAbi(*module, info.name);
+  std::vector<compiler::AbiParam> abi = compiler::readAbi(*module, info.name);
   runtime::Signature signature{info.name, info.kind, abi};
-  signature.knobs = host::readKnobs(*module, info.name);
+  signature.knobs = compiler::readKnobs(*module, info.name);
   std::vector<uint8_t> knobStruct;
   if (!freeze &&
       !runtime::packKnobs(signature.knobs, tools::knobOverrides(), knobStruct, error))
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
     llvm::outs() << " (" << info.kind << " rule)";
   llvm::outs() << " -> " << outDir << "/{";
   bool first = true;
-  for (const host::AbiParam &p : abi)
+  for (const compiler::AbiParam &p : abi)
     if (p.isOutput) {
       llvm::outs() << (first ? "" : ",") << p.name;
       first = false;

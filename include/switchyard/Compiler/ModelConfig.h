@@ -18,7 +18,7 @@
 
 #include <string>
 
-namespace switchyard::host {
+namespace switchyard::compiler {
 
 /// Fills `request` from the config file at `path`; false with `error` set when the file
 /// cannot be read, is not a JSON object, has a field of the wrong type, gives one value
@@ -38,6 +38,6 @@ bool mergeBound(std::optional<moe::Bound<T>> &slot, const moe::Bound<T> &flag,
   return true;
 }
 
-} // namespace switchyard::host
+} // namespace switchyard::compiler
 
 #endif

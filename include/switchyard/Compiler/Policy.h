@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace switchyard::host {
+namespace switchyard::compiler {
 
 /// Every dialect, interface and translation a policy goes through on the host path.
 void registerDialects(mlir::DialectRegistry &registry);
@@ -121,6 +121,6 @@ bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> reques
 /// Keeps only the router `name`; false (and a message) when there is none.
 bool selectRouter(mlir::ModuleOp module, llvm::StringRef name, std::string &error);
 
-} // namespace switchyard::host
+} // namespace switchyard::compiler
 
 #endif

@@ -32,7 +32,7 @@ int64_t hostThreadMinWork();
 std::vector<std::string> knobOverrides();
 
 /// --input-dtype NAME=bf16|f16|f32 ...: the element type float tensor inputs of the
-/// compiled entry take (checked per router with host::checkInputDtypes).
+/// compiled entry take (checked per router with compiler::checkInputDtypes).
 std::vector<std::string> inputDtypes();
 
 /// --outputs: the results to compile (empty: all).

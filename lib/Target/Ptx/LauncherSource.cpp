@@ -16,7 +16,7 @@
 
 using namespace mlir;
 
-namespace switchyard::host {
+namespace switchyard::ptx {
 
 /// A parameter's name as a C identifier (the ABI's names may hold dots).
 static std::string cName(std::string name) {
@@ -213,4 +213,4 @@ void emitLauncher(StringRef name, StringRef arch, const std::vector<AbiParam> &a
   emitPackedEntry(n, abi, knobs, c);
 }
 
-} // namespace switchyard::host
+} // namespace switchyard::ptx

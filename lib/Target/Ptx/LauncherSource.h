@@ -8,12 +8,18 @@
 #define SWITCHYARD_LIB_TARGET_PTX_LAUNCHERSOURCE_H
 
 #include "switchyard/Compiler/Policy.h"
+#include "switchyard/Target/Host/HostCompiler.h"
 #include "switchyard/Target/Ptx/PtxCompiler.h"
 
 #include <string>
 #include <vector>
 
-namespace switchyard::host {
+namespace switchyard::ptx {
+
+using host::cParamType;
+using host::emitKnobStruct;
+using host::knobCheckText;
+using host::knobDefaultText;
 
 /// One kernel of a size class, as the launcher needs it.
 struct KernelLaunch {
@@ -36,6 +42,6 @@ void emitLauncher(llvm::StringRef name, llvm::StringRef arch,
                   const std::vector<KernelLaunch> &kernels, llvm::StringRef ptx,
                   GpuArtifacts &out);
 
-} // namespace switchyard::host
+} // namespace switchyard::ptx
 
 #endif

@@ -18,7 +18,7 @@
 
 using namespace mlir;
 
-namespace switchyard::host {
+namespace switchyard::ptx {
 
 /// The names of a kernel's ABI parameters (moe.abi, set by moe-map-to-gpu), in the
 /// order of its arguments; the arguments after them are the workspace. The one place
@@ -190,8 +190,8 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
     error = "no PTX was produced for @" + name.str();
     return false;
   }
-  emitLauncher(name, arch, readAbi(*inspect, name), readKnobs(*inspect, name), launches,
-               out.ptx, out);
+  emitLauncher(name, arch, compiler::readAbi(*inspect, name),
+               compiler::readKnobs(*inspect, name), launches, out.ptx, out);
   return true;
 }
 
@@ -301,4 +301,4 @@ bool assemblePtx(StringRef ptxPath, StringRef arch, StringRef cubinPath, std::st
   return true;
 }
 
-} // namespace switchyard::host
+} // namespace switchyard::ptx

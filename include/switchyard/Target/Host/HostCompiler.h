@@ -1,6 +1,6 @@
 //===- HostCompiler.h - host code from a lowered policy ---------*- C++ -*-===//
 //
-// Turns a policy lowered to the LLVM dialect (switchyard::host::lowerToLLVM) into
+// Turns a policy lowered to the LLVM dialect (switchyard::compiler::lowerToLLVM) into
 // native code: a JIT engine for moe-run, or an object file, a shared library and a C
 // header for moe-compile.
 //
@@ -14,6 +14,10 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 
 namespace switchyard::host {
+
+// What the compiler reads off a lowered router (lib/Compiler).
+using compiler::AbiParam;
+using compiler::RouterInfo;
 
 /// JIT-compiles the lowered module at -O3 for this CPU.
 llvm::Expected<std::unique_ptr<mlir::ExecutionEngine>> jitCompile(mlir::ModuleOp lowered);

@@ -12,7 +12,9 @@
 #include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Compiler/Policy.h"
 
-namespace switchyard::host {
+namespace switchyard::ptx {
+
+using compiler::AbiParam;
 
 /// What the GPU path produces for one router.
 struct GpuArtifacts {
@@ -44,6 +46,6 @@ bool assemblePtx(llvm::StringRef ptxPath, llvm::StringRef arch, llvm::StringRef 
 bool linkLauncherLibrary(llvm::StringRef launcherSource, llvm::StringRef library,
                          std::string &error);
 
-} // namespace switchyard::host
+} // namespace switchyard::ptx
 
 #endif
