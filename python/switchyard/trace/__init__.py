@@ -1,0 +1,5 @@
+"""Routing traces: capture a model's routing (docs/traces.md), read and write trace
+directories, and evaluate a policy offline on one (`evaluate`, the moe-eval tool)."""
+from .format import PHASE_NAMES, Trace, load_trace, save_trace
+
+__all__ = ["Trace", "load_trace", "save_trace", "PHASE_NAMES"]

@@ -1,0 +1,247 @@
+"""The routing trace format (docs/traces.md): a directory of .npy files and meta.json.
+
+A trace holds, per MoE layer, the router logits [T, E] (float32, or bfloat16 stored as
+its uint16 bit pattern) and the model's own top-k ids [T, k] (uint8 when E <= 256,
+else uint16) and weights [T, k] (float32); per token the request id, the position, the
+phase (0 prefill, 1 decode, 2 verify) and the step (the forward pass). The reader also
+accepts the plain layout: router_logits.npy [L, T, E] float32 and optional per-token
+arrays. Every malformation raises FileFormatError naming the file."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .._errors import FileFormatError
+
+FORMAT_NAME = "switchyard-trace"
+FORMAT_VERSION = 1
+PHASE_NAMES = {0: "prefill", 1: "decode", 2: "verify"}
+
+# Per-token arrays: file stem -> stored dtype.
+TOKEN_ARRAYS = {"request_ids": np.int32, "positions": np.int32, "phase": np.uint8,
+                "step": np.int32}
+
+
+def bf16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values stored as uint16 bit patterns -> float32 (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (round to nearest even; NaN stays NaN)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16
+    return np.where(np.isnan(x), np.uint32(0x7FC0), rounded).astype(np.uint16)
+
+
+def ids_dtype(num_experts: int):
+    """The compact dtype of expert ids: uint8 for E <= 256, else uint16."""
+    return np.uint8 if num_experts <= 256 else np.uint16
+
+
+class Trace:
+    """A routing trace in memory (arrays may be memory-mapped).
+
+    logits[layer]: [T, E] float32 or uint16 (bfloat16 bits; see `layer_logits`).
+    ids[layer] / weights[layer]: the model's own routing [T, k], or absent.
+    request_ids, positions, step: [T] int32; phase: [T] uint8."""
+
+    def __init__(self, *, num_experts: int, top_k: int, logits: Dict[int, np.ndarray],
+                 ids: Optional[Dict[int, np.ndarray]] = None,
+                 weights: Optional[Dict[int, np.ndarray]] = None,
+                 request_ids=None, positions=None, phase=None, step=None,
+                 model: str = "", source: str = "", groups: Optional[int] = None,
+                 dtype: Optional[str] = None, meta: Optional[dict] = None):
+        self.num_experts = int(num_experts)
+        self.top_k = int(top_k)
+        self.layers: List[int] = sorted(int(layer) for layer in logits)
+        self.logits = {int(k): v for k, v in logits.items()}
+        self.ids = {int(k): v for k, v in (ids or {}).items()}
+        self.weights = {int(k): v for k, v in (weights or {}).items()}
+        tokens = self.num_tokens
+        self.request_ids = _default(request_ids, np.zeros(tokens, np.int32), np.int32)
+        self.positions = _default(positions, np.arange(tokens, dtype=np.int32), np.int32)
+        self.phase = _default(phase, np.zeros(tokens, np.uint8), np.uint8)
+        self.step = _default(step, np.zeros(tokens, np.int32), np.int32)
+        self.model = model
+        self.source = source
+        self.groups = groups
+        if dtype is None:
+            first = self.logits[self.layers[0]] if self.layers else None
+            dtype = "bfloat16" if first is not None and first.dtype == np.uint16 else "float32"
+        self.dtype = dtype
+        self.meta = dict(meta or {})
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.logits[self.layers[0]].shape[0]) if self.layers else 0
+
+    def layer_logits(self, layer: int) -> np.ndarray:
+        """The layer's logits as float32 [T, E] (bfloat16 bits widened)."""
+        x = self.logits[layer]
+        return bf16_bits_to_float32(x) if x.dtype == np.uint16 else np.asarray(x, np.float32)
+
+    def meta_json(self) -> dict:
+        meta = dict(self.meta)
+        meta.update({"format": FORMAT_NAME, "version": FORMAT_VERSION, "model": self.model,
+                     "num_experts": self.num_experts, "top_k": self.top_k,
+                     "source": self.source, "dtype": self.dtype, "layers": self.layers})
+        if self.groups is not None:
+            meta["groups"] = int(self.groups)
+        return meta
+
+
+def _default(value, fallback, dtype):
+    return fallback if value is None else np.asarray(value, dtype=dtype)
+
+
+def _layer_file(layer: int, what: str) -> str:
+    return f"layer_{layer}.{what}.npy"
+
+
+def save_trace(trace: Trace, directory) -> str:
+    """Write `trace` as a trace directory (created if needed); returns its path."""
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    compact = ids_dtype(trace.num_experts)
+    for layer in trace.layers:
+        logits = trace.logits[layer]
+        if logits.dtype != np.uint16:
+            logits = np.asarray(logits, np.float32)
+        np.save(os.path.join(directory, _layer_file(layer, "logits")), logits)
+        if layer in trace.ids:
+            np.save(os.path.join(directory, _layer_file(layer, "ids")),
+                    np.asarray(trace.ids[layer]).astype(compact))
+            np.save(os.path.join(directory, _layer_file(layer, "weights")),
+                    np.asarray(trace.weights[layer], np.float32))
+    for name, dtype in TOKEN_ARRAYS.items():
+        np.save(os.path.join(directory, name + ".npy"),
+                np.asarray(getattr(trace, name), dtype=dtype))
+    with open(os.path.join(directory, "meta.json"), "w") as f:
+        json.dump(trace.meta_json(), f, indent=2)
+        f.write("\n")
+    load_trace(directory)  # what was written reads back: a malformed trace fails here
+    return directory
+
+
+def _read_meta(directory: str) -> dict:
+    path = os.path.join(directory, "meta.json")
+    if not os.path.isfile(path):
+        raise FileFormatError(f"{path}: missing (a trace directory has a meta.json)")
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise FileFormatError(f"{path}: not readable JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise FileFormatError(f"{path}: not a JSON object")
+    for key in ("num_experts", "top_k"):
+        value = meta.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise FileFormatError(f"{path}: '{key}' must be a positive integer, got {value!r}")
+    if meta["top_k"] > meta["num_experts"]:
+        raise FileFormatError(f"{path}: top_k {meta['top_k']} > num_experts "
+                              f"{meta['num_experts']}")
+    groups = meta.get("groups")
+    if groups is not None and (not isinstance(groups, int) or groups <= 0):
+        raise FileFormatError(f"{path}: 'groups' must be a positive integer, got {groups!r}")
+    return meta
+
+
+def _load(path: str, dtypes, ndim: int, required: bool = True) -> Optional[np.ndarray]:
+    if not os.path.isfile(path):
+        if required:
+            raise FileFormatError(f"{path}: missing")
+        return None
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise FileFormatError(f"{path}: not a readable .npy file: {e}") from None
+    if array.dtype not in [np.dtype(d) for d in dtypes]:
+        allowed = " or ".join(np.dtype(d).name for d in dtypes)
+        raise FileFormatError(f"{path}: dtype {array.dtype}, expected {allowed}")
+    if array.ndim != ndim:
+        raise FileFormatError(f"{path}: shape {array.shape}, expected {ndim} dimensions")
+    return array
+
+
+def _check_logits(path: str, logits: np.ndarray, experts: int, tokens: Optional[int]):
+    if logits.shape[-1] != experts:
+        raise FileFormatError(f"{path}: shape {logits.shape}: last dimension is not "
+                              f"num_experts = {experts}")
+    if tokens is not None and logits.shape[-2] != tokens:
+        raise FileFormatError(f"{path}: {logits.shape[-2]} tokens, other files have {tokens}")
+    values = bf16_bits_to_float32(logits) if logits.dtype == np.uint16 else logits
+    if np.isnan(values).any():
+        raise FileFormatError(f"{path}: NaN logits (write -inf for an unknown logit)")
+    if np.isposinf(values).any():
+        raise FileFormatError(f"{path}: +inf logits")
+
+
+def load_trace(directory) -> Trace:
+    """Read a trace directory (the native or the plain layout); arrays memory-mapped."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise FileFormatError(f"{directory}: not a trace directory")
+    meta = _read_meta(directory)
+    experts, k = meta["num_experts"], meta["top_k"]
+    plain = os.path.join(directory, "router_logits.npy")
+    logits, ids, weights = {}, {}, {}
+    tokens = None
+    if os.path.isfile(plain):
+        stacked = _load(plain, [np.float32], 3)
+        _check_logits(plain, stacked, experts, None)
+        layers = meta.get("layers", list(range(stacked.shape[0])))
+        if not isinstance(layers, list) or len(layers) != stacked.shape[0]:
+            raise FileFormatError(f"{os.path.join(directory, 'meta.json')}: 'layers' must list "
+                                  f"{stacked.shape[0]} layer indices (router_logits.npy's L)")
+        logits = {int(layer): stacked[i] for i, layer in enumerate(layers)}
+        tokens = stacked.shape[1]
+    else:
+        layers = meta.get("layers")
+        meta_path = os.path.join(directory, "meta.json")
+        if (not isinstance(layers, list) or not layers
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in layers)):
+            raise FileFormatError(f"{meta_path}: 'layers' must be a nonempty list of MoE layer "
+                                  f"indices (or the directory holds router_logits.npy)")
+        for layer in layers:
+            path = os.path.join(directory, _layer_file(layer, "logits"))
+            array = _load(path, [np.float32, np.uint16], 2)
+            _check_logits(path, array, experts, tokens)
+            tokens = array.shape[0]
+            logits[layer] = array
+            ids_path = os.path.join(directory, _layer_file(layer, "ids"))
+            w_path = os.path.join(directory, _layer_file(layer, "weights"))
+            layer_ids = _load(ids_path, [ids_dtype(experts)], 2, required=False)
+            if layer_ids is None:
+                continue
+            layer_w = _load(w_path, [np.float32], 2)
+            for path, array in ((ids_path, layer_ids), (w_path, layer_w)):
+                if array.shape != (tokens, k):
+                    raise FileFormatError(f"{path}: shape {array.shape}, expected "
+                                          f"({tokens}, {k}) = (tokens, top_k)")
+            if layer_ids.size and int(layer_ids.max()) >= experts:
+                raise FileFormatError(f"{ids_path}: expert id {int(layer_ids.max())} out of "
+                                      f"[0, {experts})")
+            if np.isnan(layer_w).any():
+                raise FileFormatError(f"{w_path}: NaN weights")
+            ids[layer], weights[layer] = layer_ids, layer_w
+    per_token = {}
+    for name, dtype in TOKEN_ARRAYS.items():
+        path = os.path.join(directory, name + ".npy")
+        array = _load(path, [dtype], 1, required=False)
+        if array is not None and array.shape[0] != tokens:
+            raise FileFormatError(f"{path}: {array.shape[0]} tokens, the logits have {tokens}")
+        per_token[name] = array
+    phase = per_token["phase"]
+    if phase is not None and phase.size and int(phase.max()) > 2:
+        raise FileFormatError(f"{os.path.join(directory, 'phase.npy')}: phase "
+                              f"{int(phase.max())} (0 prefill, 1 decode, 2 verify)")
+    dtype = meta.get("dtype")
+    return Trace(num_experts=experts, top_k=k, logits=logits, ids=ids, weights=weights,
+                 model=str(meta.get("model", "")), source=str(meta.get("source", "")),
+                 groups=meta.get("groups"), dtype=dtype if isinstance(dtype, str) else None,
+                 meta=meta, **per_token)
