@@ -1,5 +1,7 @@
 """Routing traces: capture a model's routing (docs/traces.md), read and write trace
 directories, and evaluate a policy offline on one (`evaluate`, the moe-eval tool)."""
 from .format import PHASE_NAMES, Trace, load_trace, save_trace
+from .capture import capture_hf  # torch is imported only when capturing
 
-__all__ = ["Trace", "load_trace", "save_trace", "PHASE_NAMES"]
+__all__ = ["Trace", "load_trace", "save_trace", "PHASE_NAMES", "capture_hf"]
+
