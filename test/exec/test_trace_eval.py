@@ -5,8 +5,10 @@ malformation; evaluate() and moe-eval report each metric as an independent numpy
 reference computes it. Run: python3 test/exec/test_trace_eval.py --build build"""
 import argparse
 import json
+import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -63,6 +65,8 @@ def main():
     try:
         trace = synthetic_trace(sy_trace)
         check_format(sy, sy_trace, trace, work, check)
+        check_evaluate(sy, sy_trace, trace, work, check)
+        check_cli(args.build, trace, work, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
@@ -168,6 +172,173 @@ def check_format(sy, sy_trace, trace, work, check):
            "router_logits.npy", base=plain)
     broken("plain: NaN", save("router_logits.npy", np.stack([nan, nan])),
            "router_logits.npy", base=plain)
+
+
+# --- evaluate(): an independent reference, token by token in float64 ---------------------
+
+PHASES = {0: "prefill", 1: "decode"}
+
+
+def reference_metrics(trace, ids_of, ranks):
+    """{layer: {phase: metrics}} from `ids_of(layer)` ([T, k'] ids, -1 empty), by loops."""
+    out = {}
+    for layer in LAYERS:
+        ids = ids_of(layer)
+        logits = trace.logits[layer].astype(np.float64)
+        probs = np.exp(logits - logits.max(1, keepdims=True))
+        probs /= probs.sum(1, keepdims=True)
+        phases = {}
+        for name in ["all"] + [PHASES[c] for c in sorted(set(trace.phase.tolist()))]:
+            active, masses, tpe_mean, tpe_max, imbalance = [], [], [], [], []
+            for s in sorted(set(trace.step.tolist())):
+                tokens = [t for t in range(TOKENS) if trace.step[t] == s
+                          and (name == "all" or PHASES[int(trace.phase[t])] == name)]
+                if not tokens:
+                    continue
+                counts = [0] * E
+                for t in tokens:
+                    chosen = {int(e) for e in ids[t] if e >= 0}
+                    masses.append(sum(probs[t, e] for e in chosen))
+                    for e in ids[t]:
+                        if e >= 0:
+                            counts[int(e)] += 1
+                active.append(sum(1 for c in counts if c))
+                tpe_mean.append(sum(counts) / E)
+                tpe_max.append(max(counts))
+                per = E // ranks
+                loads = [sum(counts[r * per:(r + 1) * per]) for r in range(ranks)]
+                if sum(loads):
+                    imbalance.append(max(loads) / (sum(loads) / ranks))
+            ordered = sorted(active)
+            pos = 0.99 * (len(ordered) - 1)
+            lo, hi = math.floor(pos), math.ceil(pos)
+            p99 = ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+            phases[name] = {"steps": len(active), "tokens": len(masses),
+                            "experts_active_mean": sum(active) / len(active),
+                            "experts_active_p99": p99,
+                            "mass_kept_mean": sum(masses) / len(masses),
+                            "tokens_per_expert_mean": sum(tpe_mean) / len(tpe_mean),
+                            "tokens_per_expert_max": sum(tpe_max) / len(tpe_max),
+                            "ep_imbalance": sum(imbalance) / len(imbalance)}
+        out[str(layer)] = phases
+    return out
+
+
+def compare(check, label, got, want, model=None):
+    """Counts exactly (up to the float64 mean of integers), masses to 1e-5."""
+    ok, bad = True, []
+    for layer, phases in want.items():
+        for phase, metrics in phases.items():
+            g = got[layer].get(phase)
+            if g is None:
+                ok = False
+                bad.append(f"{layer}/{phase} missing")
+                continue
+            for key, value in metrics.items():
+                tol = 1e-5 if key == "mass_kept_mean" else 1e-9
+                if not abs(g[key] - value) <= tol * max(1.0, abs(value)):
+                    ok = False
+                    bad.append(f"{layer}/{phase}/{key}: {g[key]} != {value}")
+            if model is not None:
+                m = model[layer][phase]
+                for key in ("experts_active_mean", "experts_active_p99", "mass_kept_mean"):
+                    tol = 1e-5 if key == "mass_kept_mean" else 1e-9
+                    if not abs(g["model_" + key] - m[key]) <= tol * max(1.0, abs(m[key])):
+                        ok = False
+                        bad.append(f"{layer}/{phase}/model_{key}: {g['model_' + key]} != "
+                                   f"{m[key]}")
+    check(label, ok and set(got) == set(want), "; ".join(bad[:6]))
+
+
+def check_evaluate(sy, sy_trace, trace, work, check):
+    native = os.path.join(work, "native")
+    model_ref = reference_metrics(trace, lambda l: trace.ids[l].astype(np.int64), 4)
+
+    # topk_softmax: the policy's ids are each token's top-2 logits (computed here).
+    def top2(layer):
+        return np.argsort(-trace.logits[layer], axis=1, kind="stable")[:, :K]
+
+    report = sy_trace.evaluate(native, "topk_softmax", ranks=4)
+    result = report["results"][0]
+    compare(check, "evaluate topk_softmax: every metric (ranks 4) against the reference",
+            result["layers"], reference_metrics(trace, top2, 4), model_ref)
+    check("evaluate topk_softmax: phases all/prefill/decode, 5/2/3 steps",
+          {p: m["steps"] for p, m in result["layers"]["0"].items()}
+          == {"all": 5, "prefill": 2, "decode": 3})
+    check("evaluate topk_softmax: the model's own routing is top-2 (same numbers)",
+          all(abs(m["experts_active_mean"] - m["model_experts_active_mean"]) == 0
+              and abs(m["mass_kept_mean"] - m["model_mass_kept_mean"]) < 1e-6
+              for phases in result["layers"].values() for m in phases.values()))
+
+    # xshare: the policy's ids from the router itself, one call per step; metrics by the
+    # reference.
+    router = sy.compile("xshare", experts=E, top_k=K)
+    for budget in (0, 3):
+        def xshare_ids(layer, budget=budget):
+            ids = np.full((TOKENS, K), -1, np.int64)
+            for s in range(STEPS):
+                t = np.nonzero(trace.step == s)[0]
+                ids[t] = router(logits=np.ascontiguousarray(trace.logits[layer][t]),
+                                knobs={"budget": budget})["topk_ids"]
+            return ids
+        report = sy_trace.evaluate(trace, "xshare", knobs={"budget": budget}, ranks=2)
+        compare(check, f"evaluate xshare budget={budget}: every metric (ranks 2)",
+                report["results"][0]["layers"], reference_metrics(trace, xshare_ids, 2))
+
+    # A sweep of xshare's budget: experts_active never decreases, and grows.
+    report = sy_trace.evaluate(trace, "xshare", sweep="budget=0:8:2")
+    budgets = [r["knobs"]["budget"] for r in report["results"]]
+    check("sweep budget=0:8:2: settings 0, 2, 4, 6, 8", budgets == [0, 2, 4, 6, 8], budgets)
+    series = {(l, p): [r["layers"][l][p]["experts_active_mean"] for r in report["results"]]
+              for l in report["results"][0]["layers"]
+              for p in report["results"][0]["layers"][l]}
+    check("sweep: experts_active_mean monotone in budget (every layer and phase)",
+          all(all(a <= b for a, b in zip(v, v[1:])) for v in series.values())
+          and all(v[-1] > v[0] for v in series.values()), series)
+    masses = [r["layers"]["0"]["all"]["mass_kept_mean"] for r in report["results"]]
+    check("sweep: mass_kept_mean monotone in budget",
+          all(a <= b + 1e-7 for a, b in zip(masses, masses[1:])), masses)
+
+    # Bad arguments.
+    for label, fn, needle in (
+            ("ranks not dividing E", lambda: sy_trace.evaluate(trace, "xshare", ranks=3),
+             "ranks"),
+            ("sweep without a range", lambda: sy_trace.evaluate(trace, "xshare",
+                                                                sweep="budget=4"),
+             "budget=4"),
+            ("unknown knob", lambda: sy_trace.evaluate(trace, "xshare", knobs={"nope": 1}),
+             "nope")):
+        try:
+            fn()
+            check(f"evaluate error: {label}", False, "(no error)")
+        except sy.InputError as e:
+            check(f"evaluate error: {label}", needle in str(e), f"({e})")
+
+
+def check_cli(build, trace, work, check):
+    native = os.path.join(work, "native")
+    out, plots = os.path.join(work, "eval.json"), os.path.join(work, "plots")
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+    run = subprocess.run([sys.executable, "-m", "switchyard.trace", native, "--policy",
+                          "xshare", "--set", "k0=1", "--sweep", "budget=0:4", "--ranks", "2",
+                          "--json", out, "--plots", plots],
+                         env=env, capture_output=True, text=True)
+    check("moe-eval: exit 0", run.returncode == 0, run.stderr[-2000:])
+    report = json.load(open(out)) if os.path.isfile(out) else {}
+    results = report.get("results", [])
+    check("moe-eval: JSON with 5 settings, knobs k0=1 and budget, 3 layers x 3 phases",
+          len(results) == 5 and results[0]["knobs"] == {"k0": 1, "budget": 0}
+          and set(results[0]["layers"]) == {"0", "2", "5"}
+          and set(results[0]["layers"]["0"]) == {"all", "prefill", "decode"}
+          and report["policy"] == "xshare" and report["trace"] == native, run.stdout)
+    png = os.path.join(plots, "pareto.png")
+    check("moe-eval: plot written (a PNG)", os.path.isfile(png)
+          and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n")
+    bad = subprocess.run([sys.executable, "-m", "switchyard.trace", os.path.join(work, "none"),
+                          "--policy", "xshare", "--json", out],
+                         env=env, capture_output=True, text=True)
+    check("moe-eval: a missing trace exits 2 naming it",
+          bad.returncode == 2 and os.path.join(work, "none") in bad.stderr, bad.stderr)
 
 
 if __name__ == "__main__":
