@@ -4,7 +4,8 @@ the captured router logits equal hidden_states @ gate.weight.T recomputed from e
 router's input and gate weight, the captured ids / weights equal what transformers'
 experts modules receive (the model's own routing, also while switchyard.hf.patch routes
 the model with another policy), the per-token step / phase / request ids / positions
-follow the forward calls, max_tokens stops the recording with one warning, and the hooks
+follow the forward calls, evaluating the model's native policy on its trace gives the
+model's own numbers, max_tokens stops the recording with one warning, and the hooks
 are gone after the block. Exit status: 0 passed, 1 failed, 77 torch / transformers
 missing."""
 import os
@@ -100,6 +101,14 @@ def check_capture(sy, model_type, patch_policy=None, **overrides):
         assert np.allclose(trace.weights[layer], weights, atol=1e-6), \
             f"layer {layer}: weights differ"
     probe.remove()
+    if not patch_policy and model_type == "mixtral":
+        # The loop closes: the model's native policy on its own trace routes as it did.
+        report = sy.trace.evaluate(out, sy.hf.native_policy(model.config))
+        for layer, phases in report["results"][0]["layers"].items():
+            for phase, m in phases.items():
+                assert m["experts_active_mean"] == m["model_experts_active_mean"] and \
+                    abs(m["mass_kept_mean"] - m["model_mass_kept_mean"]) < 1e-6, \
+                    f"evaluate native on the capture: layer {layer} {phase}: {m}"
     hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
     assert hooks == 0, f"{hooks} hooks left after the block"
     return f"{len(trace.layers)} layers, 12 tokens over 2 steps"
