@@ -1,4 +1,4 @@
-// moe-map-to-gpu: the whole policy becomes one single-CTA kernel. Token loops are
+// moe-map-to-gpu: below cta-tokens the whole policy is one single-CTA kernel. Token loops are
 // block-strided (one thread per token), sequential code runs on thread 0, barriers
 // separate the phases, temporaries are views into the workspace parameter.
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops --canonicalize --moe-map-to-gpu="block-size=128" | FileCheck %s

@@ -1,4 +1,4 @@
-//===- CudaEmitter.cpp - CUDA C++ from the single-CTA kernel IR -----------===//
+//===- CudaEmitter.cpp - CUDA C++ from the mapped GPU kernel IR -----------===//
 //
 // Prints the kernel made by moe-map-to-gpu (scf/arith/math/memref/gpu ops on memrefs)
 // as CUDA C++ with the same parameters as the PTX entry (expanded memref descriptors),

@@ -24,7 +24,8 @@ struct GpuArtifacts {
   std::string cuda; // NAME.cu: the same kernel as CUDA C++ (same parameters as the PTX)
 };
 
-/// Compiles router `name` of `module` to single-CTA PTX for `arch` (sm_80, sm_90, ...).
+/// Compiles router `name` of `module` to PTX for `arch` (sm_80, sm_90, ...): its kernels
+/// for every size class (one CTA for small batches, the large-batch pair beyond).
 /// `mapping` sets the block size and the size classes (moe-map-to-gpu's options).
 /// Knobs are kernel parameters the launcher takes in `const struct NAME_knobs *`, unless
 /// `freezeKnobs` compiles their values in.
