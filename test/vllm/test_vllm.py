@@ -20,6 +20,10 @@ locally built tokenizers (make_model.py); every engine run is a child process
   - per-request knobs (extra_args) reach the policy; a bad one fails that request
     while the engine keeps serving; the OpenAI server serves a completion and answers
     a bad knob with HTTP 400;
+  - SWITCHYARD_CAPTURE writes a routing trace (DIR/rank-*) that load_trace reads: the
+    model's E and k, every MoE layer with tokens, ids in [0, E), equal to the routing
+    the plugin returned; evaluate() of the native policy on it activates as many experts
+    per layer and step as the trace's own ids; SWITCHYARD_CAPTURE_MAX_TOKENS bounds it;
   - bad settings (unknown policy, a malformed .mlir, unknown knob, bad JSON, a policy
     the model cannot feed) stop the engine at start-up with a message naming the
     policy (file:line:col for the malformed file).
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import pickle
+import shutil
 import socket
 import subprocess
 import sys
@@ -61,7 +66,8 @@ def check(condition, what):
 def run_engine(scenario, env=None, expect_failure=False, timeout=600):
     """Runs engine_child.py; returns (result dict or None, output text)."""
     child_env = dict(os.environ)
-    for name in ("SWITCHYARD_POLICY", "SWITCHYARD_KNOBS", "SWITCHYARD_KNOBS_FILE"):
+    for name in ("SWITCHYARD_POLICY", "SWITCHYARD_KNOBS", "SWITCHYARD_KNOBS_FILE",
+                 "SWITCHYARD_CAPTURE", "SWITCHYARD_CAPTURE_MAX_TOKENS"):
         child_env.pop(name, None)
     child_env.update(env or {})
     start = time.time()
@@ -338,6 +344,63 @@ def test_engine_knobs_file(models, tmp):
               f"bad value -3 kept 5 (seen {order})")
 
 
+def test_capture(models, tmp):
+    """SWITCHYARD_CAPTURE=DIR: the engine's routing as a trace moe-eval reads."""
+    from switchyard.trace import evaluate, load_trace
+    directory = os.path.join(tmp, "capture")
+    bounded = os.path.join(tmp, "capture-bounded")
+    for old in (directory, bounded):   # a kept directory's earlier run
+        shutil.rmtree(old, ignore_errors=True)
+    record = os.path.join(tmp, "capture.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 6,
+                "record": record}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "topk_softmax",
+                                      "SWITCHYARD_CAPTURE": directory})
+    ranks = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    check(sy is not None and len(ranks) == 1 and ranks[0].startswith("rank-"),
+          f"capture: the engine process wrote one trace directory ({ranks})")
+    if sy is None or len(ranks) != 1:
+        return
+    trace = load_trace(os.path.join(directory, ranks[0]))
+    with open(os.path.join(models["qwen3_moe"], "config.json")) as f:
+        config = json.load(f)
+    E, k, L = config["num_local_experts"], config["num_experts_per_tok"], config["num_hidden_layers"]
+    calls = [r for r in load_records(record) if len(r["request_ids"])]   # not warm-up runs
+    check(trace.num_experts == E and trace.top_k == k and trace.layers == list(range(L))
+          and trace.source == "vllm",
+          f"capture: E = {trace.num_experts}, k = {trace.top_k}, layers {trace.layers} "
+          f"(the model: E = {E}, k = {k}, {L} MoE layers)")
+    check(trace.num_tokens > 0 and all(trace.ids[l].shape == (trace.num_tokens, k) and
+                                       int(trace.ids[l].max()) < E for l in trace.layers),
+          f"capture: T = {trace.num_tokens} tokens in every layer, ids in [0, {E})")
+    routed = np.concatenate([r["ids"] for r in calls])
+    captured = np.concatenate([trace.ids[l][trace.step == s] for s in np.unique(trace.step)
+                               for l in trace.layers])   # call order: per step, per layer
+    check(routed.shape == captured.shape and (routed == captured).all(),
+          f"capture: the ids are the plugin's routing ({len(calls)} calls)")
+    steps = int(trace.step.max()) + 1
+    phases = sorted(set(trace.phase.tolist()))
+    check(phases == [0, 1] and (trace.request_ids < len(PROMPTS)).all(),
+          f"capture: {steps} steps, phases {phases}, request ids of {len(PROMPTS)} requests")
+    report = evaluate(trace, "topk_softmax")
+    layers = report["results"][0]["layers"]
+    same = {l: (m["all"]["experts_active_mean"], m["all"]["model_experts_active_mean"])
+            for l, m in layers.items()}
+    check(all(abs(a - b) < 1e-9 for a, b in same.values()),
+          "capture: evaluate(topk_softmax) experts_active_mean = the model's, per layer "
+          + ", ".join(f"{l}: {a:.2f}/{b:.2f}" for l, (a, b) in same.items()))
+    sy, output = run_engine(dict(scenario, prompts=PROMPTS[:2], record=None),
+                            env={"SWITCHYARD_POLICY": "topk_softmax",
+                                 "SWITCHYARD_CAPTURE": bounded,
+                                 "SWITCHYARD_CAPTURE_MAX_TOKENS": "20"})
+    ranks = sorted(os.listdir(bounded)) if os.path.isdir(bounded) else []
+    small = load_trace(os.path.join(bounded, ranks[0])) if sy is not None and ranks else None
+    check(small is not None and 0 < small.num_tokens <= 20
+          and output.count("SWITCHYARD_CAPTURE_MAX_TOKENS=20 reached") == 1,
+          f"capture: SWITCHYARD_CAPTURE_MAX_TOKENS=20 keeps "
+          f"{small.num_tokens if small else None} tokens, one warning")
+
+
 def test_server(models, tmp):
     port = free_port()
     env = dict(os.environ, SWITCHYARD_POLICY="xshare", VLLM_CPU_KVCACHE_SPACE="1")
@@ -443,6 +506,7 @@ def main():
              ("speculative", lambda: test_speculative(models, tmp)),
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
              ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
+             ("capture", lambda: test_capture(models, tmp)),
              ("server", lambda: test_server(models, tmp)),
              ("bad-settings", lambda: test_bad_settings(models, tmp))]
     for name, test in tests:

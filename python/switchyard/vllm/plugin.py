@@ -12,6 +12,8 @@ With SWITCHYARD_POLICY set, register():
   4. wraps the model runner's forward (GPUModelRunner._model_forward, which vLLM's
      CPU runner inherits) so each step's batch metadata — per-token request ids and
      positions, the phase, draft tokens — is set for the policies that read it.
+With SWITCHYARD_CAPTURE=DIR also set, the routers record what they route as a routing
+trace per process (capture.py).
 Unset, it does nothing and vLLM is untouched.
 """
 import json

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from .._errors import SwitchyardError
-from . import bind
+from . import bind, capture
 
 logger = logging.getLogger("switchyard.vllm")
 
@@ -102,6 +102,11 @@ def make_router_class():
             self.e_score_correction_bias = e_score_correction_bias
             self._layer_tensors = [e_score_correction_bias] if "bias" in step.layer_inputs \
                 else []
+            # SWITCHYARD_CAPTURE: this layer's recorder, else None (capture.py).
+            self._capture = capture.recorder()
+            if self._capture is not None:
+                self._capture_layer = self._capture.new_layer(global_num_experts, top_k)
+                _warn_if_compiled()
 
         @property
         def routing_method_type(self):
@@ -113,9 +118,31 @@ def make_router_class():
             if torch.compiler.is_compiling():   # one opaque node in the graph
                 return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
                                                        self.step.handle)
-            return self.step(router_logits, self._layer_tensors)   # eager: no dispatch
+            weights, ids = self.step(router_logits, self._layer_tensors)   # eager: no dispatch
+            if self._capture is not None:
+                self._capture.record(self._capture_layer, router_logits, ids, weights)
+            return weights, ids
 
     return SwitchyardRouter
+
+
+_warned_compiled = False
+
+
+def _warn_if_compiled() -> None:
+    """SWITCHYARD_CAPTURE records eager calls (a compiled graph runs no Python): say so
+    once when the engine compiles its forward."""
+    global _warned_compiled
+    try:
+        from vllm.config import get_current_vllm_config
+        eager = get_current_vllm_config().model_config.enforce_eager
+    except Exception:   # outside a vLLM model build
+        eager = True
+    if not eager and not _warned_compiled:
+        _warned_compiled = True
+        logger.warning("switchyard: %s records eager routing calls only: the steps vLLM "
+                       "runs as a compiled graph are not captured (enforce_eager=True / "
+                       "--enforce-eager captures every step)", capture.CAPTURE_ENV)
 
 
 def install(settings) -> None:
