@@ -364,7 +364,8 @@ def test_capture(models, tmp):
     trace = load_trace(os.path.join(directory, ranks[0]))
     with open(os.path.join(models["qwen3_moe"], "config.json")) as f:
         config = json.load(f)
-    E, k, L = config["num_local_experts"], config["num_experts_per_tok"], config["num_hidden_layers"]
+    E, k = config["num_local_experts"], config["num_experts_per_tok"]
+    L = config["num_hidden_layers"]
     calls = [r for r in load_records(record) if len(r["request_ids"])]   # not warm-up runs
     check(trace.num_experts == E and trace.top_k == k and trace.layers == list(range(L))
           and trace.source == "vllm",

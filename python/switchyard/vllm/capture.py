@@ -10,8 +10,8 @@ SWITCHYARD_CAPTURE_MAX_TOKENS tokens per layer (default 65536): one warning when
 would go past it, then nothing more.
 
 Each process writes its own complete trace, DIR/rank-<rank> (the torch.distributed rank
-while the engine runs, else the process id), at exit (atexit) or when `flush()` is called. Unset, routers get
-no recorder: the only per-call cost is one `is None` check.
+while the engine runs, else the process id), at exit (atexit) or when `flush()` is
+called. Unset, routers get no recorder: the only per-call cost is one `is None` check.
 """
 import atexit
 import logging
@@ -133,7 +133,8 @@ class Recorder:
         trace = self.trace()
         if trace is None:
             return None
-        path = os.path.join(self.directory, f"rank-{self.rank if self.rank is not None else _rank()}")
+        rank = self.rank if self.rank is not None else _rank()
+        path = os.path.join(self.directory, f"rank-{rank}")
         save_trace(trace, path)
         logger.info("switchyard: routing trace of %d tokens x %d MoE layers written to %s",
                     trace.num_tokens, len(trace.layers), path)
