@@ -402,8 +402,10 @@ def lynx(logits, phase, k, alpha=2.0, beta=4, theta=1.0, max_tokens=256):
     return _result(ids, w, E, kept)
 
 
-def xshare(logits, k, k0=1, budget=24):
-    """XShare Algorithm 2 (paper 001 §3.2-3.4)."""
+def xshare(logits, k, k0=1, budget=24, set_budget=0):
+    """XShare Algorithm 2 (paper 001 §3.2-3.4). `budget` counts the experts added
+    beyond S0; `set_budget` is Eq. 2's bound on the whole set, |S_l| <= m_l (S0 is
+    grown to that size, never shrunk; 0 = off)."""
     x = _as_logits(logits)
     E = x.shape[1]
     # §3.1: gating scores g = softmax probabilities.
@@ -414,6 +416,8 @@ def xshare(logits, k, k0=1, budget=24):
     mass = batch_sum(p)
     # Alg. 1 with a fixed budget m_l (Cor. 3.3): add the m_l best experts outside S0.
     S = greedy_add(S, mass, budget)
+    # Eq. 2's reading of m_l: greedy (the same order) until |S| = set_budget.
+    S = greedy_add(S, mass, max(set_budget - int(S.sum()), 0))
     # Alg. 2 refinement: route each token to Top_k(G_i, S) (ranked by the logits),
     # weights from p renormalized.
     ids, w = refine_route(x, p, S, k, renormalize=True)

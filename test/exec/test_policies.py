@@ -328,6 +328,12 @@ def cases_xshare():
         for budget in (0, 8, 24, 1000):
             c.append(Case(P, 128, 4, 64, "trace", {"logits": lg},
                           knobs={"k0": k0, "budget": budget}))
+    # The paper's Eq. 2 reading (|S_l| <= m_l): set_budget grows S0 to m_l in all; a
+    # warm-up set already larger stays whole; with budget too, both apply in turn.
+    for k0, budget, set_budget in ((1, 0, 24), (2, 0, 16), (0, 0, 12), (1, 4, 30),
+                                   (1, 0, 128), (2, 0, 1)):
+        c.append(Case(P, 128, 4, 64, "trace set_budget", {"logits": lg},
+                      knobs={"k0": k0, "budget": budget, "set_budget": set_budget}))
     for T in (1, 64, 1024):
         c.append(Case(P, 256, 8, T, "trace", {"logits": trace(T, 256, 900 + T)[0]}))
     c.append(Case(P, 256, 8, 16, "trace", {"logits": trace(16, 256, 52)[0]},

@@ -144,14 +144,14 @@ def main():
                    "error: 'moe.fill' op budget must be in [0, inf], got -1", sy.CompileError)
     check("a CompileError's diagnostics carry file:line:col",
           error is not None and [(d.line, d.column, d.severity) for d in error.diagnostics]
-          == [(24, 15, "error")], f"({error.diagnostics if error else None})")
+          == [(31, 12, "error")], f"({error.diagnostics if error else None})")
     raises("compile(knobs=) defaults are checked by their rules", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir"), knobs={"budget": -1}, experts=8, top_k=2),
-        "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:24:15)",
+        "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:31:12)",
         sy.KnobError)
     raises("unknown knob", lambda: sy.compile(os.path.join(POLICIES, "xshare.mlir"),
                                               knobs={"budgte": 3}, experts=8, top_k=2),
-           "unknown knob 'budgte' for @xshare (its knobs: k0, budget)", sy.KnobError)
+           "unknown knob 'budgte' for @xshare (its knobs: k0, budget, set_budget)", sy.KnobError)
     raises("a generic policy needs its shape", lambda: sy.compile(
         os.path.join(POLICIES, "xshare.mlir")), "router @xshare is generic in experts",
         sy.CompileError)
@@ -216,7 +216,7 @@ def main():
               np.allclose(got["topk_weights"], ref["topk_weights"], atol=1e-5, rtol=0))
     # A knob's own rules are checked before the call; the value and the op are named.
     raises("a knob that breaks its rule", lambda: tune(logits=x, knobs={"budget": -1}),
-           "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:24:15)",
+           "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at xshare.mlir:31:12)",
            sy.KnobError)
     raises("a float knob that breaks its rule", lambda: lynx(logits=lynx_x, phase=1,
                                                              knobs={"alpha": float("nan")}),
@@ -238,7 +238,7 @@ def main():
     check("a relation of knobs that holds at run time",
           dyn(knobs={"budget_bytes": five}, **zeros)["hi_set"].sum() == 5)
     raises("an unknown run-time knob", lambda: tune(logits=x, knobs={"budgte": 1}),
-           "unknown knob 'budgte' for @xshare (its knobs: k0, budget)", sy.KnobError)
+           "unknown knob 'budgte' for @xshare (its knobs: k0, budget, set_budget)", sy.KnobError)
     try:
         frozen = sy.compile(os.path.join(POLICIES, "xshare.mlir"), experts=64, top_k=4,
                             knobs={"budget": 7, "k0": 2}, freeze_knobs=True)
