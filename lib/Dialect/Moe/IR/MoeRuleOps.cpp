@@ -2,10 +2,25 @@
 #include "MoeVerifyUtils.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace switchyard::moe;
 using namespace switchyard::moe::detail;
+
+/// The prologue of the verifiers of ops written with model sizes (EPLB, Libra,
+/// ExpertFlow): checks the size parameters (verifySizeParameters) and returns the
+/// verifier's result when it ends there: failure() for a bad size, success() inside a
+/// generic policy, whose shapes are checked once --moe-specialize has bound the sizes.
+/// std::nullopt: the op is specialized, check its shapes.
+static std::optional<LogicalResult> verifySizesFirst(Operation *op) {
+  bool generic;
+  if (failed(verifySizeParameters(op, &generic)))
+    return failure();
+  if (generic)
+    return success();
+  return std::nullopt;
+}
 
 LogicalResult EmaOp::verify() {
   FailureOr<int64_t> e = verifyExpertVector(*this, getHotness().getType(), "hotness");
@@ -94,11 +109,8 @@ LogicalResult RankedOp::verify() {
 }
 
 LogicalResult EplbOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   FailureOr<int64_t> e = verifyExpertVector(*this, getLoads().getType(), "loads");
   if (failed(e))
     return failure();
@@ -134,11 +146,8 @@ LogicalResult EplbOp::verify() {
 }
 
 LogicalResult DeviceLoadsOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   FailureOr<int64_t> e = verifyExpertVector(*this, getLoads().getType(), "loads");
   if (failed(e))
     return failure();
@@ -175,11 +184,8 @@ LogicalResult ImbalanceOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult GateOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   auto hidden = cast<ShapedType>(getHidden().getType());
   auto weight = cast<ShapedType>(getWeight().getType());
   auto result = cast<ShapedType>(getResult().getType());
@@ -219,12 +225,20 @@ static LogicalResult verifyPlacementMatrix(Operation *op, Type type, int64_t g, 
   return success();
 }
 
-LogicalResult GpuRequestsOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
+/// The requests [G, E] (verifyRequests) and, when given, the placement [E, G] of a
+/// Libra op; returns {G, E}.
+static FailureOr<std::pair<int64_t, int64_t>>
+verifyRequestsAndPlacement(Operation *op, Value requests, Value placement) {
+  FailureOr<std::pair<int64_t, int64_t>> ge = verifyRequests(op, requests.getType());
+  if (failed(ge) || (placement && failed(verifyPlacementMatrix(op, placement.getType(),
+                                                               ge->first, ge->second))))
     return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  return ge;
+}
+
+LogicalResult GpuRequestsOp::verify() {
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   auto ids = cast<ShapedType>(getIds().getType());
   auto result = cast<ShapedType>(getResult().getType());
   if (result.getDimSize(0) != getGpus())
@@ -237,36 +251,22 @@ LogicalResult GpuRequestsOp::verify() {
 }
 
 LogicalResult ServedLoadsOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   FailureOr<std::pair<int64_t, int64_t>> ge =
-      verifyRequests(*this, getRequests().getType());
+      verifyRequestsAndPlacement(*this, getRequests(), getPlacement());
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
-  if (getPlacement() &&
-      failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
-    return failure();
   if (cast<ShapedType>(getResult().getType()).getDimSize(0) != g)
     return emitOpError() << "result must have one entry per GPU (" << g << ")";
   return success();
 }
 
 LogicalResult LibraReplicateOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
-  FailureOr<std::pair<int64_t, int64_t>> ge =
-      verifyRequests(*this, getRequests().getType());
-  if (failed(ge))
-    return failure();
-  auto [g, e] = *ge;
-  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
+  if (failed(verifyRequestsAndPlacement(*this, getRequests(), getPlacement())))
     return failure();
   return verifyScalarRules(*this);
 }
@@ -278,18 +278,13 @@ void LibraReplicateOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
 }
 
 LogicalResult LibraShardOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   FailureOr<std::pair<int64_t, int64_t>> ge =
-      verifyRequests(*this, getRequests().getType());
+      verifyRequestsAndPlacement(*this, getRequests(), getPlacement());
   if (failed(ge))
     return failure();
   auto [g, e] = *ge;
-  if (failed(verifyPlacementMatrix(*this, getPlacement().getType(), g, e)))
-    return failure();
   auto plan = cast<ShapedType>(getShardPlan().getType());
   if (plan.getDimSize(0) != g || plan.getDimSize(1) != e)
     return emitOpError() << "shard_plan must be " << g << "x" << e << " (GPUs x experts)";
@@ -387,11 +382,8 @@ void TwoLevelLruOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
 }
 
 LogicalResult ResidentFirstOp::verify() {
-  bool generic;
-  if (failed(verifySizeParameters(*this, &generic)))
-    return failure();
-  if (generic) // checked once --moe-specialize has bound the sizes
-    return success();
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
   auto ids = cast<ShapedType>(getIds().getType());
   if (ids.isDynamicDim(1))
     return emitOpError() << "ids must have a static k";
