@@ -77,7 +77,7 @@ from transformers.models.mixtral import modeling_mixtral
 from transformers.models.mixtral.configuration_mixtral import MixtralConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 import bench_common  # noqa: E402
 from policy_shapes import import_switchyard  # noqa: E402
 
@@ -125,7 +125,7 @@ def parse_args():
 
 
 def shape_for(policy, experts):
-    """k and the groups of `policy` at `experts` (as scripts/bench_route.py binds them)."""
+    """k and the groups of `policy` at `experts` (as bench/bench_route.py binds them)."""
     shape = {"top_k": 2 if experts <= 8 else 8}
     if policy == "deepseek_v3":
         shape.update(groups=4 if experts <= 8 else 8, topk_groups=2 if experts <= 8 else 4)

@@ -18,7 +18,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 from policy_shapes import build_dir, import_switchyard, native_shape, shape_flags  # noqa: E402
 
 switchyard = import_switchyard()

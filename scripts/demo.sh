@@ -23,5 +23,5 @@ echo
 SWITCHYARD_BUILD_DIR="$build" /usr/bin/python3 "$root/scripts/demo.py" "$@"
 echo
 echo "== The MoE executor: one Qwen3-MoE-shaped layer, decode batches, policies side by side"
-/usr/bin/python3 "$root/scripts/bench_exec.py" --build "$build" --tokens 1,4,16,64 \
+/usr/bin/python3 "$root/bench/bench_exec.py" --build "$build" --tokens 1,4,16,64 \
     --prefill 0 --repeat 3

@@ -13,7 +13,8 @@ import shlex
 import sys
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "test", "support"))
 import policy_shapes  # noqa: E402
 
 if len(sys.argv) != 2:

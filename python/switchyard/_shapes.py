@@ -1,5 +1,5 @@
 """The model sizes a policy binds to and moe-compile's flags for them. Standard library
-only: scripts/policy_shapes.py loads this file without the built extension.
+only: test/support/policy_shapes.py loads this file without the built extension.
 
 The parameters are the compiler's one table, ShapeParameters.def (C++ X-macro rows):
 read from the copy beside this file (build tree, installed package) or from the source

@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
 from gpu_cases import abi_arrays, entry_info, example_inputs, result_shape  # noqa: E402
 from policy_shapes import GPU_ROUTERS, import_switchyard, native_shape, shape_flags  # noqa: E402

@@ -14,7 +14,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.path.insert(0, HERE)
 from compile_cache import record  # noqa: E402

@@ -34,7 +34,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.dont_write_bytecode = True
 import moe_reference as ref  # noqa: E402
 from make_checkpoint import ARCHS, make_checkpoint  # noqa: E402

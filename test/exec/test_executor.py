@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Execution tests of the MoE executor (`moe-exec`) on small random Hugging Face
-checkpoints (scripts/make_checkpoint.py) against the numpy references of the models'
+checkpoints (test/support/make_checkpoint.py) against the numpy references of the models'
 MoE blocks (test/exec/moe_reference.py):
 
   * native routing (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3; f32, f16, bf16,
@@ -27,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.dont_write_bytecode = True
 import moe_reference as ref  # noqa: E402
 from make_checkpoint import make_checkpoint  # noqa: E402

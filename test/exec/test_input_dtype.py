@@ -193,7 +193,7 @@ def check_flag_errors(build, work, tally):
 
 
 def check_python(build, tally, rng):
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "test", "support"))
     from policy_shapes import import_switchyard
     sy = import_switchyard(build)
     try:

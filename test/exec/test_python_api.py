@@ -27,7 +27,7 @@ def main():
     # leaves behind shows.
     cache = tempfile.mkdtemp(prefix="python-api-cache-")
     os.environ["SWITCHYARD_CACHE_DIR"] = cache
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "test", "support"))
     from policy_shapes import import_switchyard, native_shape
     sy = import_switchyard(args.build)
 

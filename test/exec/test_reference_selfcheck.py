@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Self-check of scripts/make_checkpoint.py and test/exec/moe_reference.py.
+"""Self-check of test/support/make_checkpoint.py and test/exec/moe_reference.py.
 
 Checks the checkpoint generator and the numpy MoE references against each other and
 against small cases worked out by hand with explicit loops, before any execution test
@@ -24,7 +24,7 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 
 import numpy as np  # noqa: E402
 
@@ -185,7 +185,7 @@ def determinism_by_seed():
         assert files_bytes(a)["model.safetensors"] != files_bytes(c)["model.safetensors"]
     a, _ = make("deepseek_v3", "det_sh_a", seed=1, dtype="bfloat16", shards=3)
     cli = os.path.join(TMP, "det_sh_cli")
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_checkpoint.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "test", "support", "make_checkpoint.py"),
                     "--preset", "deepseek-v3-tiny", "--out", cli, "--seed", "1",
                     "--dtype", "bfloat16", "--shards", "3"], check=True,
                    stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))

@@ -45,7 +45,7 @@ def main():
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     os.environ["SWITCHYARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="trace-eval-cache-")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "test", "support"))
     from policy_shapes import import_switchyard
     sy = import_switchyard(args.build)
     import switchyard.trace as sy_trace

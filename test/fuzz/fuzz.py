@@ -19,7 +19,7 @@ describes. Each iteration picks a campaign and mutates one thing:
            moe-opt, or by a mutated --moe-specialize= option string.
 
 The shipped policies are generic: every run on a file derived from one passes the flags
-binding it to its documented model (native_shape of scripts/policy_shapes.py).
+binding it to its documented model (native_shape of test/support/policy_shapes.py).
 
 Mutations: byte flips / inserts / deletes / truncation; token-level edits (numbers
 replaced by 0, -1, 2^31, 2^60, 2^63-1, floats, inf, nan, strings; attributes deleted,
@@ -60,7 +60,7 @@ import numpy as np
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 import policy_shapes  # noqa: E402  (native_shape, shape_flags, SHAPE_PARAMS)
 
 INTS = ["0", "-1", "1", "2", "3", "7", "63", "64", "255", "256", "65535", "65536",

@@ -5,7 +5,7 @@
     test/fuzz/fuzz_runtime.py --bin build-sanitized/bin --compiler build/bin/moe-compile \\
         --minutes 30 --seed 1 --out /tmp/fuzz-runtime
 
-Seeds are small random Hugging Face checkpoints written by scripts/make_checkpoint.py
+Seeds are small random Hugging Face checkpoints written by test/support/make_checkpoint.py
 (Mixtral, Qwen2-MoE, Qwen3-MoE in two shards with model.safetensors.index.json,
 OLMoE, DeepSeek-V3), a hidden-state batch for each and one recorded routing run. Each
 iteration picks a campaign and mutates one thing:
@@ -56,7 +56,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 import fuzz  # noqa: E402  (run_tool, classify, raw_npy, INTS)
 from make_checkpoint import make_checkpoint  # noqa: E402
 

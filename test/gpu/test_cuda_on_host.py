@@ -56,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What NAME.cu includes: switchyard/Cuda/KernelPrelude.h (and CudaOnHost.h on the CPU).
 SWITCHYARD_INCLUDE = os.path.join(ROOT, "runtime", "include")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, HERE)
 from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
                        example_inputs)

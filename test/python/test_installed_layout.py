@@ -30,7 +30,7 @@ assert out["topk_ids"].shape == (4, 2)
 # The runtime's own lookup (what moe-exec and the C++ package use): beside its library.
 del os.environ["SWITCHYARD_POLICY_DIR"]
 ckpt = os.path.join(work, "ckpt")
-subprocess.run([sys.executable, os.path.join(root, "scripts", "make_checkpoint.py"),
+subprocess.run([sys.executable, os.path.join(root, "test", "support", "make_checkpoint.py"),
                 "--preset", "mixtral-tiny", "--out", ckpt, "--seed", "1"], check=True,
                stdout=subprocess.DEVNULL)
 policy = sy.Executor(ckpt).info["policy"]

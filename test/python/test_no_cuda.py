@@ -203,7 +203,7 @@ def main():
         print(f"{len(failures)} failed")
         return 1
     ckpt = os.path.join(work, "ckpt")
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_checkpoint.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "test", "support", "make_checkpoint.py"),
                     "--preset", "mixtral-tiny", "--out", ckpt, "--seed", "4"], check=True,
                    stdout=subprocess.DEVNULL)
 

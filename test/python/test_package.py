@@ -330,7 +330,7 @@ def main():
     # -- the executor -------------------------------------------------------------------
     work = tempfile.mkdtemp(prefix="sy-package-")
     ckpt = os.path.join(work, "ckpt")
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_checkpoint.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "test", "support", "make_checkpoint.py"),
                     "--preset", "mixtral-tiny", "--out", ckpt, "--seed", "3"], check=True,
                    stdout=subprocess.DEVNULL)
     ex = sy.Executor(ckpt)

@@ -28,7 +28,7 @@ def check(label, ok, detail=""):
 
 
 def load_source_shapes():
-    """python/switchyard/_shapes.py as scripts/policy_shapes.py loads it (no package)."""
+    """python/switchyard/_shapes.py as test/support/policy_shapes.py loads it (no package)."""
     spec = importlib.util.spec_from_file_location(
         "source_shapes", os.path.join(ROOT, "python", "switchyard", "_shapes.py"))
     module = importlib.util.module_from_spec(spec)

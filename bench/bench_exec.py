@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The MoE layer benchmark: a checkpoint with real model proportions (Qwen3-30B-A3B's
-hidden 2048 / expert width 768 / top-8, 64 experts; scripts/make_checkpoint.py) run
+hidden 2048 / expert width 768 / top-8, 64 experts; test/support/make_checkpoint.py) run
 through `moe-exec` with plain top-k, LYNX, XShare and XShare-spec side by side, decode
 batches of T tokens and a prefill batch, all in the same run:
 
@@ -28,7 +28,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
 from make_checkpoint import make_checkpoint  # noqa: E402

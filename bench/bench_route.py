@@ -6,7 +6,7 @@ run with the straightforward numpy reference implementation of the same policy
 (test/exec/reference.py, written from the papers' definitions). Prints tokens/s for both
 and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
 
-    scripts/bench_route.py [--policies xshare,lynx] [--experts 8,128] [--tokens 16,256]
+    bench/bench_route.py [--policies xshare,lynx] [--experts 8,128] [--tokens 16,256]
 """
 import argparse
 import os
@@ -17,7 +17,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 import reference as ref  # noqa: E402
 from policy_shapes import import_switchyard, native_shape  # noqa: E402

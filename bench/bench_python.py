@@ -19,7 +19,7 @@ Timings: variants are interleaved round by round (in a shuffled order), each sam
 the mean of a batch of calls lasting about --batch-ms; the median over --repeat rounds is
 printed (the JSON has min and all samples too).
 
-    scripts/bench_python.py [--build build] [--repeat 21] [--tokens 1,16,256,4096]
+    bench/bench_python.py [--build build] [--repeat 21] [--tokens 1,16,256,4096]
                             [--experts 64,128] [--top-k 8] [--json OUT]
 """
 import argparse

@@ -3,10 +3,10 @@
 (`moe-exec --ep N` under mpirun, MPI on the host) runs the same drifting, skewed trace
 with no balancing, live EPLB, live Libra and XShare-EP routing side by side, plus one
 single-rank run of the trace as the reference for the outputs.  It complements
-scripts/bench_ep.py, which models one layer on GPU-sized shapes from the compiled rules
+bench/bench_ep.py, which models one layer on GPU-sized shapes from the compiled rules
 alone; here every number comes from the executor's own per-layer metrics.
 
-Model: a random Hugging Face checkpoint from scripts/make_checkpoint.py (default a
+Model: a random Hugging Face checkpoint from test/support/make_checkpoint.py (default a
 qwen3_moe layout: hidden 256, expert width 128, 32 experts, top-4, 4 MoE layers,
 float32).  Expert e lives on rank e // (E/N) (contiguous placement); the batch is split
 evenly over the ranks (token t on rank t*N/T).
@@ -47,7 +47,7 @@ rank's layer time (seconds_per_rank).  The ranks are processes oversubscribed on
 host's few CPU cores and MPI runs over shared memory, so these times are noisy and say
 nothing about GPUs or network fabrics; they are reported for completeness only.
 
-    scripts/bench_ep_live.py [--ranks 4,8] [--steps 12] [--tokens 64]
+    bench/bench_ep_live.py [--ranks 4,8] [--steps 12] [--tokens 64]
                              [--json docs/ep-live.json] [--plot docs/ep-live.png]
 """
 import argparse
@@ -63,7 +63,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
 from make_checkpoint import make_checkpoint  # noqa: E402

@@ -15,7 +15,7 @@ and, at the same budget of --budget-fraction (default 40%) of the experts' bf16 
              adaptive prefetch of the layer S ahead (policies/expertflow.mlir);
   on-demand  the same cache, no prefetch, plain LRU: the offloading baseline.
 
-Model: a random Hugging Face checkpoint from scripts/make_checkpoint.py, a Qwen3-MoE
+Model: a random Hugging Face checkpoint from test/support/make_checkpoint.py, a Qwen3-MoE
 layout in bfloat16 (default hidden 512, expert width 256, 64 experts, top-8, 4 MoE
 layers: 768 KiB per expert, 192 MiB of experts).
 
@@ -84,7 +84,7 @@ printed, listed under the table and in the JSON, and makes the exit status 1, as
 peak over the budget and offload / on-demand outputs that differ from resident's.  A
 mode that fails every attempt is left out of the table and the plot (named in both).
 
-    scripts/bench_memory.py [--copy-ratio 0.75 | --link-bandwidth B]
+    bench/bench_memory.py [--copy-ratio 0.75 | --link-bandwidth B]
                             [--json docs/memory-modes.json] [--plot docs/memory-modes.png]
 """
 import argparse
@@ -100,7 +100,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
 from make_checkpoint import make_checkpoint  # noqa: E402

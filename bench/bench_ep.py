@@ -55,7 +55,7 @@ loads equal ours; Libra: home copies kept, <= extra_experts imports per rank, sh
 where a replica is, every token served once, loads_after equal ours; routers: ids in
 range and distinct, XShare-EP's ids inside its selected set).
 
-    scripts/bench_ep.py [--steps 4] [--tokens 4096] [--json docs/ep-balance.json]
+    bench/bench_ep.py [--steps 4] [--tokens 4096] [--json docs/ep-balance.json]
                         [--plot docs/ep-balance.png]
 """
 import argparse
@@ -68,7 +68,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 import gen_trace  # noqa: E402
 from policy_shapes import import_switchyard  # noqa: E402
 
