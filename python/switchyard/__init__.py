@@ -9,7 +9,14 @@ code and GPU kernels, called from Python and PyTorch.
 Engines: switchyard.vllm / switchyard.sglang (custom_routing_function), switchyard.hf
 (patch a transformers model), switchyard.ops (the torch custom op), batch metadata with
 switchyard.batch_metadata(...). The executor: switchyard.Executor(model_dir, policy).
+Routing traces: switchyard.trace. The engine submodules are attributes of the package,
+imported on first access (module __getattr__): `import switchyard` loads neither torch
+nor transformers nor vLLM; switchyard.ops needs torch, switchyard.hf imports
+transformers only when a model is patched, switchyard.vllm imports vLLM only in its
+plugin and router (when an engine uses them).
 """
+import importlib as _importlib
+
 from ._switchyard import SwitchyardError
 from ._errors import (CompileError, DeviceError, Diagnostic, FileFormatError, InputError,
                       KnobError)
@@ -33,3 +40,19 @@ __all__ = ["SwitchyardError", "CompileError", "Diagnostic", "InputError", "KnobE
            "Router", "compile", "list_entries", "policy_path", "shape_flags", "shipped_policies",
            "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
            "set_batch_metadata", "Executor", "ExecResult"]
+
+#: Submodules imported on first access as attributes (switchyard.vllm, ...): they need
+#: torch, transformers or vLLM when used, never at `import switchyard`.
+_LAZY_SUBMODULES = ("hf", "ops", "sglang", "trace", "vllm")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        # import_module binds the submodule as an attribute of the package, so this
+        # runs once per submodule.
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))

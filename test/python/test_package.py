@@ -64,21 +64,74 @@ def same_routing(ids, weights, ref_ids, ref_weights):
             np.allclose(weights, ref_weights, atol=1e-5, rtol=0))
 
 
+LAZY_CHILD = r"""
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
+HEAVY = ("torch", "transformers", "vllm", "sglang")
+def loaded():
+    return sorted(m for m in HEAVY if m in sys.modules)
+import switchyard
+seen = {"import switchyard": loaded()}
+for name in ("hf", "trace", "vllm", "sglang"):
+    module = getattr(switchyard, name)
+    seen[name] = loaded()
+    seen[name + " is the submodule"] = module is sys.modules["switchyard." + name]
+seen["dir"] = sorted(n for n in ("hf", "ops", "sglang", "trace", "vllm")
+                     if n in dir(switchyard))
+try:
+    switchyard.no_such_thing
+    seen["unknown"] = None
+except AttributeError as e:
+    seen["unknown"] = str(e)
+seen["torch installed"] = importlib.util.find_spec("torch") is not None
+if seen["torch installed"]:
+    switchyard.ops
+    seen["ops"] = loaded()
+print(json.dumps(seen))
+"""
+
+
+def lazy_submodules(build):
+    """switchyard.hf / .trace / .vllm / .sglang / .ops are attributes after a bare
+    `import switchyard` (module __getattr__), and neither that import nor reaching
+    hf, trace, vllm or sglang loads torch, transformers or vLLM; .ops (the torch custom
+    op) loads torch. In a fresh interpreter: this test imports torch itself."""
+    import json
+    done = subprocess.run([sys.executable, "-c", LAZY_CHILD, os.path.join(build, "python")],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        check("lazy submodules (fresh interpreter)", False, done.stderr.strip()[-2000:])
+        return
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    check("import switchyard loads no torch / transformers / vLLM",
+          seen["import switchyard"] == [], f"(loaded: {seen['import switchyard']})")
+    for name in ("hf", "trace", "vllm", "sglang"):
+        check(f"switchyard.{name} is reachable without torch / transformers / vLLM",
+              seen[name] == [] and seen[f"{name} is the submodule"], f"(loaded: {seen[name]})")
+    check("dir(switchyard) lists the lazy submodules",
+          seen["dir"] == ["hf", "ops", "sglang", "trace", "vllm"], f"(listed: {seen['dir']})")
+    check("an unknown attribute is still AttributeError",
+          seen["unknown"] == "module 'switchyard' has no attribute 'no_such_thing'",
+          f"(got: {seen['unknown']!r})")
+    if seen["torch installed"]:
+        check("switchyard.ops (the torch custom op) loads torch on access",
+              "torch" in seen["ops"], f"(loaded: {seen['ops']})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     sys.path.insert(0, os.path.join(build, "python"))
+    lazy_submodules(build)
     try:
         import torch
     except ImportError:
         print("skipped: torch is not installed (scripts/setup.sh installs it into .venv)")
         return 77
-    import switchyard as sy
-    import switchyard.ops
-    import switchyard.sglang
-    import switchyard.vllm
+    import switchyard
+    sy = switchyard   # switchyard.ops / .vllm / .sglang below: lazy attributes
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((37, 64)).astype(np.float32)
