@@ -1,12 +1,18 @@
 """moe-eval: evaluate a routing policy offline on a trace (docs/traces.md).
 
-    moe-eval TRACE --policy P [--set k=v ...] [--sweep knob=a:b[:step] ...] [--ranks N]
+    moe-eval TRACE --policy P [--set k=v ...] [--sweep knob=a:b[:step] ...]
+             [--ranks N] [--balance home,eplb,libra] [--balance-window S] [--redundant R]
+             [--hardware h100,h200,a100,this-cpu] [--model CONFIG] [--batch-sizes 1,8,..]
+             [--memory dynaexq,expertflow --cache-experts N] [--memory-set k=v ...]
              [--groups G] [--shape name=value ...] --json OUT [--plots DIR]
 
-Writes the metrics of switchyard.trace.evaluate as JSON to OUT; with --plots, DIR/
-pareto.png: experts_active_mean against mass_kept_mean (phase "all", mean over layers)
+Writes the metrics of switchyard.trace.evaluate as JSON to OUT; with --plots, in DIR:
+pareto.png (experts_active_mean against mass_kept_mean, phase "all", mean over layers,
 for every knob setting, the Pareto front drawn through the settings no other beats on
-both. Exit status 0, or 2 with a message for bad arguments or a malformed trace."""
+both), imbalance.png with --ranks > 1 (EP imbalance per layer under each balancing
+rule, first setting) and speedup.png with --batch-sizes (modeled speedup over the
+model's own routing against the batch size, per hardware profile and setting). Exit
+status 0, or 2 with a message for bad arguments or a malformed trace."""
 from __future__ import annotations
 
 import argparse
@@ -44,6 +50,28 @@ def setting_points(report):
     return points
 
 
+SUMMARY_KEYS = ("model_experts_active_mean", "ep_imbalance", "ep_imbalance_eplb",
+                "ep_imbalance_libra", "dynaexq_hi_hit_rate", "expertflow_hit_rate",
+                "expertflow_stall_ms_mean")
+
+
+def layer_means(result):
+    """Phase "all" metrics averaged over layers: SUMMARY_KEYS and modeled_speedup per
+    profile (layers without the value are left out)."""
+    phases = [p[ALL] for p in result["layers"].values()]
+    out = {}
+    for key in SUMMARY_KEYS:
+        values = [m[key] for m in phases if m.get(key) is not None]
+        if values and not (key == "ep_imbalance" and phases[0].get("ep_imbalance") is None):
+            out[key] = sum(values) / len(values)
+    for name in (phases[0].get("modeled_speedup") or {}):
+        values = [m["modeled_speedup"][name] for m in phases
+                  if m["modeled_speedup"].get(name) is not None]
+        if values:
+            out[f"modeled_speedup_{name}"] = sum(values) / len(values)
+    return out
+
+
 def pareto_front(points):
     """The points no other has both fewer active experts and more mass kept than (ties:
     no better on one and worse on the other), sorted by active experts."""
@@ -74,9 +102,52 @@ def write_plots(report, directory):
     ax.set_title(f"{os.path.basename(str(report['policy']))} on {report['trace']}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    path = os.path.join(directory, "pareto.png")
+    paths = [_save(fig, directory, "pareto.png")]
+    first = report["results"][0]
+    layers = sorted(first["layers"], key=int)
+    rules = [(key, label) for key, label in (("ep_imbalance", "home placement"),
+                                             ("ep_imbalance_eplb", "EPLB (from history)"),
+                                             ("ep_imbalance_libra", "Libra (oracle lookahead)"))
+             if first["layers"][layers[0]][ALL].get(key) is not None]
+    if report["ranks"] > 1 and rules:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key, label in rules:
+            ax.plot([int(x) for x in layers], [first["layers"][x][ALL][key] for x in layers],
+                    "o-", label=label)
+        ax.axhline(1.0, color="0.7", lw=0.8)
+        ax.set_xlabel("MoE layer")
+        ax.set_ylabel(f"max / mean rank load ({report['ranks']} ranks)")
+        ax.set_title(f"EP imbalance, {_label(first['knobs'])}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        paths.append(_save(fig, directory, "imbalance.png"))
+    curves = [r for r in report["results"] if "speedup_vs_batch" in r]
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for i, result in enumerate(curves[:8]):
+            curve = result["speedup_vs_batch"]
+            for j, (name, values) in enumerate(curve["speedup"].items()):
+                ax.plot(curve["batch_sizes"], values, ["o-", "s--", "^:", "d-."][j % 4],
+                        color=f"C{i}", label=f"{_label(result['knobs'])}, {name}")
+        ax.axhline(1.0, color="0.7", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"batch size ({curves[0]['speedup_vs_batch']['tokens']} tokens)")
+        ax.set_ylabel("modeled MoE-layer speedup over the model's top-k")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        paths.append(_save(fig, directory, "speedup.png"))
+    return paths
+
+
+def _label(knobs):
+    return ",".join(f"{k}={v}" for k, v in knobs.items()) or "defaults"
+
+
+def _save(fig, directory, name):
+    path = os.path.join(directory, name)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
     plt.close(fig)
     return path
 
@@ -94,6 +165,33 @@ def main(argv=None) -> int:
                         help="sweep a knob over A..B (repeatable: every combination)")
     parser.add_argument("--ranks", type=int, default=1,
                         help="expert-parallel ranks for ep_imbalance (default 1)")
+    parser.add_argument("--balance", default="home,eplb,libra",
+                        help="balancing rules at --ranks > 1: home, eplb, libra "
+                        "(default: all three)")
+    parser.add_argument("--balance-window", type=int, default=4, metavar="STEPS",
+                        help="EPLB: replan every STEPS steps from the last STEPS (default 4)")
+    parser.add_argument("--redundant", type=int,
+                        help="EPLB: redundant expert slots (default: one per rank)")
+    parser.add_argument("--hardware", metavar="PROFILES",
+                        help="bytes read and modeled layer time on these profiles "
+                        "(h100, h200, a100, this-cpu; comma-separated)")
+    parser.add_argument("--model", metavar="CONFIG",
+                        help="a config.json giving the experts' sizes (default: the "
+                        "trace's meta.json)")
+    parser.add_argument("--expert-dtype", help="the experts' weight dtype (default: the "
+                        "config's torch_dtype, else bfloat16)")
+    parser.add_argument("--batch-sizes", metavar="B1,B2,..",
+                        help="with --hardware: modeled speedup over the model's top-k with "
+                        "the trace's tokens regrouped into batches of these sizes")
+    parser.add_argument("--memory", metavar="RULES",
+                        help="replay expert memory rules under --cache-experts: dynaexq, "
+                        "expertflow (comma-separated)")
+    parser.add_argument("--cache-experts", type=int, metavar="N",
+                        help="experts per layer that fit in fast memory (for --memory)")
+    parser.add_argument("--memory-interval", type=int, default=1, metavar="STEPS",
+                        help="DynaExq: steps per hotness update (default 1)")
+    parser.add_argument("--memory-set", action="append", metavar="KNOB=VALUE",
+                        help="a knob of the memory rules (e.g. bandwidth=2.5e10)")
     parser.add_argument("--groups", type=int, help="expert groups (default: meta.json's)")
     parser.add_argument("--shape", action="append", metavar="NAME=VALUE",
                         help="another shape parameter of the policy (e.g. topk_groups=2)")
@@ -104,19 +202,27 @@ def main(argv=None) -> int:
         shape = _pairs(args.shape, "--shape")
         if args.groups is not None:
             shape["groups"] = args.groups
-        report = evaluate(args.trace, args.policy, knobs=_pairs(args.set, "--set"),
-                          sweep=args.sweep, ranks=args.ranks, **shape)
+        report = evaluate(
+            args.trace, args.policy, knobs=_pairs(args.set, "--set"), sweep=args.sweep,
+            ranks=args.ranks, balance=args.balance, balance_window=args.balance_window,
+            redundant=args.redundant, hardware=args.hardware, model=args.model,
+            expert_dtype=args.expert_dtype, batch_sizes=args.batch_sizes,
+            memory=args.memory, cache_experts=args.cache_experts,
+            memory_interval=args.memory_interval,
+            memory_knobs=_pairs(args.memory_set, "--memory-set"), **shape)
     except SwitchyardError as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
-    for knobs, active, mass in setting_points(report):
+    for result, (knobs, active, mass) in zip(report["results"], setting_points(report)):
         label = " ".join(f"{k}={v}" for k, v in knobs.items()) or "(defaults)"
-        print(f"{label}: experts_active_mean {active:.3f}, mass_kept_mean {mass:.4f}")
+        extra = "".join(f", {name} {value:.3f}" for name, value in layer_means(result).items())
+        print(f"{label}: experts_active_mean {active:.3f}, mass_kept_mean {mass:.4f}{extra}")
     if args.plots:
-        print(f"wrote {write_plots(report, args.plots)}")
+        for path in write_plots(report, args.plots):
+            print(f"wrote {path}")
     return 0
 
 

@@ -20,11 +20,14 @@ step's logits, as an engine would batch them. Per layer and per phase ("prefill"
 from __future__ import annotations
 
 import itertools
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from .._errors import InputError
+from . import balance as _balance
+from . import hardware as _hardware
+from . import memory as _memory
 from .format import PHASE_NAMES, Trace, load_trace
 
 ALL = "all"
@@ -50,38 +53,6 @@ def _counts(ids: np.ndarray, experts: int) -> np.ndarray:
     """Token-expert assignments per expert (-1 ignored)."""
     flat = ids.reshape(-1)
     return np.bincount(flat[flat >= 0], minlength=experts)[:experts]
-
-
-def _step_metrics(ids, probs, experts, ranks):
-    counts = _counts(ids, experts)
-    loads = counts.reshape(ranks, experts // ranks).sum(axis=1)
-    total = loads.sum()
-    return {"active": int((counts > 0).sum()), "mean": counts.mean(), "max": counts.max(),
-            "imbalance": loads.max() / (total / ranks) if total else None,
-            "mass": mass_kept(probs, ids)}
-
-
-def _summarize(per_step: List[dict], model_steps: Optional[List[dict]]) -> dict:
-    active = np.array([s["active"] for s in per_step], dtype=np.float64)
-    masses = np.concatenate([s["mass"] for s in per_step])
-    imbalance = [s["imbalance"] for s in per_step if s["imbalance"] is not None]
-    out = {
-        "steps": len(per_step),
-        "tokens": int(masses.size),
-        "experts_active_mean": float(active.mean()),
-        "experts_active_p99": float(np.percentile(active, 99)),
-        "mass_kept_mean": float(masses.mean()),
-        "tokens_per_expert_mean": float(np.mean([s["mean"] for s in per_step])),
-        "tokens_per_expert_max": float(np.mean([s["max"] for s in per_step])),
-        "ep_imbalance": float(np.mean(imbalance)) if imbalance else None,
-    }
-    if model_steps is not None:
-        model_active = np.array([s["active"] for s in model_steps], dtype=np.float64)
-        out["model_experts_active_mean"] = float(model_active.mean())
-        out["model_experts_active_p99"] = float(np.percentile(model_active, 99))
-        out["model_mass_kept_mean"] = float(
-            np.concatenate([s["mass"] for s in model_steps]).mean())
-    return out
 
 
 def parse_sweep(spec: str):
@@ -144,73 +115,287 @@ def _feeds(router, trace: Trace, tokens: np.ndarray) -> Dict[str, np.ndarray]:
     return feeds
 
 
-def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, **shape) -> dict:
+
+class Options:
+    """What `evaluate` measures beyond the routing itself (see its documentation)."""
+
+    def __init__(self, trace: Trace, ranks=1, balance=None, balance_window=4,
+                 redundant=None, hardware=None, model=None, expert_dtype=None,
+                 batch_sizes=None, memory=None, cache_experts=None, memory_interval=1,
+                 memory_knobs=None, balance_knobs=None):
+        E = trace.num_experts
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks <= 0 or E % ranks:
+            raise InputError(f"ranks = {ranks!r}: must be a positive divisor of num_experts "
+                             f"= {E} (the home placement splits the experts into equal "
+                             f"contiguous blocks)")
+        self.ranks = ranks
+        self.balance = _balance.parse_rules(balance)
+        self.eplb = self.libra = None
+        if ranks > 1 and "eplb" in self.balance:
+            self.eplb = _balance.EplbHistory(E, ranks, trace.groups, balance_window,
+                                             ranks if redundant is None else redundant,
+                                             balance_knobs)
+        if ranks > 1 and "libra" in self.balance:
+            self.libra = _balance.LibraOracle(E, ranks, balance_knobs)
+        self.geometry = _hardware.expert_geometry(trace, model, expert_dtype)
+        self.profiles = _hardware.profiles(hardware) if hardware else {}
+        if self.profiles and self.geometry is None:
+            raise InputError("hardware profiles need the experts' sizes: pass model= (a "
+                             "config.json with hidden_size and moe_intermediate_size) or "
+                             "record them in the trace's meta.json")
+        self.batch_sizes = _positive_ints(batch_sizes, "batch size") if batch_sizes else []
+        if self.batch_sizes and not self.profiles:
+            raise InputError("batch_sizes model the speedup on a hardware profile: pass "
+                             "hardware= too")
+        self.memory = _memory.parse_rules(memory)
+        self.dynaexq = self.expertflow = None
+        if self.memory:
+            if isinstance(cache_experts, bool) or not isinstance(cache_experts, int) \
+                    or not 1 <= cache_experts <= E:
+                raise InputError(f"cache_experts = {cache_experts!r}: the memory rules need "
+                                 f"the experts per layer that fit, an integer in [1, {E}]")
+            layers = len(trace.layers)
+            if "dynaexq" in self.memory:
+                self.dynaexq = _memory.DynaExqReplay(E, layers, cache_experts,
+                                                     memory_interval, self.geometry,
+                                                     memory_knobs)
+            if "expertflow" in self.memory:
+                self.expertflow = _memory.ExpertFlowReplay(E, trace.top_k, layers,
+                                                           cache_experts, self.geometry,
+                                                           memory_knobs)
+        self.cache_experts = cache_experts
+
+    def describe(self) -> dict:
+        out = {"ranks": self.ranks, "balance": self.balance}
+        if self.geometry:
+            out["experts"] = self.geometry
+        if self.profiles:
+            out["hardware"] = self.profiles
+        if self.memory:
+            out["memory"] = {"rules": self.memory, "cache_experts": self.cache_experts}
+            if self.geometry:
+                out["memory"]["cache_bytes_per_layer"] = \
+                    self.cache_experts * self.geometry["expert_bytes"]
+        return out
+
+
+def _positive_ints(values, what) -> List[int]:
+    if isinstance(values, str):
+        values = values.split(",")
+    out = []
+    for v in values:
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise InputError(f"{what} '{v}': not an integer") from None
+        if n <= 0:
+            raise InputError(f"{what} {n}: must be positive")
+        out.append(n)
+    return out
+
+
+def _step_metrics(ids, probs, experts, ranks):
+    counts = _counts(ids, experts)
+    loads = _balance.rank_loads(counts, ranks)
+    return {"counts": counts, "active": int((counts > 0).sum()), "mean": counts.mean(),
+            "max": counts.max(), "assignments": int(counts.sum()),
+            "imbalance": _balance.imbalance(loads), "mass": mass_kept(probs, ids)}
+
+
+def _phase_groups(trace: Trace, step_tokens: List[np.ndarray]):
+    """phase name -> [(step index, the step's token indices of that phase)]."""
+    out: Dict[str, list] = {}
+    for i, tokens in enumerate(step_tokens):
+        out.setdefault(ALL, []).append((i, tokens))
+        phases = trace.phase[tokens]
+        for code in np.unique(phases):
+            out.setdefault(PHASE_NAMES[int(code)], []).append((i, tokens[phases == code]))
+    return out
+
+
+def _mean(values) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _routing_summary(steps: List[dict], opts: Options) -> dict:
+    active = np.array([s["active"] for s in steps], dtype=np.float64)
+    out = {
+        "steps": len(steps),
+        "tokens": int(sum(s["mass"].size for s in steps)),
+        "experts_active_mean": float(active.mean()),
+        "experts_active_p99": float(np.percentile(active, 99)),
+        "mass_kept_mean": float(np.concatenate([s["mass"] for s in steps]).mean()),
+        "tokens_per_expert_mean": float(np.mean([s["mean"] for s in steps])),
+        "tokens_per_expert_max": float(np.mean([s["max"] for s in steps])),
+        "ep_imbalance": _mean(s["imbalance"] for s in steps),
+    }
+    if opts.geometry:
+        out["bytes_read_mean"] = float(active.mean()) * opts.geometry["expert_bytes"]
+    if opts.profiles:
+        out["modeled_time_us"] = {
+            name: 1e6 * float(np.mean([_hardware.layer_time(s["active"], s["assignments"],
+                                                            opts.geometry, profile)
+                                       for s in steps]))
+            for name, profile in opts.profiles.items()}
+    return out
+
+
+def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
+                   step_tokens: List[np.ndarray], groups, opts: Options,
+                   model_ids: Optional[np.ndarray]) -> dict:
+    E = trace.num_experts
+    step_ids = [ids[tokens] for tokens in step_tokens]
+    all_counts = [_counts(s, E) for s in step_ids]
+    plans = opts.eplb.plans(all_counts) if opts.eplb else None
+    dynaexq = opts.dynaexq.replay(step_ids) if opts.dynaexq else None
+    expertflow = None
+    if opts.expertflow:
+        masses = [probs[tokens].sum(axis=0) for tokens in step_tokens]
+        expertflow = opts.expertflow.replay(step_ids, masses)
+    layer = {}
+    for phase, members in groups.items():
+        steps = [_step_metrics(ids[t], probs[t], E, opts.ranks) for _, t in members]
+        metrics = _routing_summary(steps, opts)
+        if plans is not None:
+            metrics["ep_imbalance_eplb"] = _mean(
+                _balance.imbalance(_balance.placed_loads(s["counts"], *plans[i], opts.ranks))
+                if plans[i] is not None else s["imbalance"]
+                for (i, _), s in zip(members, steps))
+        if opts.libra:
+            metrics["ep_imbalance_libra"] = _mean(
+                opts.libra.imbalance(ids[t], trace.request_ids[t]) for _, t in members)
+        if dynaexq is not None:
+            metrics.update(_memory.dynaexq_metrics([dynaexq[i] for i, _ in members],
+                                                   [ids[t] for _, t in members]))
+        if expertflow is not None:
+            metrics.update(_memory.expertflow_metrics([expertflow[i] for i, _ in members],
+                                                      [ids[t] for _, t in members],
+                                                      with_stalls=phase == ALL))
+        if model_ids is not None:
+            model = _routing_summary([_step_metrics(model_ids[t], probs[t], E, opts.ranks)
+                                      for _, t in members], opts)
+            metrics["model_experts_active_mean"] = model["experts_active_mean"]
+            metrics["model_experts_active_p99"] = model["experts_active_p99"]
+            metrics["model_mass_kept_mean"] = model["mass_kept_mean"]
+            if "modeled_time_us" in model:
+                metrics["model_modeled_time_us"] = model["modeled_time_us"]
+                metrics["modeled_speedup"] = {
+                    name: model["modeled_time_us"][name] / t if t > 0 else None
+                    for name, t in metrics["modeled_time_us"].items()}
+        layer[phase] = metrics
+    return layer
+
+
+def _route(router, policy, trace: Trace, logits: np.ndarray, tokens: np.ndarray,
+           setting: dict) -> np.ndarray:
+    out = router(logits=np.ascontiguousarray(logits[tokens]), knobs=setting,
+                 **_feeds(router, trace, tokens))
+    if "topk_ids" not in out:
+        raise InputError(f"policy '{policy}' returns no topk_ids (results: {sorted(out)}): "
+                         f"not a router to evaluate")
+    return np.asarray(out["topk_ids"], dtype=np.int64)
+
+
+def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options,
+                      max_batches: int = 32) -> dict:
+    """Modeled speedup over the model's own routing when the trace's tokens (decode
+    tokens if any, else all; in step order) are regrouped into batches of each size."""
+    decode = np.nonzero(trace.phase == 1)[0]
+    pool = decode if decode.size else np.arange(trace.num_tokens)
+    pool = pool[np.argsort(trace.step[pool], kind="stable")]
+    out = {"tokens": "decode" if decode.size else "all", "batch_sizes": []}
+    curves: Dict[str, list] = {name: [] for name in opts.profiles}
+    for size in opts.batch_sizes:
+        batches = [pool[i:i + size] for i in range(0, pool.size - size + 1, size)]
+        batches = batches[:max_batches]
+        if not batches:
+            continue
+        times = {name: [0.0, 0.0] for name in opts.profiles}  # [policy, model]
+        for layer in trace.layers:
+            logits = trace.layer_logits(layer)
+            model_ids = trace.ids[layer].astype(np.int64)
+            for tokens in batches:
+                ids = _route(router, policy, trace, logits, tokens, setting)
+                for which, chosen in ((0, ids), (1, model_ids[tokens])):
+                    counts = _counts(chosen, trace.num_experts)
+                    for name, profile in opts.profiles.items():
+                        times[name][which] += _hardware.layer_time(
+                            int((counts > 0).sum()), int(counts.sum()), opts.geometry,
+                            profile)
+        out["batch_sizes"].append(size)
+        for name, (policy_time, model_time) in times.items():
+            curves[name].append(model_time / policy_time if policy_time > 0 else None)
+    out["speedup"] = curves
+    return out
+
+
+def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=None,
+             balance_window: int = 4, redundant: Optional[int] = None,
+             balance_knobs: Optional[dict] = None, hardware=None, model=None,
+             expert_dtype: Optional[str] = None, batch_sizes=None, memory=None,
+             cache_experts: Optional[int] = None, memory_interval: int = 1,
+             memory_knobs: Optional[dict] = None, **shape) -> dict:
     """Run `policy` on every layer and step of `trace` (a Trace or a trace directory) for
     each knob setting (`knobs`, with `sweep`: 'knob=a:b[:step]' strings, (knob, values)
-    pairs or a {knob: values} dict); returns {"trace", "policy", "ranks", "results":
-    [{"knobs", "layers": {layer: {phase: metrics}}}]} (see the module documentation)."""
+    pairs or a {knob: values} dict) and report, per layer and phase, the metrics of the
+    module documentation; returns {"trace", "policy", "options", "results": [{"knobs",
+    "layers": {layer: {phase: metrics}}, "speedup_vs_batch"?}]}.
+
+    ranks, balance ("home", "eplb", "libra"; a list or comma-separated), balance_window,
+    redundant, balance_knobs: expert-parallel imbalance (balance.py).
+    hardware (profile names: h100, h200, a100, this-cpu), model (a config.json path or
+    dict for the experts' sizes; default: meta.json's), expert_dtype, batch_sizes:
+    bytes read, modeled layer time and speedup (hardware.py).
+    memory ("dynaexq", "expertflow"), cache_experts, memory_interval, memory_knobs:
+    expert memory under a budget (memory.py).
+    `shape` binds or overrides the policy's shape (groups, topk_groups, ...)."""
     from .. import compile as _compile
 
     source = trace.model if isinstance(trace, Trace) else str(trace)
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
-    if not isinstance(ranks, int) or ranks <= 0 or trace.num_experts % ranks:
-        raise InputError(f"ranks = {ranks!r}: must be a positive divisor of num_experts = "
-                         f"{trace.num_experts} (the home placement splits the experts into "
-                         f"equal contiguous blocks)")
+    opts = Options(trace, ranks=ranks, balance=balance, balance_window=balance_window,
+                   redundant=redundant, hardware=hardware, model=model,
+                   expert_dtype=expert_dtype, batch_sizes=batch_sizes, memory=memory,
+                   cache_experts=cache_experts, memory_interval=memory_interval,
+                   memory_knobs=memory_knobs, balance_knobs=balance_knobs)
+    if opts.batch_sizes and not trace.ids:
+        raise InputError("batch_sizes compare with the model's own routing: the trace has "
+                         "no ids")
     bind = {"experts": trace.num_experts, "top_k": trace.top_k}
     if trace.groups is not None:
         bind["groups"] = trace.groups
     bind.update({k: v for k, v in shape.items() if v is not None})
     router = _compile(policy, allow_unused=True, **bind)
-    settings = _sweep_settings(knobs, sweep)
-
     step_tokens = _steps(trace.step)
+    groups = _phase_groups(trace, step_tokens)
     probs = {layer: softmax(trace.layer_logits(layer)) for layer in trace.layers}
-    model = {layer: _per_step(trace.ids[layer].astype(np.int64), probs[layer], step_tokens,
-                              trace, ranks) for layer in trace.layers if layer in trace.ids}
     results = []
-    for setting in settings:
+    for setting in _sweep_settings(knobs, sweep):
         layers = {}
         for layer in trace.layers:
             logits = trace.layer_logits(layer)
-            chosen = []
-            for tokens in step_tokens:
-                out = router(logits=np.ascontiguousarray(logits[tokens]), knobs=setting,
-                             **_feeds(router, trace, tokens))
-                if "topk_ids" not in out:
-                    raise InputError(f"policy '{policy}' returns no topk_ids (results: "
-                                     f"{sorted(out)}): not a router to evaluate")
-                chosen.append(np.asarray(out["topk_ids"], dtype=np.int64))
+            chosen = [_route(router, policy, trace, logits, tokens, setting)
+                      for tokens in step_tokens]
             width = max(c.shape[1] for c in chosen)
             ids = np.full((trace.num_tokens, width), -1, dtype=np.int64)
             for tokens, c in zip(step_tokens, chosen):
                 ids[tokens, :c.shape[1]] = c
-            policy_steps = _per_step(ids, probs[layer], step_tokens, trace, ranks)
-            layers[str(layer)] = {
-                phase: _summarize(steps, model[layer].get(phase) if layer in model else None)
-                for phase, steps in policy_steps.items()}
-        results.append({"knobs": setting, "layers": layers})
+            model_ids = trace.ids[layer].astype(np.int64) if layer in trace.ids else None
+            layers[str(layer)] = _layer_metrics(trace, layer, ids, probs[layer], step_tokens,
+                                                groups, opts, model_ids)
+        result = {"knobs": setting, "layers": layers}
+        if opts.batch_sizes:
+            result["speedup_vs_batch"] = _speedup_vs_batch(router, policy, trace, setting,
+                                                           opts)
+        results.append(result)
     return {"trace": source, "policy": str(policy) if len(str(policy)) < 200 else "<text>",
             "ranks": ranks, "num_experts": trace.num_experts, "top_k": trace.top_k,
-            "results": results}
+            "options": opts.describe(), "results": results}
 
 
 def _steps(step: np.ndarray) -> List[np.ndarray]:
     """The token indices of each step, in step order."""
     step = np.asarray(step)
     return [np.nonzero(step == s)[0] for s in np.unique(step)]
-
-
-def _per_step(ids, probs, step_tokens: Iterable[np.ndarray], trace: Trace, ranks: int):
-    """phase name -> one metrics dict per step holding tokens of that phase."""
-    out: Dict[str, List[dict]] = {}
-    for tokens in step_tokens:
-        out.setdefault(ALL, []).append(
-            _step_metrics(ids[tokens], probs[tokens], trace.num_experts, ranks))
-        phases = trace.phase[tokens]
-        for code in np.unique(phases):
-            sub = tokens[phases == code]
-            out.setdefault(PHASE_NAMES[int(code)], []).append(
-                _step_metrics(ids[sub], probs[sub], trace.num_experts, ranks))
-    return out
