@@ -66,6 +66,9 @@ def main():
         trace = synthetic_trace(sy_trace)
         check_format(sy, sy_trace, trace, work, check)
         check_evaluate(sy, sy_trace, trace, work, check)
+        check_balance(sy_trace, trace, check)
+        check_hardware(sy, sy_trace, trace, check)
+        check_memory(sy_trace, trace, check)
         check_cli(args.build, trace, work, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -313,6 +316,203 @@ def check_evaluate(sy, sy_trace, trace, work, check):
             check(f"evaluate error: {label}", False, "(no error)")
         except sy.InputError as e:
             check(f"evaluate error: {label}", needle in str(e), f"({e})")
+
+
+def steps_of(trace):
+    return [np.nonzero(trace.step == s)[0] for s in range(STEPS)]
+
+
+def top2_ids(trace, layer):
+    return np.argsort(-trace.logits[layer], axis=1, kind="stable")[:, :K].astype(np.int64)
+
+
+def expert_counts(ids):
+    counts = np.zeros(E, np.int64)
+    for e in ids.reshape(-1):
+        if e >= 0:
+            counts[e] += 1
+    return counts
+
+
+def check_balance(sy_trace, trace, check):
+    """EPLB from history and Libra (oracle) against rules_reference.py's own EPLB and
+    Libra, with the placement arithmetic written out here."""
+    sys.path.insert(0, HERE)
+    import rules_reference as rref
+    ranks, window, redundant = 4, 2, 4
+    report = sy_trace.evaluate(trace, "topk_softmax", ranks=ranks, balance="home,eplb,libra",
+                               balance_window=window, redundant=redundant)
+    bad = []
+    for layer in LAYERS:
+        ids = top2_ids(trace, layer)
+        counts = [expert_counts(ids[t]) for t in steps_of(trace)]
+        eplb, libra = [], []
+        plan = None
+        for i, tokens in enumerate(steps_of(trace)):
+            if i and i % window == 0:
+                history = np.sum(counts[i - window:i], axis=0).astype(np.float32)
+                phy2log, _, replicas = rref.eplb(history, E + redundant, 1, 1, ranks)
+                plan = (phy2log, replicas)
+            if plan is None:
+                loads = counts[i].reshape(ranks, -1).sum(1).astype(np.float64)
+            else:
+                per_slot = [counts[i][e] / plan[1][e] for e in plan[0]]
+                loads = np.array(per_slot).reshape(ranks, -1).sum(1)
+            eplb.append(loads.max() / loads.mean())
+            req = rref.gpu_requests(ids[tokens], trace.request_ids[tokens] % ranks, ranks, E)
+            M = rref.libra_replicate(req, 4, 0.5)
+            _, after = rref.libra_shard(req, M, 0.05)
+            libra.append(float(rref.imbalance(after)[0]))
+        got = report["results"][0]["layers"][str(layer)]["all"]
+        for key, want, tol in (("ep_imbalance_eplb", np.mean(eplb), 1e-9),
+                               ("ep_imbalance_libra", np.mean(libra), 1e-5)):
+            if not abs(got[key] - want) <= tol * max(1.0, want):
+                bad.append(f"layer {layer} {key}: {got[key]} != {want}")
+    check("balance: EPLB plans from the previous window and Libra's plan per step equal "
+          "the references", not bad, "; ".join(bad))
+    check("balance: EPLB replans (some layer's imbalance differs from home)",
+          any(m["all"]["ep_imbalance_eplb"] != m["all"]["ep_imbalance"]
+              for m in report["results"][0]["layers"].values()))
+    check("balance: options recorded",
+          report["options"]["balance"] == ["home", "eplb", "libra"])
+
+
+def check_hardware(sy, sy_trace, trace, check):
+    """Bytes read and the roofline time on the h100 profile, by hand; speedup vs batch
+    size against loops over the same regrouped batches."""
+    hidden, inter = 64, 32
+    expert_bytes, flops = 3 * hidden * inter * 2, 2.0 * 3 * hidden * inter
+    bw, peak = 3.35e12, 989e12
+    model = {"hidden_size": hidden, "moe_intermediate_size": inter, "torch_dtype": "bfloat16"}
+    report = sy_trace.evaluate(trace, "xshare", knobs={"k0": 1, "budget": 0}, hardware="h100",
+                               model=model, batch_sizes=[1, 3, 8])
+    router = sy.compile("xshare", experts=E, top_k=K)
+    result = report["results"][0]
+    bad = []
+
+    def time_of(ids):
+        counts = expert_counts(ids)
+        return max((counts > 0).sum() * expert_bytes / bw, counts.sum() * flops / peak)
+
+    for layer in LAYERS:
+        got = result["layers"][str(layer)]["all"]
+        steps = steps_of(trace)
+        ids = [router(logits=np.ascontiguousarray(trace.logits[layer][t]),
+                      knobs={"k0": 1, "budget": 0})["topk_ids"] for t in steps]
+        active = np.mean([(expert_counts(i) > 0).sum() for i in ids])
+        want_time = 1e6 * np.mean([time_of(i) for i in ids])
+        model_time = 1e6 * np.mean([time_of(trace.ids[layer][t].astype(np.int64))
+                                    for t in steps])
+        for key, g, w in (("bytes_read_mean", got["bytes_read_mean"], active * expert_bytes),
+                          ("modeled_time_us", got["modeled_time_us"]["h100"], want_time),
+                          ("model_modeled_time_us", got["model_modeled_time_us"]["h100"],
+                           model_time),
+                          ("modeled_speedup", got["modeled_speedup"]["h100"],
+                           model_time / want_time)):
+            if not abs(g - w) <= 1e-9 * max(1.0, abs(w)):
+                bad.append(f"layer {layer} {key}: {g} != {w}")
+    check("hardware: bytes read, modeled time and speedup on h100 equal the roofline by "
+          "hand", not bad, "; ".join(bad))
+    decode = np.nonzero(trace.phase == 1)[0]
+    curve = result["speedup_vs_batch"]
+    want = []
+    for size in (1, 3, 8):
+        batches = [decode[i:i + size] for i in range(0, decode.size - size + 1, size)]
+        policy_time = model_time = 0.0
+        for layer in LAYERS:
+            for b in batches:
+                policy_time += time_of(router(logits=np.ascontiguousarray(
+                    trace.logits[layer][b]), knobs={"k0": 1, "budget": 0})["topk_ids"])
+                model_time += time_of(trace.ids[layer][b].astype(np.int64))
+        want.append(model_time / policy_time)
+    check("hardware: speedup vs batch size over regrouped decode tokens",
+          curve["tokens"] == "decode" and curve["batch_sizes"] == [1, 3, 8]
+          and np.allclose(curve["speedup"]["h100"], want, rtol=1e-9, atol=0),
+          f"({curve} != {want})")
+    check("hardware: batch 1 with one expert per token is twice as fast as top-2 "
+          "(memory-bound)", abs(curve["speedup"]["h100"][0] - 2.0) < 1e-9,
+          curve["speedup"]["h100"])
+    same = sy_trace.evaluate(trace, "topk_softmax", hardware="a100", model=model,
+                             batch_sizes=[4])
+    check("hardware: the model's own top-k has speedup 1",
+          same["results"][0]["speedup_vs_batch"]["speedup"]["a100"] == [1.0]
+          and all(m["all"]["modeled_speedup"]["a100"] == 1.0
+                  for m in same["results"][0]["layers"].values()))
+    cpu = sy_trace.profiles("this-cpu")["this-cpu"]
+    check("hardware: this-cpu is measured (bandwidth and FLOP rate positive)",
+          cpu["bandwidth"] > 1e8 and cpu["flops"] > 1e8, cpu)
+
+
+def check_memory(sy_trace, trace, check):
+    """DynaExq and ExpertFlow replays against rules_reference.py's rules, stepped by the
+    protocol of memory.py written out here."""
+    sys.path.insert(0, HERE)
+    import rules_reference as rref
+    cache, geometry_bytes = 5, 3 * 64 * 32 * 2
+    model = {"hidden_size": 64, "moe_intermediate_size": 32}
+    report = sy_trace.evaluate(trace, "topk_softmax", memory="dynaexq,expertflow",
+                               cache_experts=cache, model=model)
+    bad = []
+    for layer in LAYERS:
+        ids = top2_ids(trace, layer)
+        steps = steps_of(trace)
+        # DynaExq, interval 1: the hi set in force when each step runs.
+        hotness, current, hits, total = np.zeros(E, np.float32), np.zeros(E, bool), 0, 0
+        for tokens in steps:
+            chosen = ids[tokens].reshape(-1)
+            hits += int(current[chosen].sum())
+            total += chosen.size
+            out = rref.dynaexq(hotness, expert_counts(ids[tokens]), current, 0.8, 1.0, cache)
+            hotness, current = out["hotness_out"], out["hi_set"]
+        # ExpertFlow: demand + prefetch after each step; stalls and overfetches as events.
+        probs = np.exp(trace.logits[layer] - trace.logits[layer].max(1, keepdims=True))
+        probs = (probs / probs.sum(1, keepdims=True)).astype(np.float32)
+        resident, last_use = np.zeros(E, bool), np.full(E, -1, np.int32)
+        step, stalls, over, prefetched = 0, 0, 0, np.zeros(E, bool)
+        ef_hits = ef_total = 0
+        stall_s = []
+        for now, tokens in enumerate(steps):
+            requested = np.zeros(E, bool)
+            requested[ids[tokens].reshape(-1)] = True
+            missed = requested & ~resident
+            ef_hits += int((requested & resident).sum())
+            ef_total += int(requested.sum())
+            stall_s.append(missed.sum() * geometry_bytes / 2.5e10)
+            events = [1] * int(missed.sum()) + [2] * int((prefetched & ~requested).sum())
+            expected, ne = rref.expected_experts(probs[tokens].sum(0), 0.9)
+            s0 = rref.step_size(ne, geometry_bytes, 2.5e10, 4e-4, len(LAYERS))
+            step, stalls, over, _ = rref.step_feedback(step, s0, stalls, over, events, 4, 8,
+                                                       len(LAYERS))
+            lru = rref.two_level_lru(resident, last_use, requested, expected, now, step,
+                                     cache)
+            loads = lru["loads"][lru["loads"] >= 0]
+            prefetched = np.zeros(E, bool)
+            prefetched[loads] = True
+            prefetched &= ~requested
+            resident, last_use = lru["resident_out"], lru["last_use_out"]
+        got = report["results"][0]["layers"][str(layer)]["all"]
+        for key, want in (("dynaexq_hi_hit_rate", hits / total),
+                          ("expertflow_hit_rate", ef_hits / ef_total),
+                          ("expertflow_stall_ms_mean", 1e3 * np.mean(stall_s))):
+            if not abs(got[key] - want) <= 1e-9 * max(1.0, want):
+                bad.append(f"layer {layer} {key}: {got[key]} != {want}")
+    check("memory: DynaExq and ExpertFlow replays equal the rules' references",
+          not bad, "; ".join(bad))
+    for label, kwargs, needle in (
+            ("memory without cache_experts", {"memory": "dynaexq"}, "cache_experts"),
+            ("cache_experts above E", {"memory": "expertflow", "cache_experts": E + 1},
+             "cache_experts"),
+            ("unknown memory rule", {"memory": "lru", "cache_experts": 2}, "lru"),
+            ("unknown balance rule", {"balance": "greedy", "ranks": 2}, "greedy"),
+            ("unknown hardware", {"hardware": "tpu", "model": model}, "tpu"),
+            ("hardware without expert sizes", {"hardware": "h100"}, "hidden_size"),
+            ("batch sizes without hardware", {"batch_sizes": [4]}, "hardware")):
+        try:
+            sy_trace.evaluate(trace, "topk_softmax", **kwargs)
+            check(f"evaluate error: {label}", False, "(no error)")
+        except Exception as e:  # noqa: BLE001 - the class is checked too
+            check(f"evaluate error: {label}",
+                  type(e).__name__ == "InputError" and needle in str(e), f"({e!r})")
 
 
 def check_cli(build, trace, work, check):

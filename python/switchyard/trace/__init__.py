@@ -3,7 +3,8 @@ directories, and evaluate a policy offline on one (`evaluate`, the moe-eval tool
 from .format import PHASE_NAMES, Trace, load_trace, save_trace
 from .capture import capture_hf  # torch is imported only when capturing
 from .evaluate import evaluate
+from .hardware import PROFILE_NAMES, profiles
 
-__all__ = ["Trace", "load_trace", "save_trace", "PHASE_NAMES", "capture_hf",
-           "evaluate"]
+__all__ = ["Trace", "load_trace", "save_trace", "PHASE_NAMES", "capture_hf", "evaluate",
+           "profiles", "PROFILE_NAMES"]
 
