@@ -73,6 +73,11 @@ def check_capture(sy, model_type, patch_policy=None, **overrides):
     assert trace.num_tokens == 12 and trace.layers == sorted(probe.gates), \
         f"layers {trace.layers}, tokens {trace.num_tokens}"
     assert trace.num_experts == 8 and trace.top_k == 2, (trace.num_experts, trace.top_k)
+    expert_size = getattr(model.config, "moe_intermediate_size", None) \
+        or model.config.intermediate_size
+    assert trace.meta.get("hidden_size") == model.config.hidden_size and \
+        (trace.meta.get("moe_intermediate_size") or trace.meta.get("intermediate_size")) \
+        == expert_size, f"meta.json lacks the experts' sizes: {trace.meta}"
     assert trace.step.tolist() == [0] * 10 + [1] * 2, trace.step
     assert trace.phase.tolist() == [0] * 10 + [1] * 2, trace.phase
     assert trace.request_ids.tolist() == [0] * 5 + [1] * 5 + [0, 1], trace.request_ids

@@ -28,6 +28,7 @@ import numpy as np
 from .. import hf as _hf
 from .._errors import InputError
 from .format import Trace, ids_dtype, save_trace
+from .hardware import geometry_meta
 
 _PHASES = {"prefill": 0, "decode": 1, "verify": 2}
 
@@ -186,6 +187,7 @@ def capture_hf(model, directory, *, max_tokens=1_000_000, metadata=None):
     trace = Trace(num_experts=experts, top_k=k, logits=logits, ids=ids, weights=weights,
                   model=str(config.get("_name_or_path") or config.get("model_type") or ""),
                   source="transformers", groups=groups if groups and groups > 1 else None,
+                  meta=geometry_meta(config),
                   **{n: np.concatenate(v) for n, v in recorder.tokens.items()})
     save_trace(trace, directory)
 

@@ -108,6 +108,20 @@ def expert_geometry(trace, model=None, expert_dtype: Optional[str] = None) -> Op
             "expert_bytes": params * DTYPE_BYTES[dtype], "flops_per_token": 2.0 * params}
 
 
+def geometry_meta(config: dict) -> dict:
+    """The keys of a model config that expert_geometry reads, for a trace's meta.json
+    (captures record them so that moe-eval --hardware needs no --model)."""
+    out = {}
+    for key in ("hidden_size", "moe_intermediate_size", "intermediate_size"):
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            out[key] = value
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    if isinstance(dtype, str) and dtype in DTYPE_BYTES:
+        out["torch_dtype"] = dtype
+    return out
+
+
 def _config(model) -> dict:
     if isinstance(model, dict):
         return model

@@ -126,7 +126,7 @@ class Recorder:
                           for l, e in layers.items()},
                      weights={l: np.concatenate(e["weights"]).astype(np.float32)
                               for l, e in layers.items()},
-                     model=_model_name(), source="vllm", **tokens)
+                     model=_model_name(), source="vllm", meta=_geometry(), **tokens)
 
     def write(self) -> Optional[str]:
         from ..trace.format import save_trace
@@ -149,6 +149,18 @@ def _rank() -> int:
     except Exception:   # pragma: no cover - torch without distributed
         pass
     return os.getpid()
+
+
+def _geometry() -> dict:
+    """hidden_size / moe_intermediate_size / torch_dtype of the served model's config."""
+    from ..trace.hardware import geometry_meta
+    try:
+        from vllm.config import get_current_vllm_config
+        config = get_current_vllm_config().model_config.hf_config
+        text = getattr(config, "text_config", None) or config
+        return geometry_meta(text.to_dict())
+    except Exception:
+        return {}
 
 
 def _model_name() -> str:
