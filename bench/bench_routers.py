@@ -17,6 +17,9 @@ Variants, per (policy, E, T):
   HF 1t      the transformers router module, torch.set_num_threads(1):
                topk_softmax  modeling_mixtral.MixtralTopKRouter
                deepseek_v3   modeling_deepseek_v3.DeepseekV3TopkRouter
+  HF Nt      the same with torch's default thread count N
+The baseline of the printed ratios is each alternative at its faster thread count (1 or
+N, chosen per row by the wall medians, and named in the table): torch/sy and HF/sy.
 The torch functions, written from the definitions: topk_softmax = softmax (float32),
 top-k, weights / their sum; deepseek_v3 = vLLM-style grouped_topk: sigmoid scores, + bias
 for the choice only, group score = sum of the group's top-2, keep the top groups, top-k
@@ -60,12 +63,8 @@ the medians, the checks and the machine.
 """
 import argparse
 import contextlib
-import gc
 import json
 import os
-import random
-import statistics
-import sys
 import time
 
 import numpy as np
@@ -76,19 +75,20 @@ from transformers.models.deepseek_v3.configuration_deepseek_v3 import DeepseekV3
 from transformers.models.mixtral import modeling_mixtral
 from transformers.models.mixtral.configuration_mixtral import MixtralConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-import bench_common  # noqa: E402
-from policy_shapes import import_switchyard  # noqa: E402
+import bench_common
+from bench_common import NOISY_LOAD, ROOT, OtherLoad, Variant, interleave, settle, summarize
+from policy_shapes import import_switchyard  # noqa: E402  (bench_common sets the path)
 
 POLICIES = ("topk_softmax", "deepseek_v3")
 ROUTE = ("topk_ids", "topk_weights")
 SCALING = 2.5          # DeepSeek-V3's routed scaling factor (the policy knob's default)
 BIAS_SCALE = 0.01      # e_score_correction_bias ~ BIAS_SCALE * N(0, 1)
 WEIGHT_TOLERANCE = 1e-5
-NOISY_LOAD = 0.05      # other processes' share of the CPUs above which a row is marked
 DEFAULT_THREADS = torch.get_num_threads()
-VARIANTS = ("sy_route", "sy_all", "torch_1t", "torch_nt", "hf_1t")
+VARIANTS = ("sy_route", "sy_all", "torch_1t", "torch_nt", "hf_1t", "hf_nt")
+# The alternatives, each at its faster thread count (per row, by wall median): the
+# baseline the "best" ratios compare with.
+ALTERNATIVES = {"torch": ("torch_1t", "torch_nt"), "hf": ("hf_1t", "hf_nt")}
 
 
 def parse_args():
@@ -234,111 +234,6 @@ def compare(ids, weights, ref_ids, ref_weights, selection):
 
 
 # -- timing ----------------------------------------------------------------------------------
-class Variant:
-    """A callable timed in batches of `n` calls (n calibrated to about --batch-ms), with
-    torch's intra-op thread count set to `threads` before each batch (outside the clock)."""
-
-    def __init__(self, call, threads, batch_s):
-        self.call, self.threads, self.batch_s = call, threads, batch_s
-        self.n = None
-
-    def _batch(self, n):
-        torch.set_num_threads(self.threads)
-        gc_was = gc.isenabled()
-        gc.disable()   # a collection inside one batch would land on whichever variant
-        try:
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                self.call()
-            wall1, cpu1 = time.perf_counter(), time.process_time()
-        finally:
-            if gc_was:
-                gc.enable()
-        return (wall1 - wall0) / n, (cpu1 - cpu0) / n
-
-    def measure(self):
-        """(wall seconds, CPU seconds) per call, the mean over one batch."""
-        if self.n is None:
-            self._batch(1)   # warm up (allocator, thread pool, caches)
-            rough = min(self._batch(1)[0], self._batch(1)[0])
-            self.n = max(1, int(self.batch_s / max(rough, 1e-7)))
-        wall, cpu = self._batch(self.n)
-        return wall, cpu, settle()
-
-
-def settle(limit_s=1.0):
-    """Wait, outside any clock, until the process's other threads stop using the CPU;
-    returns the CPU seconds the process used meanwhile (the batch's spinning tail).
-    OpenMP workers spin after a parallel region (see the docstring); left alone, that
-    spinning would take a core from, and add CPU time to, whichever variant runs next.
-    (Spinning between the calls of one batch is that batch's own cost and stays in it.)"""
-    deadline = time.perf_counter() + limit_s
-    start = time.process_time()
-    quiet = 0
-    # Three idle milliseconds in a row: on a loaded machine a spinning worker can be
-    # descheduled for one window and go on spinning after it.
-    while quiet < 3 and time.perf_counter() < deadline:
-        cpu = time.process_time()
-        time.sleep(0.001)
-        quiet = quiet + 1 if time.process_time() - cpu < 0.0002 else 0
-    return time.process_time() - start
-
-
-class OtherLoad:
-    """How much of the machine other processes used between start() and stop(): the CPU
-    time /proc/stat counts as busy on all CPUs, less this process's own, over wall time x
-    the CPUs. Timings taken while this is high are inflated (torch's multi-threaded
-    variant most: a parallel region waits for a worker the other process holds off)."""
-
-    TICK = 1.0 / os.sysconf("SC_CLK_TCK")
-
-    @classmethod
-    def _busy_seconds(cls):
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        # user nice system idle iowait irq softirq steal (guest time is in user)
-        return sum(fields[:8]) - fields[3] - fields[4] if len(fields) >= 8 else None
-
-    def start(self):
-        self.busy, self.own, self.wall = (self._busy_seconds(), time.process_time(),
-                                          time.perf_counter())
-
-    def stop(self):
-        """The share (0..1) of all CPUs' time that other processes used, or None."""
-        busy = self._busy_seconds()
-        if busy is None or self.busy is None:
-            return None
-        others = (busy - self.busy) * self.TICK - (time.process_time() - self.own)
-        span = (time.perf_counter() - self.wall) * os.cpu_count()
-        return max(0.0, others / span) if span > 0 else None
-
-
-def interleave(variants, rounds, seed):
-    """{name: [(wall, cpu, after-batch cpu) per round]}: each round times every variant
-    once, in an order shuffled per round, so that drift (frequency, other load) and what
-    a variant leaves behind (caches, woken threads) fall on all variants alike."""
-    names = list(variants)
-    samples = {name: [] for name in names}
-    order = random.Random(seed)
-    for _ in range(rounds):
-        order.shuffle(names)
-        for name in names:
-            samples[name].append(variants[name].measure())
-    return samples
-
-
-def summarize(samples, n):
-    def clock(values):
-        values = [v * 1e6 for v in values]
-        return {"median": statistics.median(values), "min": min(values), "samples": values}
-    wall, cpu, after = zip(*samples)
-    return {"calls_per_sample": n, "wall_us": clock(wall), "cpu_us": clock(cpu),
-            "after_batch_cpu_us": clock(after)}   # per batch, not per call
-
-
 # -- one (policy, E, T) ----------------------------------------------------------------------
 def run_config(switchyard, args, policy, experts, tokens):
     shape = shape_for(policy, experts)
@@ -380,6 +275,7 @@ def run_config(switchyard, args, policy, experts, tokens):
         "torch_1t": (torch_call, lambda out: out, 1),
         "torch_nt": (torch_call, lambda out: out, DEFAULT_THREADS),
         "hf_1t": (hf_call, from_hf, 1),
+        "hf_nt": (hf_call, from_hf, DEFAULT_THREADS),
     }
 
     # Checks before timing: everything against the route-only router.
@@ -405,7 +301,8 @@ def run_config(switchyard, args, policy, experts, tokens):
     for line in problems:
         print(line, flush=True)
 
-    timed = {name: Variant(call, threads, args.batch_ms * 1e-3)
+    timed = {name: Variant(call, args.batch_ms * 1e-3,
+                           before=lambda t=threads: torch.set_num_threads(t))
              for name, (call, _, threads) in variants.items()}
     load = OtherLoad()
     load.start()
@@ -421,7 +318,11 @@ def run_config(switchyard, args, policy, experts, tokens):
         f"{name}_over_sy_route": {
             clock: row["variants"][name][clock]["median"] / base[clock]["median"]
             for clock in ("wall_us", "cpu_us")}
-        for name in ("torch_1t", "torch_nt", "hf_1t", "sy_all")}
+        for name in ("torch_1t", "torch_nt", "hf_1t", "hf_nt", "sy_all")}
+    for alt, names in ALTERNATIVES.items():
+        best = min(names, key=lambda name: row["variants"][name]["wall_us"]["median"])
+        row["ratios"][f"{alt}_best_over_sy_route"] = dict(
+            row["ratios"][f"{best}_over_sy_route"], variant=best)
     return row
 
 
@@ -431,14 +332,15 @@ def fmt(us):
 
 
 def print_table(policy, rows):
-    nt = f"torch {DEFAULT_THREADS}t"
-    hf_name = "HF Mixtral 1t" if policy == "topk_softmax" else "HF DSv3 1t"
+    n = DEFAULT_THREADS
+    hf_name = "HF Mixtral" if policy == "topk_softmax" else "HF DSv3"
     labels = {"sy_route": "sy route", "sy_all": "sy all", "torch_1t": "torch 1t",
-              "torch_nt": nt, "hf_1t": hf_name}
-    ratios = [("torch_1t", "t1/sy"), ("torch_nt", f"t{DEFAULT_THREADS}/sy"), ("hf_1t", "HF/sy")]
-    width = 18
+              "torch_nt": f"torch {n}t", "hf_1t": f"{hf_name} 1t", "hf_nt": f"{hf_name} {n}t"}
+    threads = {"torch_1t": "1t", "torch_nt": f"{n}t", "hf_1t": "1t", "hf_nt": f"{n}t"}
+    ratios = [("torch_best", "torch/sy"), ("hf_best", "HF/sy")]
+    width = 16
     head = f"{'E':>4} {'k':>2} {'T':>5} " + "".join(f"{labels[v]:>{width}}" for v in VARIANTS) \
-        + "".join(f"{label:>8}" for _, label in ratios) + f"{'other':>7}"
+        + "".join(f"{label:>12}" for _, label in ratios) + f"{'other':>7}"
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -448,7 +350,8 @@ def print_table(policy, rows):
             cell = f"{fmt(v['wall_us']['median'])} ({fmt(v['cpu_us']['median'])})"
             line += f"{cell:>{width}}"
         for name, _ in ratios:
-            line += f"{r['ratios'][f'{name}_over_sy_route']['wall_us']:>7.2f}x"
+            best = r["ratios"][f"{name}_over_sy_route"]
+            line += f"{best['wall_us']:>7.2f}x {threads[best['variant']]:>3}"
         other = r["other_load"]
         line += f"{'?' if other is None else f'{100 * other:.0f}%':>7}"
         if other is not None and other > NOISY_LOAD:
@@ -462,6 +365,8 @@ def print_table(policy, rows):
         print(f"   ~ other processes used over {100 * NOISY_LOAD:.0f}% of the machine while "
               f"the row was timed ('other'): its numbers are inflated, torch {DEFAULT_THREADS}t "
               f"most")
+    print(f"   torch/sy, HF/sy: wall time of the alternative at its faster thread count "
+          f"(1 or {n}, per row, named) over 'sy route' (> 1: Switchyard faster)")
     if tails:
         print(f"   after-batch CPU (threads still spinning once the batch returned, waited "
               f"out off the clock) over 1 ms in some rows for: {', '.join(tails)}; see "
@@ -469,19 +374,10 @@ def print_table(policy, rows):
 
 
 def machine(switchyard):
-    model = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), None)
-    except OSError:
-        pass
     return bench_common.machine(
-        cpu=model, cores=os.cpu_count(), usable_cores=len(os.sched_getaffinity(0)),
         torch=torch.__version__, transformers=transformers.__version__,
         numpy=np.__version__, switchyard=switchyard.__version__,
-        torch_default_threads=DEFAULT_THREADS,
-        load_average=[round(v, 2) for v in os.getloadavg()])
+        torch_default_threads=DEFAULT_THREADS)
 
 
 def main():
@@ -494,15 +390,13 @@ def main():
           f"(default {DEFAULT_THREADS} threads), transformers {transformers.__version__}, "
           f"{host['date']}.\n"
           f"Median over {args.repeat} interleaved samples (each ~{args.batch_ms:g} ms of "
-          f"calls), us per call: wall (CPU, all threads). Ratios: wall time over 'sy route' "
-          f"(> 1: Switchyard faster).\n"
+          f"calls), us per call: wall (CPU, all threads). Ratios: wall time of torch / HF at "
+          f"its faster thread count over 'sy route' (> 1: Switchyard faster).\n"
           f"sy route = outputs topk_ids/topk_weights only, sy all = every result; torch 1t / "
-          f"{DEFAULT_THREADS}t = torch.set_num_threads(1) / default; HF 1t = the "
-          f"transformers router module, single-threaded, F.linear passed through.")
-    load = host["load_average"][0]
-    print(f"Load average at start: {load:.2f}"
-          + (" -- other work is running: expect noisy, inflated numbers (the multi-"
-             "threaded torch variant most)" if load > 0.5 * host["usable_cores"] else ""))
+          f"{DEFAULT_THREADS}t = torch.set_num_threads(1) / default; HF = the "
+          f"transformers router module (1t / {DEFAULT_THREADS}t likewise), F.linear passed "
+          f"through.")
+    print(bench_common.load_line(host, "the multi-threaded torch variant most"))
     started = time.perf_counter()
     rows = []
     with logits_pass_through(modeling_mixtral, modeling_deepseek_v3):
@@ -527,13 +421,16 @@ def main():
     if args.json:
         settings = {k: getattr(args, k) for k in ("experts", "tokens", "policies", "repeat",
                                                   "batch_ms", "sy_input", "seed")}
-        host["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
+        host["load_average_end"] = bench_common.load_average()
         result = {"machine": host, "settings": settings,
                   "notes": {"units": "microseconds per call",
                             "cpu_us": "time.process_time: all threads of the process",
                             "ratios": "variant median / sy_route median, per clock",
                             "hf_1t": "transformers router module, F.linear passed through, "
                                      "torch.set_num_threads(1)",
+                            "hf_nt": "the same with torch's default thread count",
+                            "best": "torch_best / hf_best: the alternative at its faster "
+                                    "thread count (by wall median, per row): the baseline",
                             "after_batch_cpu_us": "after every batch the run waits "
                                                   "(unclocked) until the process is idle; "
                                                   "the CPU it burns meanwhile (OpenMP "
