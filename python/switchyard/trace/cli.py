@@ -115,6 +115,7 @@ def write_plots(report, directory):
             ax.plot([int(x) for x in layers], [first["layers"][x][ALL][key] for x in layers],
                     "o-", label=label)
         ax.axhline(1.0, color="0.7", lw=0.8)
+        ax.set_xticks([int(x) for x in layers])
         ax.set_xlabel("MoE layer")
         ax.set_ylabel(f"max / mean rank load ({report['ranks']} ranks)")
         ax.set_title(f"EP imbalance, {_label(first['knobs'])}", fontsize=9)
