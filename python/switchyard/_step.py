@@ -3,7 +3,8 @@ layer has (the router logits, the layer's own tensors such as DeepSeek-V3's
 `e_score_correction_bias`, the step's batch metadata), then called every forward step
 through one torch op:
 
-    torch.ops.switchyard.route_step(Tensor logits, Tensor[] layer_inputs, int handle)
+    torch.ops.switchyard.route_step(Tensor logits, Tensor[] layer_inputs, int handle,
+                                    int layer=-1)
         -> (Tensor topk_weights float32 [T, k], Tensor topk_ids int32 [T, k])
 
 `handle` names a StepRouter made before tracing (an int is a constant in a
@@ -267,20 +268,30 @@ def fill_empty_slots(ids: torch.Tensor, weights: torch.Tensor, experts: int):
     return ids, weights
 
 
-def route_step(logits: torch.Tensor, layer_inputs: List[torch.Tensor], handle: int):
+# hook(layer, logits, ids, weights), called after each op call with a layer >= 0: how a
+# routing trace is recorded from a compiled graph, whose Python runs only inside the op
+# (vllm/capture.py sets it under SWITCHYARD_CAPTURE).
+capture_hook = None
+
+
+def route_step(logits: torch.Tensor, layer_inputs: List[torch.Tensor], handle: int,
+               layer: int = -1):
     """The op's implementation (CPU and CUDA)."""
-    return _steps[handle](logits, layer_inputs)
+    weights, ids = _steps[handle](logits, layer_inputs)
+    if layer >= 0 and capture_hook is not None:
+        capture_hook(layer, logits, ids, weights)
+    return weights, ids
 
 
 _library = torch.library.Library("switchyard", "FRAGMENT")
-_library.define("route_step(Tensor logits, Tensor[] layer_inputs, int handle) "
-                "-> (Tensor, Tensor)")
+_library.define("route_step(Tensor logits, Tensor[] layer_inputs, int handle, "
+                "int layer=-1) -> (Tensor, Tensor)")
 _library.impl("route_step", route_step, "CPU")
 _library.impl("route_step", route_step, "CUDA")
 
 
 @torch.library.register_fake("switchyard::route_step")
-def _route_step_fake(logits, layer_inputs, handle):
+def _route_step_fake(logits, layer_inputs, handle, layer=-1):
     k = _steps[handle].top_k
     tokens = logits.shape[0]
     return (logits.new_empty((tokens, k), dtype=torch.float32),

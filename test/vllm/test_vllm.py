@@ -390,6 +390,26 @@ def test_capture(models, tmp):
     check(all(abs(a - b) < 1e-9 for a, b in same.values()),
           "capture: evaluate(topk_softmax) experts_active_mean = the model's, per layer "
           + ", ".join(f"{l}: {a:.2f}/{b:.2f}" for l, (a, b) in same.items()))
+    # torch.compile (vLLM's default mode): the routing op records from inside the graph.
+    compiled_dir = os.path.join(tmp, "capture-compiled")
+    shutil.rmtree(compiled_dir, ignore_errors=True)
+    compiled_record = os.path.join(tmp, "capture-compiled.pkl")
+    sy, _ = run_engine(dict(scenario, eager=False, record=compiled_record),
+                       env={"SWITCHYARD_POLICY": "topk_softmax",
+                            "SWITCHYARD_CAPTURE": compiled_dir})
+    ranks = sorted(os.listdir(compiled_dir)) if os.path.isdir(compiled_dir) else []
+    compiled = load_trace(os.path.join(compiled_dir, ranks[0])) if sy and ranks else None
+    if compiled is not None:
+        calls = [r for r in load_records(compiled_record) if len(r["request_ids"])]
+        routed = np.concatenate([r["ids"] for r in calls]) if calls else np.zeros((0, k))
+        captured = np.concatenate([compiled.ids[l][compiled.step == s]
+                                   for s in np.unique(compiled.step) for l in compiled.layers])
+    check(compiled is not None and compiled.layers == list(range(L))
+          and routed.shape == captured.shape and (routed == captured).all()
+          and compiled.num_tokens == trace.num_tokens,
+          f"capture under torch.compile: every step recorded from the graph's routing op "
+          f"({compiled.num_tokens if compiled is not None else None} tokens, eager "
+          f"{trace.num_tokens})")
     sy, output = run_engine(dict(scenario, prompts=PROMPTS[:2], record=None),
                             env={"SWITCHYARD_POLICY": "topk_softmax",
                                  "SWITCHYARD_CAPTURE": bounded,

@@ -1,13 +1,14 @@
 """Routing traces from a vLLM engine: SWITCHYARD_CAPTURE=DIR (docs/traces.md, docs/vllm.md).
 
-With the variable set, every routing call a SwitchyardRouter makes in eager mode is
-recorded per MoE layer: the router logits [T, E] and the ids / weights the policy
-returned, with the step's batch metadata (batch.py): request ids, positions, phase
-(prefill 0, decode 1, draft tokens 2; in a mixed step a request scheduling one token
-counts as decode, more as prefill) and step (this process's forward counter). vLLM's
-warm-up and profiling runs (no requests) are not recorded. At most
-SWITCHYARD_CAPTURE_MAX_TOKENS tokens per layer (default 65536): one warning when a step
-would go past it, then nothing more.
+With the variable set, every routing call a SwitchyardRouter makes is recorded per MoE
+layer (eager calls directly; under torch.compile the routing op records at run time,
+through _step.capture_hook; CUDA graph replays run no Python and are not recorded): the
+router logits [T, E] and the ids / weights the policy returned, with the step's batch
+metadata (batch.py): request ids, positions, phase (prefill 0, decode 1, draft tokens 2;
+in a mixed step a request scheduling one token counts as decode, more as prefill) and
+step (this process's forward counter). vLLM's warm-up and profiling runs (no requests)
+are not recorded. At most SWITCHYARD_CAPTURE_MAX_TOKENS tokens per layer (default
+65536): one warning when a step would go past it, then nothing more.
 
 Each process writes its own complete trace, DIR/rank-<rank> (the torch.distributed rank
 while the engine runs, else the process id), at exit (atexit) or when `flush()` is
@@ -60,7 +61,8 @@ class Recorder:
         return layer
 
     def record(self, layer: int, logits, ids, weights) -> None:
-        """One layer's routing call (eager mode, outside vLLM's warm-up runs)."""
+        """One layer's routing call (eager, or the op inside a compiled graph; not in
+        vLLM's warm-up runs)."""
         from .._metadata import current_metadata
         if self.stopped or layer < 0:
             return
@@ -196,6 +198,8 @@ def recorder() -> Optional[Recorder]:
     if _recorder is None:
         _recorder = Recorder(directory, _max_tokens())
         atexit.register(_write_at_exit)
+        from .. import _step   # compiled graphs record from inside the routing op
+        _step.capture_hook = _recorder.record
     return _recorder
 
 

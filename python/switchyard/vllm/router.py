@@ -104,9 +104,10 @@ def make_router_class():
                 else []
             # SWITCHYARD_CAPTURE: this layer's recorder, else None (capture.py).
             self._capture = capture.recorder()
+            self._capture_layer = -1
             if self._capture is not None:
                 self._capture_layer = self._capture.new_layer(global_num_experts, top_k)
-                _warn_if_compiled()
+                _warn_if_graphs()
 
         @property
         def routing_method_type(self):
@@ -116,8 +117,9 @@ def make_router_class():
         def _compute_routing(self, hidden_states, router_logits, indices_type, *,
                              input_ids=None):
             if torch.compiler.is_compiling():   # one opaque node in the graph
+                # (a capturing layer passes its index: the op records at run time)
                 return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
-                                                       self.step.handle)
+                                                       self.step.handle, self._capture_layer)
             weights, ids = self.step(router_logits, self._layer_tensors)   # eager: no dispatch
             if self._capture is not None:
                 self._capture.record(self._capture_layer, router_logits, ids, weights)
@@ -126,23 +128,23 @@ def make_router_class():
     return SwitchyardRouter
 
 
-_warned_compiled = False
+_warned_graphs = False
 
 
-def _warn_if_compiled() -> None:
-    """SWITCHYARD_CAPTURE records eager calls (a compiled graph runs no Python): say so
-    once when the engine compiles its forward."""
-    global _warned_compiled
+def _warn_if_graphs() -> None:
+    """SWITCHYARD_CAPTURE records eager calls and compiled graphs' op calls, but a CUDA
+    graph replay runs no Python: say so once when the engine may replay CUDA graphs."""
+    global _warned_graphs
     try:
         from vllm.config import get_current_vllm_config
         eager = get_current_vllm_config().model_config.enforce_eager
     except Exception:   # outside a vLLM model build
         eager = True
-    if not eager and not _warned_compiled:
-        _warned_compiled = True
-        logger.warning("switchyard: %s records eager routing calls only: the steps vLLM "
-                       "runs as a compiled graph are not captured (enforce_eager=True / "
-                       "--enforce-eager captures every step)", capture.CAPTURE_ENV)
+    if not eager and torch.cuda.is_available() and not _warned_graphs:
+        _warned_graphs = True
+        logger.warning("switchyard: %s: steps vLLM replays as CUDA graphs are not "
+                       "captured (enforce_eager=True / --enforce-eager captures every "
+                       "step)", capture.CAPTURE_ENV)
 
 
 def install(settings) -> None:
