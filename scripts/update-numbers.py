@@ -190,6 +190,36 @@ def r_readme_test_counts(src):
             f"on the host and through the GPU form of its code.")
 
 
+# --- the tools' options (live --help) --------------------------------------------------
+
+def tool_help(argv, section=None):
+    try:
+        # argparse wraps its help to $COLUMNS: fixed, so that the text is the same anywhere.
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, COLUMNS="92"))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SourceError(f"{' '.join(argv)}: {e}")
+    text = (r.stdout or r.stderr).rstrip("\n")
+    if not text:
+        raise SourceError(f"{' '.join(argv)} printed nothing (exit {r.returncode})")
+    if section:
+        if section not in text:
+            raise SourceError(f"{' '.join(argv)}: no '{section}' in its help")
+        text = text.split(section, 1)[1].strip("\n")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return "```text\n" + text + "\n```"
+
+
+def native_tool(name, section=None):
+    return lambda src: tool_help([os.path.join(build_dir(), "bin", name), "--help"], section)
+
+
+def r_help_moe_eval(src):
+    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    python = venv if os.path.exists(venv) else sys.executable
+    return tool_help([python, "-m", "switchyard.trace", "--help"])
+
+
 # --- the demo ----------------------------------------------------------------------------
 
 def r_demo_output(src):
@@ -293,6 +323,21 @@ def r_gpu_floor(src):
             f"the floor, one empty kernel, is {num(bench['empty_kernel_us'])} µs. The launch "
             f"cost model's constants fitted to this run leave an rms log error of "
             f"{fit['rms_log_error']:.2f}.")
+
+
+def r_gpu_kit_report(src):
+    """docs/gpu-kit.md's results: what scripts/gpu_kit/report.py prints."""
+    script = os.path.join(ROOT, "scripts", "gpu_kit", "report.py")
+    path = os.path.join(ROOT, "docs", "gpu-results.json")
+    try:
+        r = subprocess.run([sys.executable, script, path, "--variants", "all"],
+                           capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SourceError(f"scripts/gpu_kit/report.py: {e}")
+    if r.returncode != 0:
+        raise SourceError(f"scripts/gpu_kit/report.py {GPU} exited {r.returncode}: "
+                          f"{r.stderr.strip()[-500:]}")
+    return r.stdout
 
 
 def r_gpu_executor(src):
@@ -549,6 +594,11 @@ def r_readme_headlines(src):
 
 
 RENDERERS = {
+    "help-moe-run": (native_tool("moe-run", "Switchyard options:"), "build/bin/moe-run --help"),
+    "help-moe-compile": (native_tool("moe-compile", "Switchyard options:"),
+                         "build/bin/moe-compile --help"),
+    "help-moe-exec": (native_tool("moe-exec"), "build/bin/moe-exec --help"),
+    "help-moe-eval": (r_help_moe_eval, "python -m switchyard.trace --help"),
     "test-counts": (r_test_counts, "ctest -N, test/Dialect/Moe/errors.mlir"),
     "readme-test-counts": (r_readme_test_counts, "ctest -N, errors.mlir, policies/"),
     "demo-output": (r_demo_output, "scripts/demo.py (live)"),
@@ -558,6 +608,7 @@ RENDERERS = {
     "gpu-times": (r_gpu_times, GPU),
     "gpu-floor": (r_gpu_floor, GPU),
     "gpu-executor": (r_gpu_executor, GPU),
+    "gpu-kit-report": (r_gpu_kit_report, "scripts/gpu_kit/report.py docs/gpu-results.json"),
     "expert-memory-gpu": (r_expert_memory_gpu, "docs/expert-memory-gpu.json"),
     "exec-layer": (r_exec_layer, "docs/exec-layer-host.json"),
     "bench-routers": (r_bench_routers, "docs/bench-routers.json"),
