@@ -607,23 +607,20 @@ bool loadStream(std::istream &in, uint64_t fileSize, const std::string &what, Ar
   return true;
 }
 
-bool save(const std::string &path, const Array &a, std::string &error) {
+namespace {
+/// Writes `size` bytes of element data of `shape` with the header np.save writes for
+/// `descr`; the caller has checked the shape's rank and the data's size.
+bool writeNpy(const std::string &path, const char *descr, const std::vector<int64_t> &shape,
+              const void *data, size_t size, std::string &error) {
   auto fail = [&](const std::string &message) {
     error = "cannot write '" + path + "': " + message;
     return false;
   };
-  if (a.shape.size() > kMaxRank)
-    return fail("arrays of more than " + std::to_string(kMaxRank) +
-                " dimensions are not supported");
-  std::string problem = inconsistency(a);
-  if (!problem.empty())
-    return fail(problem);
-
   // The header exactly as np.save writes it (see _write_array_header).
-  std::string dict = std::string("{'descr': '") + dtypeDescr(a.dtype) +
-                     "', 'fortran_order': False, 'shape': " + formatShape(a.shape) + ", }";
-  if (!a.shape.empty())
-    dict.append(kGrowthAxisMaxDigits - std::to_string(a.shape[0]).size(), ' ');
+  std::string dict = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': " + formatShape(shape) + ", }";
+  if (!shape.empty())
+    dict.append(kGrowthAxisMaxDigits - std::to_string(shape[0]).size(), ' ');
   // With at most kMaxRank dimensions of at most 19 digits the header always fits
   // the 16-bit length of format 1.0.
   uint64_t unpadded = kMagicLen + 2 + 2 + dict.size() + 1;
@@ -641,12 +638,46 @@ bool save(const std::string &path, const Array &a, std::string &error) {
   if (!outFile.is_open())
     return fail(errno ? std::strerror(errno) : "cannot open for writing");
   outFile << preamble << dict << std::string(padLen, ' ') << '\n';
-  outFile.write(reinterpret_cast<const char *>(a.bytes.data()),
-                static_cast<std::streamsize>(a.bytes.size()));
+  outFile.write(static_cast<const char *>(data), static_cast<std::streamsize>(size));
   outFile.flush();
   if (!outFile)
     return fail(errno ? std::strerror(errno) : "write failed");
   return true;
+}
+} // namespace
+
+bool save(const std::string &path, const Array &a, std::string &error) {
+  if (a.shape.size() > kMaxRank) {
+    error = "cannot write '" + path + "': arrays of more than " + std::to_string(kMaxRank) +
+            " dimensions are not supported";
+    return false;
+  }
+  std::string problem = inconsistency(a);
+  if (!problem.empty()) {
+    error = "cannot write '" + path + "': " + problem;
+    return false;
+  }
+  return writeNpy(path, dtypeDescr(a.dtype), a.shape, a.bytes.data(), a.bytes.size(),
+                  error);
+}
+
+bool saveUInt16(const std::string &path, const std::vector<int64_t> &shape,
+                const uint16_t *data, std::string &error) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / 2 / d)) {
+      error = "cannot write '" + path + "': bad shape " + formatShape(shape);
+      return false;
+    }
+    n *= d;
+  }
+  if (shape.size() > kMaxRank) {
+    error = "cannot write '" + path + "': arrays of more than " + std::to_string(kMaxRank) +
+            " dimensions are not supported";
+    return false;
+  }
+  return writeNpy(path, "<u2", shape, data, static_cast<size_t>(n) * sizeof(uint16_t),
+                  error);
 }
 
 //===----------------------------------------------------------------------===//

@@ -3,7 +3,7 @@
 //   moe-exec MODEL_DIR --input hidden.npy --out DIR [--policy P.mlir] [--entry NAME]
 //            [--set knob=v ...] [--request-ids r.npy] [--positions p.npy]
 //            [--phase prefill|decode|mixed] [--layers A:B] [--block-only]
-//            [--replay DIR] [--device host] [--repeat N]
+//            [--replay DIR] [--device host] [--repeat N] [--capture DIR]
 //   mpirun -np N moe-exec MODEL_DIR --input hidden.npy --ep N --out DIR [...]
 //            (expert parallelism: each rank holds E/N experts and T/N tokens; rank 0
 //            writes the same outputs as a single-rank run)
@@ -11,11 +11,13 @@
 //
 // Writes DIR/hidden.npy (the stack h <- h + MoE_l(RMSNorm_l(h))) or, with --block-only,
 // DIR/block_<l>.npy (each MoE block on the same input), DIR/topk_ids_<l>.npy,
-// DIR/topk_weights_<l>.npy and DIR/metrics.json; prints one line per layer.
+// DIR/topk_weights_<l>.npy and DIR/metrics.json; prints one line per layer. With
+// --capture TRACE_DIR also the routing as a routing trace (docs/traces.md).
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Executor/ExecCommand.h"
 #include "switchyard/Executor/EpMoeLayer.h"
+#include "switchyard/Executor/TraceCapture.h"
 #include "switchyard/Runtime/Npy.h"
 #include "switchyard/Runtime/Npz.h"
 
@@ -73,6 +75,10 @@ const char *const kExecUsage =
     "  --memory-check         check the store's invariants at every step boundary\n"
     "  --inject-copy-failures P, --inject-copy-delay S   faults on the emulated link\n"
 
+    "  --capture DIR          record the routing (router logits, the policy's ids and\n"
+    "                         weights, per-token batch metadata) as a routing trace\n"
+    "                         in DIR (docs/traces.md; one step per batch)\n"
+    "  --capture-max-tokens N at most N tokens per layer (default 65536)\n"
     "  --repeat N             run N times, report the fastest (timing)\n";
 
 int ExecCommand::fail(const std::string &message) const {
@@ -261,8 +267,8 @@ bool readReplay(const Executor &executor, const Job &job,
 /// metrics.json.
 bool runJob(Executor &executor, Job &job, bool blockOnly, int64_t repeat,
             comm::Communicator *ranks, std::vector<LayerMetrics> &best,
-            std::string &error) {
-  std::map<int64_t, Routing> replay, routings;
+            std::map<int64_t, Routing> &routings, std::string &error) {
+  std::map<int64_t, Routing> replay;
   if (!job.replay.empty() && !readReplay(executor, job, replay, error))
     return false;
   const std::map<int64_t, Routing> *fixed = job.replay.empty() ? nullptr : &replay;
@@ -460,6 +466,20 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
       options.memory.knobSettings.push_back(v);
     } else if (a == "--memory-check") {
       options.memory.checkInvariants = true;
+    } else if (a == "--capture") {
+      if (!value(captureDir))
+        return 1;
+      if (captureDir.empty())
+        return fail("--capture needs a directory");
+    } else if (a == "--capture-max-tokens") {
+      if (!value(v))
+        return 1;
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end || v.empty() || n < 1 || n > (1LL << 40))
+        return fail("--capture-max-tokens '" + v + "' is not a positive integer");
+      captureMaxTokens = n;
+      captureMaxGiven = true;
     } else if (a == "--repeat") {
       if (!value(v))
         return 1;
@@ -486,6 +506,13 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
     return fail(options.memoryOn
                     ? "--memory needs --budget BYTES (the device memory for experts)"
                     : "--budget sets the device memory of --memory MODE: give both");
+  if (captureMaxGiven && captureDir.empty())
+    return fail("--capture-max-tokens bounds --capture DIR: give both");
+  if (!captureDir.empty() && !replayDir.empty())
+    return fail("--capture records the policy's routing; a --replay run has none (drop "
+                "one of them)");
+  if (!captureDir.empty() && options.device != "host")
+    return fail("--capture records the host layers' routing: use --device host");
   return std::nullopt;
 }
 
@@ -551,6 +578,14 @@ int ExecCommand::run() {
       return fail(job.name + error);
   if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     return fail("cannot create '" + out + "': " + std::strerror(errno));
+  // --capture: rank 0 keeps the logits it routes (off: the router copies nothing).
+  std::unique_ptr<TraceCapture> capture;
+  if (!captureDir.empty()) {
+    capture = std::make_unique<TraceCapture>(captureDir, captureMaxTokens);
+    if (!capture->open(error))
+      return fail(error);
+    executor->recordLogits(leader());
+  }
 
   std::printf("moe-exec: %s (%s), %zu MoE layers, policy %s @%s%s\n",
               options.modelDir.c_str(), config.architecture.c_str(),
@@ -563,8 +598,13 @@ int ExecCommand::run() {
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job &job = jobs[i];
     std::vector<LayerMetrics> best;
-    if (!runJob(*executor, job, blockOnly, repeat, ranks, best, error))
+    std::map<int64_t, Routing> routings;
+    if (!runJob(*executor, job, blockOnly, repeat, ranks, best, routings, error))
       return fail(job.name + error);
+    std::string warning;
+    if (capture && leader() &&
+        !capture->record(routings, job.batch, config.experts, warning) && !warning.empty())
+      std::fprintf(stderr, "moe-exec: warning: %s\n", warning.c_str());
     if (!batchesPath.empty()) {
       int64_t experts = 0, bytes = 0;
       double seconds = 0;
@@ -603,6 +643,20 @@ int ExecCommand::run() {
   std::printf("moe-exec: wrote %s/%s{%s,topk_ids_<l>,topk_weights_<l>}.npy, metrics.json\n",
               out.c_str(), batchesPath.empty() ? "" : "batch_<i>/",
               blockOnly ? "block_<l>" : "hidden");
+  if (capture && leader()) {
+    TraceMeta meta;
+    meta.model = options.modelDir;
+    meta.experts = config.experts;
+    meta.topK = config.topK;
+    meta.groups = config.groups;
+    for (const auto &layer : executor->layers())
+      meta.layers.push_back(layer->index());
+    if (!capture->write(meta, error))
+      return fail(error);
+    std::printf("moe-exec: captured %s: %lld tokens, %lld steps, %zu layers\n",
+                captureDir.c_str(), static_cast<long long>(capture->tokens()),
+                static_cast<long long>(capture->steps()), meta.layers.size());
+  }
   return 0;
 }
 

@@ -156,6 +156,10 @@ bool Router::route(const float *logits, int64_t tokens, const float *bias,
   const float *weights = static_cast<const float *>(call.buffers()[weightsIndex]);
   routing.ids.assign(ids, ids + n);
   routing.weights.assign(weights, weights + n);
+  if (keepLogits)
+    routing.logits.assign(logits, logits + tokens * experts);
+  else
+    routing.logits.clear();
   if (sortedIndex < 0 || blocksIndex < 0 || paddedIndex < 0)
     return routing.groupByExpert(experts, error);
   return readSlots(call, routing, error);

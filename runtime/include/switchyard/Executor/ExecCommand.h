@@ -37,6 +37,10 @@ private:
   std::string input, out, requestIdsPath, positionsPath, phaseText, replayDir, batchesPath;
   bool blockOnly = false;
   int64_t repeat = 1, ep = 0;
+  /// --capture DIR: the routing as a trace (TraceCapture); empty: off, no copies.
+  std::string captureDir;
+  int64_t captureMaxTokens = 65536;
+  bool captureMaxGiven = false;
   /// This rank's view of an expert-parallel job (--ep), or nullptr.
   comm::Communicator *ranks = nullptr;
 };

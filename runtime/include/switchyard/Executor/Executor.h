@@ -68,6 +68,9 @@ public:
   const std::string &policyPath() const { return policyFile; }
   const runtime::Signature &policySignature() const { return router->signature(); }
   const std::string &deviceName() const { return deviceText; }
+  /// Whether the host layers' routings keep the router logits they were computed from
+  /// (Routing::logits; moe-exec --capture). Off by default: no copy.
+  void recordLogits(bool on) { router->recordLogits(on); }
 
   /// The stack on hidden states h[T, H] (in place). `replay` maps layer -> routing.
   bool runStack(std::vector<float> &h, int64_t tokens, const BatchInfo &batch,

@@ -31,6 +31,9 @@ struct Routing {
   std::vector<int32_t> ids;   // [T, k], -1: no expert
   std::vector<float> weights; // [T, k]
   ExpertSlots byExpert;
+  /// The router logits [T, E] the policy was called on: kept only while the router
+  /// records them (Router::recordLogits, for moe-exec --capture), else empty.
+  std::vector<float> logits;
 
   /// Groups the slots by expert in ascending slot order (a counting sort); false when an
   /// id is outside [-1, experts).
@@ -58,6 +61,8 @@ public:
   const runtime::Signature &signature() const { return policy->signature(); }
   /// Inputs the policy takes besides the logits ("bias", "phase", ...).
   std::vector<std::string> boundInputs() const;
+  /// Whether route() keeps a copy of the logits in Routing::logits (off: no copy).
+  void recordLogits(bool on) { keepLogits = on; }
 
 private:
   bool bindInput(runtime::CallBuffers &call, const std::string &name, const float *logits,
@@ -69,6 +74,7 @@ private:
 
   std::shared_ptr<runtime::HostPolicy> policy;
   int64_t experts = 0, k = 0;
+  bool keepLogits = false;
   std::vector<uint8_t> knobs;
   int64_t idsIndex = -1, weightsIndex = -1, sortedIndex = -1, blocksIndex = -1,
           paddedIndex = -1;

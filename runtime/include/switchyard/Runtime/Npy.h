@@ -99,6 +99,11 @@ bool loadStream(std::istream &in, uint64_t size, const std::string &what, Array 
 /// 64 bytes, C order, little-endian). Fails, setting `error`, when the file cannot
 /// be written or `a.bytes` does not match its shape and dtype.
 bool save(const std::string &path, const Array &a, std::string &error);
+/// Writes uint16 data of `shape` ('<u2', as np.save would): for writers of formats that
+/// store compact ids (routing traces with more than 256 experts). Not a type load()
+/// reads.
+bool saveUInt16(const std::string &path, const std::vector<int64_t> &shape,
+                const uint16_t *data, std::string &error);
 
 /// Exact conversions of IEEE half / bfloat16 bit patterns to float (subnormals,
 /// signed zeros, infinities and NaN payloads included).
