@@ -192,7 +192,7 @@ def reference_metrics(trace, ids_of, ranks):
         probs /= probs.sum(1, keepdims=True)
         phases = {}
         for name in ["all"] + [PHASES[c] for c in sorted(set(trace.phase.tolist()))]:
-            active, masses, tpe_mean, tpe_max, imbalance = [], [], [], [], []
+            active, masses, tpe_mean, tpe_max, imbalance, peak = [], [], [], [], [], []
             for s in sorted(set(trace.step.tolist())):
                 tokens = [t for t in range(TOKENS) if trace.step[t] == s
                           and (name == "all" or PHASES[int(trace.phase[t])] == name)]
@@ -212,6 +212,8 @@ def reference_metrics(trace, ids_of, ranks):
                 loads = [sum(counts[r * per:(r + 1) * per]) for r in range(ranks)]
                 if sum(loads):
                     imbalance.append(max(loads) / (sum(loads) / ranks))
+                peak.append(max(sum(1 for c in counts[r * per:(r + 1) * per] if c)
+                                for r in range(ranks)))
             ordered = sorted(active)
             pos = 0.99 * (len(ordered) - 1)
             lo, hi = math.floor(pos), math.ceil(pos)
@@ -222,7 +224,8 @@ def reference_metrics(trace, ids_of, ranks):
                             "mass_kept_mean": sum(masses) / len(masses),
                             "tokens_per_expert_mean": sum(tpe_mean) / len(tpe_mean),
                             "tokens_per_expert_max": sum(tpe_max) / len(tpe_max),
-                            "ep_imbalance": sum(imbalance) / len(imbalance)}
+                            "ep_imbalance": sum(imbalance) / len(imbalance),
+                            "rank_experts_active_max": sum(peak) / len(peak)}
         out[str(layer)] = phases
     return out
 
@@ -287,6 +290,23 @@ def check_evaluate(sy, sy_trace, trace, work, check):
         report = sy_trace.evaluate(trace, "xshare", knobs={"budget": budget}, ranks=2)
         compare(check, f"evaluate xshare budget={budget}: every metric (ranks 2)",
                 report["results"][0]["layers"], reference_metrics(trace, xshare_ids, 2))
+
+    # xshare_ep: the trace gives no bias (zeros) and the home placement (expert e in
+    # slot e, `ranks` devices); the same ids as the router called with those.
+    ep = sy.compile("xshare_ep", experts=E, top_k=K, devices=4, slots=E)
+    feeds = {"bias": np.zeros(E, np.float32),
+             "placement": np.arange(E, dtype=np.int32).reshape(E, 1)}
+
+    def ep_ids(layer):
+        ids = np.full((TOKENS, K), -1, np.int64)
+        for s in range(STEPS):
+            t = np.nonzero(trace.step == s)[0]
+            ids[t] = ep(logits=np.ascontiguousarray(trace.logits[layer][t]),
+                        knobs={"device_budget": 1}, **feeds)["topk_ids"]
+        return ids
+    report = sy_trace.evaluate(trace, "xshare_ep", knobs={"device_budget": 1}, ranks=4)
+    compare(check, "evaluate xshare_ep device_budget=1: zero bias, home placement (ranks 4)",
+            report["results"][0]["layers"], reference_metrics(trace, ep_ids, 4))
 
     # A sweep of xshare's budget: experts_active never decreases, and grows.
     report = sy_trace.evaluate(trace, "xshare", sweep="budget=0:8:2")

@@ -16,6 +16,11 @@ step's logits, as an engine would batch them. Per layer and per phase ("prefill"
   ep_imbalance                experts in `ranks` contiguous equal blocks (the home
                               placement): max rank load / mean rank load per step,
                               averaged over steps with any load
+  rank_experts_active_max     per step, the most distinct active experts on one rank
+                              (home placement; XShare's "peak GPU load"), averaged
+  and, with the options of `evaluate`: ep_imbalance_eplb / _libra (balance.py),
+  bytes_read_mean, modeled_time_us, modeled_speedup (hardware.py), dynaexq_* and
+  expertflow_* (memory.py)
 """
 from __future__ import annotations
 
@@ -97,7 +102,8 @@ def _sweep_settings(knobs: Optional[dict], sweep) -> List[dict]:
 
 
 def _feeds(router, trace: Trace, tokens: np.ndarray) -> Dict[str, np.ndarray]:
-    """The router's inputs other than logits, from the trace's per-token arrays."""
+    """The router's inputs other than logits: the trace's per-token arrays; a zero
+    correction bias and the home placement (expert e in slot e) for EP-aware policies."""
     feeds = {}
     for name in router.inputs:
         if name == "logits":
@@ -106,12 +112,17 @@ def _feeds(router, trace: Trace, tokens: np.ndarray) -> Dict[str, np.ndarray]:
             feeds[name] = np.ascontiguousarray(trace.request_ids[tokens], dtype=np.int32)
         elif name == "positions":
             feeds[name] = np.ascontiguousarray(trace.positions[tokens], dtype=np.int32)
+        elif name == "bias":   # a trace records no score-correction bias
+            feeds[name] = np.zeros(trace.num_experts, np.float32)
+        elif name == "placement":
+            feeds[name] = np.arange(trace.num_experts, dtype=np.int32).reshape(-1, 1)
         elif name == "phase":
             phases = np.unique(trace.phase[tokens])
             feeds[name] = int(phases[0]) if phases.size == 1 else 2  # 2: a mixed batch
         else:
-            raise InputError(f"policy input '{name}': a trace has no such per-token data "
-                             f"(it gives logits, request_ids, positions, phase)")
+            raise InputError(f"policy input '{name}': a trace has no such data (it gives "
+                             f"logits, request_ids, positions, phase; bias and placement "
+                             f"default to zeros and the home placement)")
     return feeds
 
 
@@ -197,9 +208,11 @@ def _positive_ints(values, what) -> List[int]:
 def _step_metrics(ids, probs, experts, ranks):
     counts = _counts(ids, experts)
     loads = _balance.rank_loads(counts, ranks)
+    rank_active = (counts > 0).reshape(ranks, -1).sum(axis=1)
     return {"counts": counts, "active": int((counts > 0).sum()), "mean": counts.mean(),
             "max": counts.max(), "assignments": int(counts.sum()),
-            "imbalance": _balance.imbalance(loads), "mass": mass_kept(probs, ids)}
+            "imbalance": _balance.imbalance(loads), "rank_active_max": int(rank_active.max()),
+            "mass": mass_kept(probs, ids)}
 
 
 def _phase_groups(trace: Trace, step_tokens: List[np.ndarray]):
@@ -229,6 +242,7 @@ def _routing_summary(steps: List[dict], opts: Options) -> dict:
         "tokens_per_expert_mean": float(np.mean([s["mean"] for s in steps])),
         "tokens_per_expert_max": float(np.mean([s["max"] for s in steps])),
         "ep_imbalance": _mean(s["imbalance"] for s in steps),
+        "rank_experts_active_max": float(np.mean([s["rank_active_max"] for s in steps])),
     }
     if opts.geometry:
         out["bytes_read_mean"] = float(active.mean()) * opts.geometry["expert_bytes"]
@@ -278,6 +292,7 @@ def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
             metrics["model_experts_active_mean"] = model["experts_active_mean"]
             metrics["model_experts_active_p99"] = model["experts_active_p99"]
             metrics["model_mass_kept_mean"] = model["mass_kept_mean"]
+            metrics["model_rank_experts_active_max"] = model["rank_experts_active_max"]
             if "modeled_time_us" in model:
                 metrics["model_modeled_time_us"] = model["modeled_time_us"]
                 metrics["modeled_speedup"] = {
@@ -363,7 +378,9 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     if opts.batch_sizes and not trace.ids:
         raise InputError("batch_sizes compare with the model's own routing: the trace has "
                          "no ids")
-    bind = {"experts": trace.num_experts, "top_k": trace.top_k}
+    # devices / slots: the home placement of EP-aware policies (unused by the others)
+    bind = {"experts": trace.num_experts, "top_k": trace.top_k, "devices": ranks,
+            "slots": trace.num_experts}
     if trace.groups is not None:
         bind["groups"] = trace.groups
     bind.update({k: v for k, v in shape.items() if v is not None})
