@@ -37,6 +37,7 @@ import re
 import statistics
 import subprocess
 import sys
+import textwrap
 
 ROOT = os.environ.get("SWITCHYARD_DOCS_ROOT") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
@@ -147,6 +148,29 @@ def span(values, fmt=ratio):
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}-{fmt(hi)}"
 
 
+def wrap(text, width=92):
+    """Prose paragraphs and bullets wrapped to the pages' width; tables, fenced blocks
+    and other lines starting with markup are left as they are."""
+    out, fenced = [], False
+    for para in text.split("\n\n"):
+        if para.startswith("```"):
+            fenced = True
+        if fenced or para.lstrip().startswith(("|", "<", "#", "!")):
+            out.append(para)
+        else:
+            items = re.split(r"\n(?=\* )", para)
+            wrapped = []
+            for item in items:
+                bullet = item.startswith("* ")
+                wrapped.append(textwrap.fill(" ".join(item.split()), width,
+                                             subsequent_indent="  " if bullet else "",
+                                             break_on_hyphens=False, break_long_words=False))
+            out.append("\n".join(wrapped))
+        if para.rstrip().endswith("```") and para.count("```") % 2 == 0:
+            fenced = False
+    return "\n\n".join(out)
+
+
 def table(header, rows, align=None):
     align = align or ["---"] * len(header)
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
@@ -231,10 +255,11 @@ def r_demo_reduction(src):
 
     def cut(name):
         r = key(rows, name, source="scripts/demo.py")
-        return f"{r[4]:.0f}% fewer experts ({r[5]:.1f}% of the gating mass kept)"
+        return f"{r[4]:.0f}% ({r[5]:.1f}%)"
     return (f"On the demo's synthetic 32-token decode batches (`bash scripts/demo.sh`, "
-            f"8 layers), XShare activates {cut('xshare')} than plain top-k, its speculative "
-            f"variant {cut('xshare_spec')}, LYNX {cut('lynx')}, and XShare-EP on "
+            f"8 layers), the batch-aware policies activate fewer experts per batch than "
+            f"plain top-k (in brackets: the gating mass kept): XShare {cut('xshare')}, its "
+            f"speculative variant {cut('xshare_spec')}, LYNX {cut('lynx')}, and XShare-EP on "
             f"DeepSeek-style routing {cut('xshare_ep')}.")
 
 
@@ -372,18 +397,18 @@ def r_exec_layer(src):
     d = src.json("exec-layer-host.json")
     rows = []
     for r in key(d, "rows", source="docs/exec-layer-host.json"):
+        loop = r.get("loop", r.get("eager"))  # the Python-loop reference ("eager" before)
         rows.append([r["batch"], NAMES.get(r["policy"], r["policy"]), r["experts"],
                      f"{r['bytes'] / 1e6:.0f}", f"{r['flops'] / 1e9:.2f}",
                      num(r["seconds"] * 1e3), ratio(r["vs_topk"]),
                      f"{num(r['bound'] * 1e3)} ({r['bound_by']})",
-                     num(r["eager"] * 1e3) if r.get("eager") else "",
-                     ratio(r["eager"] / r["seconds"]) if r.get("eager") else ""])
+                     num(loop * 1e3) if loop else "", ratio(loop / r["seconds"]) if loop else ""])
     machine = (f"Machine, measured in the same run with numpy on OpenBLAS: read bandwidth "
                f"{d['read_bandwidth'] / 1e9:.1f} GB/s, float32 GEMM "
                f"{d['gemm_rate'] / 1e9:.1f} GFLOP/s.")
     return machine + "\n\n" + table(
         ["batch", "policy", "experts", "MB read", "GFLOP", "ms", "vs top-k", "bound ms (by)",
-         "eager loop ms", "eager / exec"], rows)
+         "Python loop ms", "loop / exec"], rows)
 
 
 # --- compiled routers vs torch (docs/bench-routers.json) --------------------------------
@@ -586,7 +611,7 @@ def r_readme_headlines(src):
         f"* **On a GPU** ({d['device']}, the GPU kit): {ok} / {n} router × batch-size cases "
         f"equal the host target; routing one token costs {one_token(src)} in a CUDA graph "
         f"([results](docs/results.md#on-a-gpu)).",
-        "* **On the CPU, against torch** (`bench/bench_routers.py`; > 1: Switchyard faster): "
+        "* **On the CPU, against torch** (`bench/bench_routers.py`): "
         + headline_routers(src),
         "* **Expert memory** (`bench/bench_memory.py`): " + r_memory_summary(src),
     ]
@@ -647,7 +672,7 @@ def render_page(path, text, src, problems):
                             f"{', '.join(sorted(RENDERERS))})")
             return m.group(0)
         try:
-            body = RENDERERS[name][0](src).rstrip("\n") + "\n"
+            body = wrap(RENDERERS[name][0](src)).rstrip("\n") + "\n"
         except SourceError as e:
             problems.append(f"{name_of}: block `{name}`: {e}")
             return m.group(0)
