@@ -66,11 +66,8 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-import gen_trace  # noqa: E402
+from bench_common import ROOT
+import gen_trace  # noqa: E402  (scripts/ and test/support: bench_common sets the path)
 from policy_shapes import import_switchyard  # noqa: E402
 
 # ----------------------------------------------------------------------- model constants

@@ -46,6 +46,9 @@ MEASURED BUT NOT REPRESENTATIVE: wall time per step = sum over layers of the slo
 rank's layer time (seconds_per_rank).  The ranks are processes oversubscribed on the
 host's few CPU cores and MPI runs over shared memory, so these times are noisy and say
 nothing about GPUs or network fabrics; they are reported for completeness only.
+Each run's process wall and CPU seconds (mpirun and every rank, all threads: OpenMP
+workers spinning included; start-up too) are in the JSON rows (process_wall_s,
+process_cpu_s).
 
     bench/bench_ep_live.py [--ranks 4,8] [--steps 12] [--tokens 64]
                              [--json docs/ep-live.json] [--plot docs/ep-live.png]
@@ -61,14 +64,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
+from bench_common import ROOT, BenchError, check_exe, machine, parse_hot, run_tool  # noqa: E402
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
-from bench_common import BenchError, machine, parse_hot  # noqa: E402
 
 METHODS = ("none", "eplb", "libra", "xshare_ep")
 SAME_OUTPUT = ("none", "eplb", "libra")   # must reproduce the single-rank outputs
@@ -81,9 +80,7 @@ RUN_TIMEOUT_S = 300
 
 
 def check_tools(exe):
-    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-        raise BenchError(f"{exe} not found or not executable: build the project first "
-                         "(scripts/build.sh) or pass --build")
+    check_exe(exe)
     if shutil.which("mpirun") is None:
         raise BenchError("mpirun is not on PATH: install Open MPI (scripts/setup.sh "
                          "installs openmpi-bin)")
@@ -126,14 +123,8 @@ def method_flags(method, ranks, args, config):
 
 
 def run_executor(cmd, label):
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"{label}: no result after {RUN_TIMEOUT_S} s: {' '.join(cmd)}")
-    if result.returncode != 0:
-        tail = (result.stdout + result.stderr)[-3000:]
-        raise BenchError(f"{label} failed (exit status {result.returncode}): "
-                         f"{' '.join(cmd)}\n{tail}")
+    """One run; its process wall and CPU seconds (mpirun and every rank, all threads)."""
+    return run_tool(cmd, label, RUN_TIMEOUT_S).json()
 
 
 # ----------------------------------------------------------------------------- reading
@@ -365,8 +356,9 @@ def bench(args, work):
             out = os.path.join(work, f"{method}-{n}")
             cmd = (MPIRUN + ["-np", str(n), exe, model_dir, "--batches", npz, "--out", out]
                    + method_flags(method, n, args, config))
-            run_executor(cmd, f"{method} on {n} ranks")
-            rows.append(summarize(method, n, read_run(out, args.steps), reference))
+            process = run_executor(cmd, f"{method} on {n} ranks")
+            rows.append(dict(summarize(method, n, read_run(out, args.steps), reference),
+                             **process))
             print(f"  ran {method} on {n} ranks", flush=True)
     return rows, model, phase_of
 

@@ -8,7 +8,18 @@ batches of T tokens and a prefill batch, all in the same run:
   the ratio to top-k, the machine's model of the batch -- bound = max(bytes / read
   bandwidth, FLOPs / GEMM rate), both measured here with numpy -- and which one binds,
   and a straightforward baseline: the same layer as a per-expert loop of GEMMs (the
-  shape of transformers' eager MoE block) in numpy on the same OpenBLAS.
+  shape of transformers' eager MoE block) in numpy on the same OpenBLAS (its default
+  threads).
+
+The loop baseline is a SIMPLE REFERENCE, not a competitor: a Python loop over the
+experts the batch hit, three numpy GEMMs each, float32, no fusion. Its column is
+labelled "vs loop", not a speedup over an engine; the comparison with real engines is
+bench_vllm_engine.py (vLLM's own CPU MoE) and, for routing alone, bench_routers.py.
+
+Our own costs: every moe-exec run's process CPU time (all threads: the executor's FFN
+threads and OpenMP workers spinning between layers and after them, start-up and policy
+compile included) is recorded next to its wall time (JSON process_cpu_s /
+process_wall_s; the table's last line sums them).
 
 Decode batches have speculative structure for T >= 4: T/4 requests verifying one
 accepted and three draft tokens each (what XShare-spec groups by), T = 1 is one token.
@@ -19,18 +30,15 @@ accepted and three draft tokens each (what XShare-spec groups by), T = 1 is one 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
+import bench_common  # noqa: E402  (sets the path: test/support, test/exec)
+from bench_common import ROOT, BenchError  # noqa: E402
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
 
@@ -99,10 +107,9 @@ def run_exec(exe, model, x, requests, positions, policy, repeat, work, env):
     cmd = [exe, model, "--input", paths["x"], "--out", out, "--repeat", str(repeat),
            "--request-ids", paths["r"], "--positions", paths["p"], "--block-only",
            "--policy", os.path.join(ROOT, "policies", policy + ".mlir")]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"bench_exec: {' '.join(cmd)} failed:\n{r.stderr}")
-    return json.load(open(os.path.join(out, "metrics.json")))["layers"][0]
+    run = bench_common.run_tool(cmd, "bench_exec: moe-exec", timeout_s=600, env=env)
+    with open(os.path.join(out, "metrics.json")) as f:
+        return json.load(f)["layers"][0], run
 
 
 def main():
@@ -120,6 +127,7 @@ def main():
     args = ap.parse_args()
 
     exe = os.path.join(args.build, "bin", "moe-exec")
+    bench_common.check_exe(exe)
     model = os.path.join(args.build, "bench-models", f"{args.preset}-e{args.experts}")
     if not os.path.exists(os.path.join(model, "config.json")):
         print(f"bench_exec: writing the {args.preset} checkpoint to {model} ...", flush=True)
@@ -135,10 +143,13 @@ def main():
     print(f"machine: copy bandwidth {copy / 1e9:.1f} GB/s, read bandwidth {bandwidth / 1e9:.1f} "
           f"GB/s (sgemv over 256 MiB), float32 GEMM {rate / 1e9:.1f} GFLOP/s (numpy on "
           f"OpenBLAS, measured now); {os.cpu_count()} CPUs")
-    print("bound = max(bytes / read bandwidth, FLOPs / GEMM rate); eff = bound / time\n")
+    print("bound = max(bytes / read bandwidth, FLOPs / GEMM rate); eff = bound / time")
+    print("loop ms: the layer as a Python loop over the experts the batch hit, 3 numpy "
+          "GEMMs each (a simple reference in the shape of transformers' eager MoE block, "
+          "not an optimized engine); vs loop = loop ms / ms\n")
     header = (f"{'batch':>12} {'policy':>12} {'experts':>7} {'MB read':>8} {'GFLOP':>7} "
               f"{'ms':>8} {'vs top-k':>8} {'bound ms':>8} {'bound by':>8} {'eff':>5} "
-              f"{'eager ms':>8} {'speedup':>7}")
+              f"{'loop ms':>8} {'vs loop':>7}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -153,7 +164,8 @@ def main():
             eager = best_of(lambda: eager_layer(config, tensors, layer, x), args.repeat)
             base = None
             for policy in args.policies.split(","):
-                m = run_exec(exe, model, x, requests, positions, policy, args.repeat, work, env)
+                m, run = run_exec(exe, model, x, requests, positions, policy, args.repeat,
+                                  work, env)
                 seconds = m["seconds"]["total"]
                 base = base or seconds
                 memory, compute = m["expert_bytes"] / bandwidth, m["flops"] / rate
@@ -164,7 +176,7 @@ def main():
                            flops=m["flops"], seconds=seconds, vs_topk=seconds / base,
                            bound=bound, bound_by="memory" if memory >= compute else "compute",
                            efficiency=bound / seconds, eager=eager,
-                           stages=m["seconds"])
+                           stages=m["seconds"], **run.json())
                 rows.append(row)
                 eager_cells = (f"{1e3 * eager:8.2f} {eager / seconds:6.2f}x"
                                if policy == "topk_softmax" else f"{'':8} {'':7}")
@@ -173,10 +185,19 @@ def main():
                       f"{1e3 * seconds:8.2f} {row['vs_topk']:7.2f}x {1e3 * bound:8.2f} "
                       f"{row['bound_by']:>8} {row['efficiency']:5.2f} {eager_cells}",
                       flush=True)
+    cpu, wall = sum(r["process_cpu_s"] for r in rows), sum(r["process_wall_s"] for r in rows)
+    print(f"moe-exec processes: {cpu:.1f} s CPU over {wall:.1f} s wall (all threads, "
+          f"spinning, start-up and policy compile included: {cpu / max(wall, 1e-9):.2f} "
+          f"cores busy on average)")
     if args.json:
-        json.dump(dict(model=model, copy_bandwidth=copy, read_bandwidth=bandwidth,
-                       gemm_rate=rate, rows=rows),
-                  open(args.json, "w"), indent=1)
+        with open(args.json, "w") as f:
+            json.dump(dict(model=model, copy_bandwidth=copy, read_bandwidth=bandwidth,
+                           gemm_rate=rate, machine=bench_common.machine(numpy=np.__version__),
+                           notes={"eager": "a simple reference: a Python loop over the hit "
+                                           "experts, 3 numpy GEMMs each (not an engine)",
+                                  "process_cpu_s": "moe-exec's process CPU time, all "
+                                                   "threads, start-up included"},
+                           rows=rows), f, indent=1)
     if args.plot:
         plot(rows, bandwidth, rate, args.plot)
 
@@ -195,7 +216,8 @@ def plot(rows, bandwidth, rate, path):
     topk = [r for r in decode if r["policy"] == "topk_softmax"]
     if topk:
         t = [r["tokens"] for r in topk]
-        left.plot(t, [1e3 * r["eager"] for r in topk], "k--", label="eager loop (top-k)")
+        left.plot(t, [1e3 * r["eager"] for r in topk], "k--",
+                  label="numpy loop reference (top-k)")
         left.plot(t, [1e3 * r["bound"] for r in topk], "k:", label="bound (top-k)")
     for ax, title in ((left, "MoE layer time (ms)"), (right, "experts touched")):
         ax.set_xscale("log", base=2)
@@ -212,4 +234,7 @@ def plot(rows, bandwidth, rate, path):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchError as e:
+        sys.exit(f"bench_exec: error: {e}")

@@ -65,7 +65,9 @@ steps (offload and on-demand run bf16 experts only and must match bit for bit: a
 else is an error; static-lo and dynaexq run int4 versions and deviate).
 NOT in the step time: the memory modes' bookkeeping between the router and the FFNs
 (ExpertFlow's rule calls and pre-gate, DynaExq's rule at step boundaries); the
-process wall time of each run is reported alongside for that reason.
+process wall time of each run is reported alongside for that reason, with its CPU time
+(every thread: the FFN threads, the copy thread and OpenMP workers spinning between
+layers all cost CPU that a wall clock does not show).
 
 Host caveats when reading the numbers: the executor's int4 / int8 expert kernels
 dequantise on the CPU and are several times SLOWER than its bf16 ones here (on a GPU
@@ -91,21 +93,16 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.dont_write_bytecode = True
+from bench_common import ROOT, BenchError, check_exe, machine, parse_hot, run_tool  # noqa: E402
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
-from bench_common import BenchError, machine, parse_hot  # noqa: E402
 
 MODES = ("resident", "static-lo", "dynaexq", "offload", "on-demand")
 EXACT = ("offload", "on-demand")   # bf16 experts only: outputs identical to resident
@@ -179,28 +176,16 @@ def build_trace(model_dir, plan, args, rng):
 
 
 # ----------------------------------------------------------------------------- running
-def check_exe(exe):
-    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-        raise BenchError(f"{exe} not found or not executable: build the project first "
-                         "(scripts/build.sh) or pass --build")
-
-
 def run_mode(exe, model_dir, npz, out_dir, mode, budget, extra, label):
-    """One moe-exec run; returns its process wall time in seconds."""
+    """One moe-exec run; returns its process wall and CPU seconds (bench_common.ToolRun:
+    every thread, the FFN and copy threads and OpenMP workers' spinning included)."""
     cmd = [exe, model_dir, "--batches", npz, "--out", out_dir, "--memory", mode,
            "--budget", str(budget)] + extra
-    t0 = time.time()
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"{label}: no result after {RUN_TIMEOUT_S} s: {' '.join(cmd)}")
-    if result.returncode != 0:
-        text = result.stdout + result.stderr
+
+    def failed(message, text):
         errors = [line for line in text.splitlines() if "error:" in line]
-        raise RunFailed(f"{label} failed (exit status {result.returncode}): "
-                        f"{' '.join(cmd)}\n{text[-3000:]}",
-                        errors[-1] if errors else f"exit status {result.returncode}")
-    return time.time() - t0
+        return RunFailed(message, errors[-1] if errors else message.splitlines()[0])
+    return run_tool(cmd, label, RUN_TIMEOUT_S, error=failed)
 
 
 def run_with_retries(args, label, *run_args):
@@ -293,7 +278,7 @@ def routing_skew(run, plan, hot_of, top=8):
             "decode_expert_reuse": float(np.mean(again)) if again else None}
 
 
-def summarize(mode, budget, run, plan, reference, wall):
+def summarize(mode, budget, run, plan, reference, process):
     seconds = [st["seconds"] for st in run]
     tokens = [st["hidden"].shape[0] for st in run]
     by_phase = {p: [s for s, ph in zip(seconds, plan) if ph == p] for p in (DECODE, PREFILL)}
@@ -330,7 +315,8 @@ def summarize(mode, budget, run, plan, reference, wall):
         "hi_experts_last_step": ({l: int(sum(v == 2 for v in vs))
                                   for l, vs in run[-1]["memory"]["versions"].items()}
                                  if mode in ("static-lo", "dynaexq") else None),
-        "process_wall_s": wall,
+        "process_wall_s": process.wall_s,
+        "process_cpu_s": process.cpu_s,
         "per_step": {"ms": [1e3 * s for s in seconds],
                      "stall_ms": [1e3 * st["memory"]["stall_seconds"] for st in run],
                      "loads": [st["memory"]["loads"] for st in run],
@@ -399,7 +385,7 @@ def print_table(rows, goals, info, elapsed):
           "link: a comparison of modes, not GPU timings.")
     hdr = (f"{'mode':<10}{'budget':>8}{'peak':>8}{'tok/s':>8}{'dec p50':>9}{'p99':>8}"
            f"{'pre p50':>9}{'p99':>8}{'stall s':>9}{'vs o-d':>8}{'loads':>7}{'prefet':>7}"
-           f"{'overf':>6}{'promo':>6}{'rel RMS':>9}{'wall s':>7}")
+           f"{'overf':>6}{'promo':>6}{'rel RMS':>9}{'wall s':>7}{'CPU s':>7}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -411,14 +397,16 @@ def print_table(rows, goals, info, elapsed):
               f"{fmt(r['prefill_ms_p99'], '.1f'):>8}{r['stall_seconds']:>9.3f}"
               f"{'-' if vs is None else f'{100 * vs:.1f}%':>8}"
               f"{r['loads']:>7}{r['prefetches']:>7}{r['overfetches']:>6}{r['promotions']:>6}"
-              f"{r['rel_rms_vs_resident']:>9.2e}{r['process_wall_s']:>7.1f}")
+              f"{r['rel_rms_vs_resident']:>9.2e}{r['process_wall_s']:>7.1f}"
+              f"{r['process_cpu_s']:>7.1f}")
     print("\n  * unconstrained reference (its budget holds every expert in bf16).  budget, peak: "
           "MiB; tok/s = tokens / sum of\n  step times; dec / pre = decode / prefill step time "
           "(ms; p99 of a handful of steps ~ the max); stall s =\n  time layers waited for "
           "routed experts, vs o-d = as % of on-demand's; loads (bf16 expert copies: demand +\n"
           "  prefetch), prefet(ches), overf(etches: prefetched, not routed), promo(tions to "
           "bf16); rel RMS = ||out - resident||\n  / ||resident|| over all steps; wall s = the "
-          "whole process (load, bookkeeping outside the layer timers).")
+          "whole process (load, bookkeeping outside the layer timers); CPU s = its CPU time,\n"
+          "  every thread (FFN, copy and OpenMP workers, spinning included).")
     for f in info["failed_modes"]:
         print(f"  {f['mode']}: FAILED in all {f['attempts']} attempts: {f['error']}")
     for r in rows:
@@ -608,7 +596,7 @@ def bench(args, work):
         out = os.path.join(work, mode)
         mode_budget = total_hi if mode == "resident" else budget
         try:
-            wall, failures = run_with_retries(
+            process, failures = run_with_retries(
                 args, f"--memory {mode}", exe, model_dir, npz, out, mode, mode_budget,
                 mode_flags(mode, args, link, layer_s))
         except RunFailed as e:
@@ -620,10 +608,10 @@ def bench(args, work):
         if mode == "resident":
             reference = run
             skew = routing_skew(run, plan, hot_of)
-        row = summarize(mode, mode_budget, run, plan, reference, wall)
+        row = summarize(mode, mode_budget, run, plan, reference, process)
         row["failed_attempts"] = failures
         rows.append(row)
-        print(f"  ran {mode} ({wall:.1f} s)", flush=True)
+        print(f"  ran {mode} ({process.wall_s:.1f} s, {process.cpu_s:.1f} s CPU)", flush=True)
     info = {
         "model": dict(arch=args.arch, dtype="bfloat16", **sizes),
         "expert_bytes": expert_bytes, "total_hi": total_hi, "budget": budget,

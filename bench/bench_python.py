@@ -10,25 +10,25 @@ the same routing. One run prints:
      the C++ call;
   2. routing time vs torch on the CPU: topk_softmax vs vLLM's fused_topk in torch
      (softmax in float32, top-k, renormalize), DeepSeek-V3 grouped top-k vs vLLM's
-     grouped_topk in torch; torch single-threaded and with its default threads; the
+     grouped_topk in torch; torch single-threaded and with its default threads
+     (the faster of the two is the baseline of the ratios); the
      ids and weights are checked equal before timing (and the CUDA target vs torch on
      the GPU where one is available);
   3. where the torch path's time goes at T = 1 (the pieces timed one by one).
 
 Timings: variants are interleaved round by round (in a shuffled order), each sample is
 the mean of a batch of calls lasting about --batch-ms; the median over --repeat rounds is
-printed (the JSON has min and all samples too).
+printed (the JSON has min and all samples too, the process CPU time per call and the CPU
+burnt after each batch by threads still spinning, waited out off the clock:
+bench_common.Variant). Ratios against torch use torch at its faster thread count (1 or
+its default, per row); the JSON keeps both.
 
     bench/bench_python.py [--build build] [--repeat 21] [--tokens 1,16,256,4096]
                             [--experts 64,128] [--top-k 8] [--json OUT]
 """
 import argparse
-import datetime
-import gc
 import json
 import os
-import platform
-import random
 import re
 import shutil
 import statistics
@@ -37,8 +37,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import bench_common
+from bench_common import ROOT, Variant, children_cpu, interleave
 
 
 def parse_args():
@@ -117,40 +117,12 @@ DSV3 = dict(experts=256, groups=8, topk_groups=4)
 
 
 # -- timing ---------------------------------------------------------------------------------
-def _batch(fn, n):
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - start) / n
-    finally:
-        if gc_was:
-            gc.enable()
-
-
-class PyVariant:
-    """A Python callable timed in batches of `n` calls (n calibrated to --batch-ms)."""
-
-    def __init__(self, fn, before=None, sync=None):
-        self.fn, self.before, self.sync = fn, before, sync
-        self.n = None
-
-    def _call(self):
-        self.fn()
-        if self.sync:
-            self.sync()
-
-    def measure(self):
-        if self.before:
-            self.before()
-        if self.n is None:
-            self._call()
-            self._call()
-            rough = min(_batch(self._call, 2), _batch(self._call, 2))
-            self.n = max(1, int(ARGS.batch_ms * 1e-3 / max(rough, 1e-7)))
-        return _batch(self._call, self.n)
+def PyVariant(fn, before=None, sync=None):
+    """A Python callable timed in batches (n calibrated to --batch-ms); every batch is
+    followed, off the clock, by bench_common.settle (the CPU that threads still spinning
+    after it burn is recorded: a multi-threaded torch call's libgomp workers, compiled
+    code's OpenMP team)."""
+    return Variant(fn, ARGS.batch_ms * 1e-3, before=before, sync=sync)
 
 
 class EngineVariant:
@@ -162,8 +134,10 @@ class EngineVariant:
         self.n = None
 
     def run(self, repeat, extra=()):
+        cpu = children_cpu()
         out = subprocess.run(self.base + ["--repeat", str(repeat), *extra],
                              capture_output=True, text=True, check=True).stdout
+        self.cpu_per_call = (children_cpu() - cpu) / repeat   # the process's, start-up too
         match = re.search(r"per call: ([0-9.]+) us", out)
         if not match:
             raise RuntimeError(f"engine printed no per-call time:\n{out}")
@@ -174,27 +148,24 @@ class EngineVariant:
             rough, _ = self.run(200)
             # A process per sample: at least 20 ms of calls so the cold start amortizes.
             self.n = max(200, int(max(ARGS.batch_ms * 1e-3, 0.02) / max(rough, 1e-7)))
-        return self.run(self.n)[0]
+        wall = self.run(self.n)[0]
+        return wall, self.cpu_per_call, 0.0
 
 
-def interleave(variants, rounds):
-    """{name: [seconds per call per round]}: every round times every variant once, in an
-    order shuffled round by round (not rotated: a rotation keeps the same neighbours, and
-    what runs before a variant matters, e.g. torch's worker threads still spinning after
-    a multi-threaded torch call)."""
-    names = list(variants)
-    samples = {name: [] for name in names}
-    order = random.Random(len(names) * 1009 + rounds)
-    for _ in range(rounds):
-        order.shuffle(names)
-        for name in names:
-            samples[name].append(variants[name].measure())
-    return samples
+def rounds(variants):
+    """bench_common.interleave with a seed of this run's shape."""
+    return interleave(variants, ARGS.repeat, seed=len(variants) * 1009 + ARGS.repeat)
 
 
-def stats(seconds):
-    us = [s * 1e6 for s in seconds]
-    return {"median_us": statistics.median(us), "min_us": min(us), "samples_us": us}
+def stats(samples):
+    """[(wall, cpu, after-batch cpu) per round] -> medians: wall (median_us, min_us,
+    samples_us), process CPU per call (cpu_median_us: every thread) and the CPU burnt
+    after a batch by threads still spinning (after_batch_cpu_us, per batch)."""
+    wall, cpu, after = (list(v) for v in zip(*samples))
+    us = [s * 1e6 for s in wall]
+    return {"median_us": statistics.median(us), "min_us": min(us), "samples_us": us,
+            "cpu_median_us": statistics.median(cpu) * 1e6,
+            "after_batch_cpu_us": statistics.median(after) * 1e6}
 
 
 def fmt(us):
@@ -205,26 +176,10 @@ def fmt(us):
 
 # -- machine --------------------------------------------------------------------------------
 def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return {"cpu": model, "cores": os.cpu_count(), "usable_cores": usable,
-            "torch": torch.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "switchyard": switchyard.__version__,
-            "torch_default_threads": DEFAULT_THREADS,
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "load_average": [round(v, 2) for v in os.getloadavg()],
-            "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    return bench_common.machine(
+        torch=torch.__version__, numpy=np.__version__, switchyard=switchyard.__version__,
+        torch_default_threads=DEFAULT_THREADS,
+        cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
 
 
 # -- the engine example ---------------------------------------------------------------------
@@ -379,7 +334,7 @@ def overhead_table(engine, workdir, results):
                     with torch.inference_mode():
                         fn(t)
                 variants["g'"] = PyVariant(compiled_inference)
-            samples = interleave(variants, ARGS.repeat)
+            samples = rounds(variants)
             row = {"tokens": tokens, "experts": experts, "top_k": k,
                    "engine_repeat": variants["a"].n if "a" in variants else None}
             for key, _ in labels:
@@ -440,7 +395,7 @@ def vs_torch_rows(make_routers, make_inputs, reference, selection_of, configs, d
                                              before=set_threads(DEFAULT_THREADS))
         else:
             variants["torch_gpu"] = PyVariant(lambda: reference(inputs), sync=sync)
-        samples = interleave(variants, ARGS.repeat)
+        samples = rounds(variants)
         torch.set_num_threads(DEFAULT_THREADS)
         row = {"tokens": tokens, "experts": experts, "check": check}
         row.update({name: stats(s) for name, s in samples.items()})
@@ -449,6 +404,9 @@ def vs_torch_rows(make_routers, make_inputs, reference, selection_of, configs, d
 
 
 def print_vs_torch(title, rows, device):
+    """The table; the baseline of the ratios is torch at its faster thread count (1 or
+    the default, per row by the wall median, named in the table): torch/sy > 1 means
+    Switchyard is faster than the best torch configuration measured."""
     print(title)
     sy = [("sy_ids_w", "sy ids,w"), ("sy_all", "sy all"), ("sy_route_only", "sy route")]
     if device == "cpu":
@@ -456,19 +414,22 @@ def print_vs_torch(title, rows, device):
     else:
         ref = [("torch_gpu", "torch")]
     cols = sy + ref
-    # Ratios: every torch column over the shipped policy (ids,w), and over route-only.
-    ratios = [(t, "sy_ids_w", f"{label[6:] or 'torch'}/ids,w") for t, label in ref] + \
-             [(t, "sy_route_only", f"{label[6:] or 'torch'}/route") for t, label in ref]
     head = f"{'T':>6s} {'E':>5s}" + "".join(f"{c[1] + ' us':>12s}" for c in cols)
-    head += "".join(f"{c[2]:>12s}" for c in ratios)
+    head += f"{'best torch':>11s}{'torch/ids,w':>13s}{'torch/route':>13s}"
     print(head)
     for r in rows:
         line = f"{r['tokens']:>6d} {r['experts']:>5d}"
         line += "".join(f"{fmt(r[c[0]]['median_us']):>12s}" for c in cols)
-        for torch_key, sy_key, _ in ratios:
-            value = r[torch_key]["median_us"] / r[sy_key]["median_us"]
-            r[f"{torch_key}_over_{sy_key}"] = value
-            line += f"{value:>11.2f}x"
+        for torch_key, _ in ref:   # every torch column over both sy variants (JSON)
+            for sy_key in ("sy_ids_w", "sy_route_only"):
+                r[f"{torch_key}_over_{sy_key}"] = \
+                    r[torch_key]["median_us"] / r[sy_key]["median_us"]
+        best = min((t for t, _ in ref), key=lambda t: r[t]["median_us"])
+        r["torch_best"] = best
+        line += f"{dict(ref)[best][6:] or 'gpu':>11s}"
+        for sy_key in ("sy_ids_w", "sy_route_only"):
+            r[f"torch_best_over_{sy_key}"] = r[f"{best}_over_{sy_key}"]
+            line += f"{r[f'{best}_over_{sy_key}']:>12.2f}x"
         print(line)
 
 
@@ -522,13 +483,18 @@ def vs_torch(results, device):
     print(f"\n== 2. Routing vs torch, {name} (median us per call; sy = the compiled policy "
           f"via the torch path, 'ids,w' = outputs=(topk_ids, topk_weights), 'all' = every "
           f"result, 'route' = a copy of the policy reduced to its routing (no union / "
-          f"counts / block alignment), ids and weights{threads}; torch/sy > 1: Switchyard "
-          f"faster) ==")
+          f"counts / block alignment), ids and weights{threads}; torch/sy: torch at its "
+          f"faster thread count ('best torch', per row) over sy, > 1: Switchyard faster) ==")
     print_vs_torch(f"topk_softmax k={k} vs torch fused_topk (softmax f32, topk, /sum):",
                    softmax, device)
     print_vs_torch(f"deepseek_v3 E={DSV3['experts']} k={k} groups={DSV3['groups']} "
                    f"topk_groups={DSV3['topk_groups']} {knob_name}={scaling} vs torch "
                    f"grouped_topk (sigmoid, +bias, top-2 group sums):", grouped, device)
+    spinning = sorted({name for r in softmax + grouped for name, v in r.items()
+                       if isinstance(v, dict) and v.get("after_batch_cpu_us", 0) > 1000})
+    if spinning:
+        print(f"   after a batch, threads went on spinning for over 1 ms of CPU (median, "
+              f"waited out off the clock, JSON after_batch_cpu_us) in: {', '.join(spinning)}")
     checks = [c for r in softmax + grouped for c in r["check"].values()]
     print("   every sy variant's ids equal torch's per row (as sets; tie rows: %d), weights "
           "within 1e-5 (max error %.2g)" % (sum(c["tie_rows"] for c in checks),
@@ -576,12 +542,11 @@ def profile(results):
             "native.run, NumPy arrays (same memory)":
                 lambda: router._native.run({"logits": x}, np_outs, []),
         }
-        samples = interleave({name: PyVariant(fn) for name, fn in pieces.items()},
-                             ARGS.repeat)
+        samples = rounds({name: PyVariant(fn) for name, fn in pieces.items()})
         rows[label] = {"results": len(sel)}
         print(f"-- {label} ({len(sel)} results)")
         for name in pieces:
-            rows[label][name] = statistics.median(samples[name]) * 1e6
+            rows[label][name] = stats(samples[name])["median_us"]
             print(f"   {name:52s} {fmt(rows[label][name]):>8s}")
 
     @torch.library.custom_op("swbench::noop", mutates_args=())
@@ -600,10 +565,10 @@ def profile(results):
               "the same op in a torch.compile'd function": lambda: compiled_noop(t)}
     print("-- torch's floors on this machine")
     compiled_noop(t)
-    samples = interleave({name: PyVariant(fn) for name, fn in floors.items()}, ARGS.repeat)
+    samples = rounds({name: PyVariant(fn) for name, fn in floors.items()})
     rows["floors"] = {}
     for name in floors:
-        rows["floors"][name] = statistics.median(samples[name]) * 1e6
+        rows["floors"][name] = stats(samples[name])["median_us"]
         print(f"   {name:62s} {fmt(rows['floors'][name]):>8s}")
     results["profile"] = rows
 

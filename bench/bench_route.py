@@ -2,24 +2,35 @@
 """Routing throughput benchmark (not a test): every shipped router policy, compiled for
 the host by moe-compile and called through the switchyard package (a Router on NumPy
 arrays: input checks, result allocation, the C entry point), side by side in the same
-run with the straightforward numpy reference implementation of the same policy
-(test/exec/reference.py, written from the papers' definitions). Prints tokens/s for both
-and their ratio, for E in {8, 128, 256} and T in {16, 256, 4096}.
+run with the test suite's numpy reference of the same policy (test/exec/reference.py).
+Prints tokens/s for both and their ratio, for E in {8, 128, 256} and T in {16, 256,
+4096}.
+
+THE REFERENCE IS A DELIBERATELY SIMPLE ORACLE, NOT A COMPETITOR: a literal transcription
+of the papers' definitions, per-token Python loops over numpy rows, written to be
+obviously right. The "vs loop ref" ratio says how far the compiled code is from that
+transcription; it is not a speedup over any engine. The real alternatives are timed
+elsewhere: torch and transformers in bench_routers.py and bench_python.py, vLLM's
+router in bench_vllm_route.py.
+
+Compiled calls are timed with bench_common.Variant: batches of calls, wall and process
+CPU time per call (the compiled code's OpenMP threads included: cores = CPU / wall), and
+after every batch the CPU that threads still spinning burn until the process is idle
+(waited out off the clock; "spin ms", per batch). Median over --repeat interleaved
+rounds; the reference is timed the same way.
 
     bench/bench_route.py [--policies xshare,lynx] [--experts 8,128] [--tokens 16,256]
+                         [--repeat 5] [--json OUT]
 """
 import argparse
+import json
 import os
-import sys
-import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
-import reference as ref  # noqa: E402
+import bench_common
+from bench_common import ROOT, Variant, interleave, summarize
+import reference as ref  # noqa: E402  (test/exec: bench_common sets the path)
 from policy_shapes import import_switchyard, native_shape  # noqa: E402
 
 switchyard = import_switchyard()
@@ -68,19 +79,6 @@ def reference_call(name, x, k, experts):
                                  device_budget=5, devices=8)
 
 
-def seconds_per_call(fn, min_time, max_reps):
-    fn()  # warm up
-    times = []
-    start = time.perf_counter()
-    while len(times) < max_reps and (len(times) < 3 or time.perf_counter() - start < min_time):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if times[-1] > min_time:
-            break
-    return float(np.median(times))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,15 +86,27 @@ def main():
     parser.add_argument("--experts", default="8,128,256")
     parser.add_argument("--tokens", default="16,256,4096")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--batch-ms", type=float, default=20.0,
+                        help="target length of one timed batch of calls")
+    parser.add_argument("--json", default=None, help="write every number here")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
 
-    print("Host routing throughput: compiled policy (moe-compile, C entry) vs the numpy "
-          "reference,\nsame inputs, same run; median time per call.\n")
-    head = (f"{'policy':<13}{'E':>5}{'k':>3}{'T':>6}  {'compiled tok/s':>15}"
-            f"{'reference tok/s':>17}{'ratio':>9}")
+    host = bench_common.machine(numpy=np.__version__, switchyard=switchyard.__version__)
+    print("Host routing throughput: compiled policy (switchyard Router on NumPy arrays) vs "
+          "the test suite's numpy reference\n(per-token Python loops: a simple oracle, NOT "
+          "an optimized alternative; see bench_routers.py for torch / transformers),\n"
+          f"same inputs, same run; median over {args.repeat} interleaved rounds. "
+          f"{host['cpu']}, {host['usable_cores']} usable cores.\n"
+          "cores = compiled CPU / wall per call (its threads); spin ms = CPU burnt after a "
+          "batch by threads still spinning.")
+    print(bench_common.load_line(host, "the threaded compiled calls most") + "\n")
+    head = (f"{'policy':<13}{'E':>5}{'k':>3}{'T':>6}  {'compiled tok/s':>15}{'cores':>6}"
+            f"{'spin ms':>8}{'loop ref tok/s':>16}{'vs loop ref':>12}")
     print(head)
     print("-" * len(head))
+    rows = []
     for name in args.policies.split(","):
         for experts in map(int, args.experts.split(",")):
             shape, k = shape_for(name, experts)
@@ -105,10 +115,39 @@ def main():
             for tokens in map(int, args.tokens.split(",")):
                 x = inputs_for(experts, tokens, rng)
                 needed = {n: x[n] for n in router.inputs}
-                compiled = seconds_per_call(lambda: router(**needed), 0.2, 2000)
-                reference = seconds_per_call(reference_call(name, x, k, experts), 0.5, 5)
-                print(f"{name:<13}{experts:>5}{k:>3}{tokens:>6}  {tokens / compiled:>15,.0f}"
-                      f"{tokens / reference:>17,.0f}{reference / compiled:>8.0f}x", flush=True)
+                batch_s = args.batch_ms * 1e-3
+                variants = {"compiled": Variant(lambda: router(**needed), batch_s),
+                            "reference": Variant(reference_call(name, x, k, experts),
+                                                 batch_s)}
+                samples = interleave(variants, args.repeat, seed=f"{name}/{experts}/{tokens}")
+                c, r = (summarize(samples[v]) for v in ("compiled", "reference"))
+                compiled, reference = c["wall_us"]["median"], r["wall_us"]["median"]
+                cores = c["cpu_us"]["median"] / compiled
+                spin = c["after_batch_cpu_us"]["median"] / 1e3
+                rows.append({"policy": name, "experts": experts, "top_k": k,
+                             "tokens": tokens, "compiled": c, "loop_reference": r,
+                             "compiled_tokens_per_s": tokens / compiled * 1e6,
+                             "loop_reference_tokens_per_s": tokens / reference * 1e6,
+                             "loop_reference_over_compiled": reference / compiled})
+                print(f"{name:<13}{experts:>5}{k:>3}{tokens:>6}  "
+                      f"{tokens / compiled * 1e6:>15,.0f}{cores:>6.2f}{spin:>8.1f}"
+                      f"{tokens / reference * 1e6:>16,.0f}{reference / compiled:>11.0f}x",
+                      flush=True)
+    if args.json:
+        write_json(args.json, host, args, rows)
+
+
+def write_json(path, host, args, rows):
+    with open(path, "w") as f:
+        json.dump({"machine": host, "settings": {"repeat": args.repeat,
+                                                 "batch_ms": args.batch_ms,
+                                                 "seed": args.seed},
+                   "notes": {"loop_reference": "test/exec/reference.py: per-token Python "
+                                               "loops, a simple oracle, not a competitor",
+                             "units": "us per call (wall_us, cpu_us); after_batch_cpu_us "
+                                      "per batch"},
+                   "rows": rows}, f, indent=1)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,41 +1,62 @@
 #!/usr/bin/python3
 """Planning-time benchmark of the compiled rules (not a test): each rule compiled by
 moe-compile and called through the switchyard package (a Router on NumPy arrays), side
-by side in the same run with the straightforward Python/numpy reference of
-test/exec/rules_reference.py on the same inputs (and checked equal to it). Median of
-repeated calls, microseconds.
+by side in the same run with the Python reference of test/exec/rules_reference.py on the
+same inputs (and checked equal to it). Median of repeated calls, microseconds.
 
-    bench_rules.py [--build build] [--repeat 200]
+THE REFERENCE IS A DELIBERATELY SIMPLE ORACLE, NOT A COMPETITOR: plain Python loops over
+float32 scalars (so that every sum happens in the documented order), transcribed from
+the papers and from DeepSeek's published eplb.py. The "vs loop ref" ratio is not a
+speedup over an engine's planner (vLLM's and DeepSeek's EPLB run the same algorithm in
+torch; they are not timed here).
+
+Timing (bench_common.Variant): batches of calls of about 5 ms, the compiled rule's
+rounds, then the reference's; per call wall and process CPU time (cores = CPU /
+wall: the compiled code's threads), and the CPU that threads still spinning burn after
+a batch (waited out off the clock; spin ms, per batch). --repeat rounds for the compiled
+rule, fewer for the slow reference (at least 3).
+
+    bench_rules.py [--build build] [--repeat 25] [--json OUT]
 """
 import argparse
+import json
 import os
-import statistics
-import sys
-import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
+import bench_common
+from bench_common import ROOT, Variant, interleave, summarize
 
 
-def median_us(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e6 * statistics.median(times)
+class Timer:
+    """compiled / reference timings of one row: (wall us, cores, spin ms) each."""
+
+    def __init__(self, repeat):
+        self.repeat = repeat
+
+    def __call__(self, compiled, reference, rounds_divisor):
+        samples = interleave({"compiled": Variant(compiled, 5e-3)}, self.repeat, seed=0)
+        samples.update(interleave({"reference": Variant(reference, 5e-3)},
+                                  max(3, self.repeat // rounds_divisor), seed=0))
+        out = {}
+        for name, values in samples.items():
+            s = summarize(values)
+            wall = s["wall_us"]["median"]
+            out[name] = (wall, s["cpu_us"]["median"] / wall,
+                         s["after_batch_cpu_us"]["median"] / 1e3)
+        return out["compiled"], out["reference"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=25,
+                    help="rounds of ~5 ms batches for the compiled rules")
+    ap.add_argument("--json", default=None, help="write every number here")
     a = ap.parse_args()
     from policy_shapes import import_switchyard
     switchyard = import_switchyard(a.build)
+    timed = Timer(a.repeat)
     import rules_reference as ref
     from test_rules import expertflow_reference, predicted_ids
 
@@ -55,11 +76,10 @@ def main():
         hot = rng.zipf(1.3, E).astype(np.float64)
         loads = np.floor(4096 * 8 * hot / hot.sum()).astype(np.float32)
         outputs = rule(loads=loads)
-        compiled = median_us(lambda: rule(loads=loads), a.repeat)
         p2l, _, cnt = ref.eplb(loads, slots, 8, nodes, gpus)
         assert np.array_equal(outputs["phy2log"], p2l), "compiled EPLB differs from the reference"
-        reference = median_us(lambda: ref.eplb(loads, slots, 8, nodes, gpus),
-                              max(3, a.repeat // 20))
+        compiled, reference = timed(lambda: rule(loads=loads),
+                                    lambda: ref.eplb(loads, slots, 8, nodes, gpus), 20)
         before = ref.imbalance(ref.device_loads(loads, gpus))[0]
         after = outputs["imbalance_after"][0]
         rows.append((f"EPLB 256 experts, {gpus} GPUs, {slots} slots",
@@ -73,12 +93,11 @@ def main():
         cur = np.zeros(E, bool)
         cur[rng.choice(E, 34, replace=False)] = True
         outputs = rule(hotness=hot, counts=counts, current=cur)
-        compiled = median_us(lambda: rule(hotness=hot, counts=counts, current=cur), a.repeat)
         n = ref.hi_capacity(51539607552, 21474836480, 9437184, 2359296, 48, E)
         want = ref.dynaexq(hot, counts, cur, 0.8, 1.0, n)
         assert np.array_equal(outputs["hi_set"].astype(bool), want["hi_set"])
-        reference = median_us(lambda: ref.dynaexq(hot, counts, cur, 0.8, 1.0, n),
-                              max(3, a.repeat // 20))
+        compiled, reference = timed(lambda: rule(hotness=hot, counts=counts, current=cur),
+                                    lambda: ref.dynaexq(hot, counts, cur, 0.8, 1.0, n), 20)
         rows.append((f"DynaExq residency, {E} experts (n_hi = {n})", compiled, reference,
                      f"{want['num_promotions'][0]} promotions"))
 
@@ -90,7 +109,6 @@ def main():
         ids = predicted_ids(T, E, k, rng, 1.1)
         token_gpu = (np.arange(T) * gpus // T).astype(np.int32)
         outputs = rule(next_topk_ids=ids, token_gpu=token_gpu)
-        compiled = median_us(lambda: rule(next_topk_ids=ids, token_gpu=token_gpu), a.repeat)
         req = ref.gpu_requests(ids, token_gpu, gpus, E)
         m = ref.libra_replicate(req, 4, 0.5)
         plan, after = ref.libra_shard(req, m, 0.05)
@@ -101,7 +119,8 @@ def main():
             r = ref.gpu_requests(ids, token_gpu, gpus, E)
             mm = ref.libra_replicate(r, 4, 0.5)
             return ref.libra_shard(r, mm, 0.05)
-        ref_us = median_us(reference, max(3, a.repeat // 50))
+        compiled, ref_us = timed(lambda: rule(next_topk_ids=ids, token_gpu=token_gpu),
+                                 reference, 50)
         rows.append((f"Libra 256 experts, {gpus} GPUs, 4096 tokens", compiled, ref_us,
                      "imbalance %.2f -> %.2f -> %.3f" % (outputs["imbalance_before"][0],
                                                          outputs["imbalance_replicated"][0],
@@ -121,16 +140,35 @@ def main():
               "stalls": np.zeros(1, np.int32), "overfetches": np.zeros(1, np.int32),
               "events": rng.integers(0, 3, 16).astype(np.int32)}
     outputs = rule(**inputs)
-    compiled = median_us(lambda: rule(**inputs), a.repeat)
     want = expertflow_reference(inputs, {})
     assert np.array_equal(outputs["loads"], want["loads"]), "compiled ExpertFlow differs"
-    ref_us = median_us(lambda: expertflow_reference(inputs, {}), max(3, a.repeat // 20))
+    compiled, ref_us = timed(lambda: rule(**inputs), lambda: expertflow_reference(inputs, {}),
+                             20)
     rows.append(("ExpertFlow prefetch step, 64 experts, cache 32", compiled, ref_us,
                  f"S = {outputs['step_size'][0]}, {int((outputs['loads'] >= 0).sum())} loads"))
 
-    print("%-44s %12s %14s %8s  %s" % ("rule", "compiled us", "reference us", "speedup", ""))
+    host = bench_common.machine(numpy=np.__version__, switchyard=switchyard.__version__)
+    print(f"Compiled rules vs the test suite's Python reference (plain loops: a simple "
+          f"oracle, NOT an optimized planner), same inputs; {host['cpu']}, "
+          f"{host['usable_cores']} usable cores.\ncores = compiled CPU / wall per call; spin "
+          f"ms = CPU burnt after a batch by threads still spinning (off the clock).")
+    print(bench_common.load_line(host, "the threaded compiled calls most"))
+    print("%-44s %12s %6s %8s %14s %12s  %s" % ("rule", "compiled us", "cores", "spin ms",
+                                                "loop ref us", "vs loop ref", ""))
     for name, c, r, note in rows:
-        print("%-44s %12.1f %14.1f %7.0fx  %s" % (name, c, r, r / c, note))
+        print("%-44s %12.1f %6.2f %8.1f %14.1f %11.0fx  %s"
+              % (name, c[0], c[1], c[2], r[0], r[0] / c[0], note))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": host, "repeat": a.repeat,
+                       "notes": {"loop_reference": "test/exec/rules_reference.py: plain "
+                                                   "Python loops, a simple oracle, not an "
+                                                   "optimized planner"},
+                       "rows": [{"rule": name, "compiled_us": c[0], "compiled_cores": c[1],
+                                 "compiled_after_batch_cpu_ms": c[2], "loop_reference_us": r[0],
+                                 "loop_reference_over_compiled": r[0] / c[0], "note": note}
+                                for name, c, r, note in rows]}, f, indent=1)
+        print(f"wrote {a.json}")
 
 
 if __name__ == "__main__":

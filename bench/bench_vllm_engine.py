@@ -16,14 +16,18 @@ matrices streamed from memory per step: that is where a batch-aware router pays.
 
 Each configuration runs in a child process (the plugin reads its settings once per
 process); the model (bf16, --layers x --experts experts of width --intermediate,
-hidden --hidden, top-8) is built once with transformers under --model-dir.
+hidden --hidden, top-8) is built once with transformers under --model-dir. Both routers
+run in vLLM's own configuration (its CPU defaults, threads included); each child's
+process wall and CPU seconds (every thread; start-up and the warm-up generate included)
+are in the JSON rows (process_wall_s, process_cpu_s).
 """
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+import bench_common
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROUTERS = [("native", None, None),
@@ -140,15 +144,17 @@ def main():
                 env["SWITCHYARD_POLICY"] = policy
                 if knobs:
                     env["SWITCHYARD_KNOBS"] = json.dumps(knobs)
-            proc = subprocess.run([sys.executable, __file__, "--child", "--batch", str(batch),
-                                   "--tokens", str(args.tokens), "--model-dir", args.model_dir],
-                                  capture_output=True, text=True, env=env)
+            run = bench_common.run_tool(
+                [sys.executable, __file__, "--child", "--batch", str(batch),
+                 "--tokens", str(args.tokens), "--model-dir", args.model_dir],
+                f"{name} at batch {batch}", timeout_s=3600, env=env, check=False)
+            proc = run.result
             line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
             if proc.returncode != 0 or not line:
                 print(proc.stdout[-3000:] + proc.stderr[-3000:])
                 raise SystemExit(f"{name} at batch {batch} failed")
             r = json.loads(line[0][len("RESULT "):])
-            r.update(router=name, policy=policy, knobs=knobs, batch=batch)
+            r.update(router=name, policy=policy, knobs=knobs, batch=batch, **run.json())
             if policy is None:
                 native = r
             rows.append(r)
@@ -172,6 +178,7 @@ def main():
                                  "dtype": "bfloat16"},
                        "tokens": args.tokens, "vllm": vllm.__version__,
                        "cpus": os.cpu_count(), "machine": platform.machine(),
+                       "host": bench_common.machine(vllm=vllm.__version__),
                        "rows": rows}, f, indent=1)
     if args.plot:
         try:
