@@ -37,6 +37,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 ROOT = os.environ.get("SWITCHYARD_DOCS_ROOT") or os.path.dirname(
@@ -387,6 +388,63 @@ def r_expert_memory_gpu(src):
             f"most {mig['max_issue_seconds'] * 1e6:.1f} µs (the copy runs on its stream).")
 
 
+# --- the GPU kernels' static cost (live: moe-compile --report) --------------------------
+
+GPU_ROUTERS = (("topk_softmax", None), ("topk_softmax", "topk_ids,topk_weights"),
+               ("deepseek_v3", None), ("deepseek_v3", "topk_ids,topk_weights"),
+               ("lynx", None), ("xshare", None), ("xshare_spec", None), ("xshare_ep", None),
+               ("libra", None), ("expertflow", None), ("capacity_topk", None),
+               ("expert_choice", None))
+
+
+def gpu_report(policy, outputs):
+    """moe-compile --target=ptx --report of a shipped policy at its own model's shape."""
+    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    python = venv if os.path.exists(venv) else sys.executable
+    flags = subprocess.run([python, os.path.join(ROOT, "scripts", "native_shape.py"), policy],
+                           capture_output=True, text=True, timeout=60)
+    if flags.returncode != 0:
+        raise SourceError(f"scripts/native_shape.py {policy}: {flags.stderr.strip()}")
+    with tempfile.TemporaryDirectory(prefix="switchyard-report-") as out:
+        argv = [os.path.join(build_dir(), "bin", "moe-compile"),
+                os.path.join(ROOT, "policies", policy + ".mlir"), *flags.stdout.split(),
+                "--target=ptx", "--gpu-arch=sm_90", "--report", "-o", out]
+        if outputs:
+            argv.append("--outputs=" + outputs)
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SourceError(f"moe-compile --report {policy}: {e}")
+    if r.returncode != 0:
+        raise SourceError(f"moe-compile --report {policy}: {r.stderr.strip()[-500:]}")
+    return r.stdout
+
+
+def r_gpu_kernels(src):
+    rows = []
+    for policy, outputs in GPU_ROUTERS:
+        text = gpu_report(policy, outputs)
+        name = re.search(r"^report @(\w+)", text, re.M)
+        if not name:
+            raise SourceError(f"moe-compile --report {policy}: no 'report @NAME' line")
+        label = name.group(1) + (" (ids, weights)" if outputs else "")
+        classes = re.findall(r"^  (decode|large|grid) \(([^)]*)\): (\d+) launch", text, re.M)
+        launches = "; ".join(f"{n} at {when}" for _, when, n in classes)
+        instr = re.search(r"(\d+) warp instructions per token", text)
+        regs = re.findall(r"ptxas (\w+): Used (\d+) registers", text)
+        regs = " / ".join(n for _, n in sorted(regs))
+        ws = re.search(r"one CTA holds the whole batch, block \d+, workspace ([^\n]+)", text) \
+            or re.search(r"workspace ([^\n]+)", text)
+        io = re.search(r"inputs\+outputs = (\d+) B/token", text)
+        modeled = re.search(r"modeled: (.*)$", text, re.M)
+        times = " / ".join(re.findall(r"T=\d+: ([\d.]+) us", modeled.group(1))) if modeled else ""
+        rows.append([label, launches, instr.group(1) if instr else "", regs,
+                     ws.group(1).strip() if ws else "", io.group(1) if io else "", times])
+    return table(["router", "launches", "warp instructions / token", "registers per kernel",
+                  "workspace (first kernel)", "inputs+outputs B/token",
+                  "modeled µs at T = 1 / 64 / 1024 / 4096 / 65536"], rows)
+
+
 # --- the executor on the host (docs/exec-layer-host.json) -------------------------------
 
 NAMES = {"topk_softmax": "top-k", "lynx": "LYNX", "xshare": "XShare",
@@ -635,6 +693,7 @@ RENDERERS = {
     "gpu-executor": (r_gpu_executor, GPU),
     "gpu-kit-report": (r_gpu_kit_report, "scripts/gpu_kit/report.py docs/gpu-results.json"),
     "expert-memory-gpu": (r_expert_memory_gpu, "docs/expert-memory-gpu.json"),
+    "gpu-kernels": (r_gpu_kernels, "moe-compile --target=ptx --report (live) per router"),
     "exec-layer": (r_exec_layer, "docs/exec-layer-host.json"),
     "bench-routers": (r_bench_routers, "docs/bench-routers.json"),
     "bench-routers-summary": (r_bench_routers_summary, "docs/bench-routers.json"),
@@ -698,6 +757,8 @@ def main(argv):
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 when a block differs from its source")
     parser.add_argument("--list", action="store_true", help="print the renderers")
+    parser.add_argument("--pages", nargs="+", metavar="PAGE",
+                        help="only these pages (paths relative to the checkout)")
     args = parser.parse_args(argv)
     if args.list:
         for name, (_, source) in sorted(RENDERERS.items()):
@@ -705,7 +766,14 @@ def main(argv):
         return 0
     src = Sources()
     problems, stale, used = [], [], set()
-    for path in pages():
+    chosen = pages()
+    if args.pages:
+        chosen = [os.path.join(ROOT, p) for p in args.pages]
+        missing = [p for p in chosen if not os.path.isfile(p)]
+        if missing:
+            print(f"error: no page {os.path.relpath(missing[0], ROOT)}", file=sys.stderr)
+            return 2
+    for path in chosen:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         used.update(m.group(2) for m in BLOCK.finditer(text))

@@ -78,14 +78,14 @@ def main(argv):
         for what, (content, expected) in cases.items():
             with open(readme, "w", encoding="utf-8") as f:
                 f.write(content)
-            r = run(env_root=d, build=build)
+            r = run(env_root=d, build=build, args=("--check", "--pages", "README.md"))
             check(r.returncode == 1 and expected in r.stdout,
                   f"--check fails on {what}", f"exit {r.returncode}:\n{r.stdout[-3000:]}")
         # A missing JSON is an error naming it, not a crash.
         with open(readme, "w", encoding="utf-8") as f:
             f.write(text)
         os.remove(os.path.join(d, "docs", "vllm-engine.json"))
-        r = run(env_root=d, build=build)
+        r = run(env_root=d, build=build, args=("--check", "--pages", "README.md"))
         check(r.returncode == 1 and "docs/vllm-engine.json" in r.stdout
               and "Traceback" not in r.stderr,
               "--check names a missing JSON", f"exit {r.returncode}:\n{r.stdout[-2000:]}"
