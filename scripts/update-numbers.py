@@ -469,6 +469,28 @@ def r_exec_layer(src):
          "Python loop ms", "loop / exec"], rows)
 
 
+# --- routing from Python (docs/bench-python-host.json) ---------------------------------
+
+def r_python_overhead(src):
+    name = "docs/bench-python-host.json"
+    o = key(src.json("bench-python-host.json"), "overhead", source=name)
+    labels, rows = key(o, "labels", source=name), key(o, "rows", source=name)
+    out = []
+    for letter, label in labels.items():
+        if letter not in rows[0]:
+            continue
+        cells = []
+        for r in rows:
+            us = r[letter]["median_us"]
+            base = r["a"]["median_us"] if "a" in r else None
+            cells.append(num(us) if letter == "a" or base is None
+                         else f"{num(us)} (+{us - base:.0f})")
+        out.append([" ".join(label.split())] + cells)
+    header = ["path (µs per call; in brackets: over the C entry)"] + [
+        f"T={r['tokens']}, E={r['experts']}" for r in rows]
+    return table(header, out)
+
+
 # --- compiled routers vs torch (docs/bench-routers.json) --------------------------------
 
 def routers_rows(src):
@@ -694,6 +716,7 @@ RENDERERS = {
     "gpu-kit-report": (r_gpu_kit_report, "scripts/gpu_kit/report.py docs/gpu-results.json"),
     "expert-memory-gpu": (r_expert_memory_gpu, "docs/expert-memory-gpu.json"),
     "gpu-kernels": (r_gpu_kernels, "moe-compile --target=ptx --report (live) per router"),
+    "python-overhead": (r_python_overhead, "docs/bench-python-host.json"),
     "exec-layer": (r_exec_layer, "docs/exec-layer-host.json"),
     "bench-routers": (r_bench_routers, "docs/bench-routers.json"),
     "bench-routers-summary": (r_bench_routers_summary, "docs/bench-routers.json"),
