@@ -10,12 +10,13 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SWITCHYARD_SANITIZED_BUILD_DIR:-$root/build-sanitized}"
 jobs="${SWITCHYARD_JOBS:-$(nproc)}"
+eval "$(grep -E '^GCC_VERSION=[0-9]+$' "$root/scripts/setup.sh")"   # setup.sh's toolchain
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root/runtime" -B "$build" \
     -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER=gcc-12 -DCMAKE_CXX_COMPILER=g++-12 \
+    -DCMAKE_C_COMPILER="gcc-$GCC_VERSION" -DCMAKE_CXX_COMPILER="g++-$GCC_VERSION" \
     -DCMAKE_CXX_FLAGS="-O1 -g $flags" -DCMAKE_C_FLAGS="-O1 -g $flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
 fi

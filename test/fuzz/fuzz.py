@@ -179,6 +179,21 @@ SSA_RE = re.compile(rb"%[A-Za-z_][\w$.]*|%\d+")
 KEYWORD_RE = re.compile(rb"\b[a-z_]+\b")
 
 
+
+def llvm_symbolizer(bin_dir):
+    """The llvm-symbolizer of the LLVM the build used (LLVM_DIR in the CMakeCache.txt
+    next to `bin_dir`), else the one on PATH, else None."""
+    cache = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "CMakeCache.txt")
+    if os.path.isfile(cache):
+        with open(cache) as f:
+            for line in f:
+                if line.startswith("LLVM_DIR:"):
+                    prefix = line.split("=", 1)[1].strip()   # <prefix>/lib/cmake/llvm
+                    tool = os.path.join(prefix, "..", "..", "..", "bin", "llvm-symbolizer")
+                    if os.path.isfile(tool):
+                        return os.path.normpath(tool)
+    return shutil.which("llvm-symbolizer")
+
 class MlirMutator:
     def __init__(self, rng, seeds):
         self.rng = rng
@@ -978,7 +993,9 @@ class Fuzzer:
         self.env["ASAN_OPTIONS"] = opts.asan_options
         self.env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
         self.env["LLVM_DISABLE_CRASH_REPORT"] = "1"
-        self.env.setdefault("LLVM_SYMBOLIZER_PATH", "/usr/lib/llvm-22/bin/llvm-symbolizer")
+        symbolizer = llvm_symbolizer(self.bin)
+        if symbolizer:
+            self.env.setdefault("LLVM_SYMBOLIZER_PATH", symbolizer)
         self.execs = 0
         self.by_campaign = {}
         self.findings = {}   # key -> dict

@@ -57,6 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # What NAME.cu includes: switchyard/Cuda/KernelPrelude.h (and CudaOnHost.h on the CPU).
 SWITCHYARD_INCLUDE = os.path.join(ROOT, "runtime", "include")
 sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from toolchain import cxx  # noqa: E402
 sys.path.insert(0, HERE)
 from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
                        example_inputs)
@@ -162,7 +163,7 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                    + ([f"--input-dtype=logits={narrow}"] if narrow else [])
                    + shape_flags(**native_shape(file)), check=True, capture_output=True)
     lib_path = os.path.join(out, f"lib{name}_cu.so")
-    subprocess.run(["g++-12", "-x", "c++", "-std=c++20", "-O1", "-pthread",
+    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
                     "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
                     os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
     lib = ctypes.CDLL(lib_path)

@@ -21,6 +21,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from toolchain import cxx  # noqa: E402
 sys.path.insert(0, HERE)
 from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
                        example_inputs)
@@ -36,7 +37,7 @@ def build_launcher(name, workdir, build):
     """The generated table and packing (NAME_launch.cpp) linked with the fixed launcher
     (switchyard/Cuda/Launcher.h, the build's libSwitchyardLauncher.a) and cudart."""
     lib = os.path.join(workdir, f"lib{name}_launch.so")
-    subprocess.run(["g++-12", "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{workdir}",
+    subprocess.run([cxx(build), "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{workdir}",
                     f"-I{CUDA_INCLUDE}", f"-I{os.path.join(ROOT, 'runtime', 'include')}",
                     os.path.join(workdir, f"{name}_launch.cpp"),
                     os.path.join(build, "lib", "libSwitchyardLauncher.a"),

@@ -25,6 +25,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from toolchain import cxx  # noqa: E402
 from policy_shapes import native_shape, shape_flags  # noqa: E402
 
 CUDA_INCLUDE = os.environ.get("SWITCHYARD_CUDA_INCLUDE") or "/usr/local/cuda/include"
@@ -52,7 +53,7 @@ def build(build_dir, work, file, entry, flags):
                    check=True, capture_output=True)
     stub = os.path.join(work, "stub")
     lib = os.path.join(out, f"lib{entry}_launch.so")
-    subprocess.run(["g++-12", "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{out}",
+    subprocess.run([cxx(build_dir), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{out}",
                     f"-I{INCLUDE}", f"-I{CUDA_INCLUDE}", os.path.join(out, f"{entry}_launch.cpp"),
                     os.path.join(build_dir, "lib", "libSwitchyardLauncher.a"), f"-L{stub}",
                     "-lcudart", f"-Wl,-rpath,{stub}", "-o", lib], check=True)
@@ -198,7 +199,7 @@ def main():
         return old_gpu(args)
     work = tempfile.mkdtemp(prefix="switchyard-launcher-")
     os.makedirs(os.path.join(work, "stub"))
-    subprocess.run(["g++-12", "-std=c++17", "-shared", "-fPIC", f"-I{CUDA_INCLUDE}",
+    subprocess.run([cxx(args.build), "-std=c++17", "-shared", "-fPIC", f"-I{CUDA_INCLUDE}",
                     os.path.join(HERE, "Inputs", "cudart_stub.cpp"), "-o",
                     os.path.join(work, "stub", "libcudart.so")], check=True)
     built = [(entry, *build(args.build, work, file, entry, flags))
