@@ -239,6 +239,26 @@ def native_tool(name, section=None):
     return lambda src: tool_help([os.path.join(build_dir(), "bin", name), "--help"], section)
 
 
+def r_help_moe_opt_passes(src):
+    """The `--moe-*` passes and pipelines of moe-opt --help, with their options; the shape
+    flags it shares with moe-compile and moe-run."""
+    argv = [os.path.join(build_dir(), "bin", "moe-opt"), "--help"]
+    text = tool_help(argv)[len("```text\n"):-len("\n```")]
+    out, keep = [], False
+    for line in text.split("\n"):
+        m = re.match(r"^( *)--", line)
+        if m and len(m.group(1)) == 6:  # a pass or pipeline
+            keep = line.lstrip().startswith("--moe-")
+        elif not m or len(m.group(1)) < 6:
+            keep = False
+        if keep:  # "--name   -   what": a pass flush left, its options indented by two
+            indent = "" if len(m.group(1)) == 6 else "  "
+            out.append(indent + re.sub(r"\s{2,}-\s+", "  ", line.strip()))
+    if not out:
+        raise SourceError("moe-opt --help lists no --moe- pass")
+    return "```text\n" + "\n".join(out) + "\n```"
+
+
 def r_help_moe_eval(src):
     venv = os.path.join(ROOT, ".venv", "bin", "python")
     python = venv if os.path.exists(venv) else sys.executable
@@ -703,6 +723,7 @@ RENDERERS = {
     "help-moe-compile": (native_tool("moe-compile", "Switchyard options:"),
                          "build/bin/moe-compile --help"),
     "help-moe-exec": (native_tool("moe-exec"), "build/bin/moe-exec --help"),
+    "help-moe-opt-passes": (r_help_moe_opt_passes, "build/bin/moe-opt --help (--moe-*)"),
     "help-moe-eval": (r_help_moe_eval, "python -m switchyard.trace --help"),
     "test-counts": (r_test_counts, "ctest -N, test/Dialect/Moe/errors.mlir"),
     "readme-test-counts": (r_readme_test_counts, "ctest -N, errors.mlir, policies/"),
