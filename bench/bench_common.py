@@ -25,9 +25,11 @@ import os
 import platform
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,6 +226,23 @@ class OtherLoad:
         others = (busy - self.busy) * self.TICK - (time.process_time() - self.own)
         span = (time.perf_counter() - self.wall) * os.cpu_count()
         return max(0.0, others / span) if span > 0 else None
+
+
+# -- runs ----------------------------------------------------------------------------------
+def in_workdir(name, prefix, keep, bench):
+    """bench(work) in a fresh temporary directory, removed afterwards unless `keep`; a
+    BenchError or ValueError is printed as `name: error: ...` and gives None."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        return bench(work)
+    except (BenchError, ValueError) as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return None
+    finally:
+        if keep:
+            print(f"work directory kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 # -- tools ---------------------------------------------------------------------------------

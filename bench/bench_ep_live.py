@@ -59,13 +59,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.dont_write_bytecode = True
-from bench_common import ROOT, BenchError, check_exe, machine, parse_hot, run_tool  # noqa: E402
+from bench_common import (ROOT, BenchError, check_exe, in_workdir, machine,  # noqa: E402
+                          parse_hot, run_tool)
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
 
@@ -366,17 +366,10 @@ def bench(args, work):
 def main():
     args = parse_args()
     t0 = time.time()
-    work = tempfile.mkdtemp(prefix="ep-live-")
-    try:
-        rows, model, phase_of = bench(args, work)
-    except (BenchError, ValueError) as e:
-        print(f"bench_ep_live: error: {e}", file=sys.stderr)
+    result = in_workdir("bench_ep_live", "ep-live-", args.keep, lambda work: bench(args, work))
+    if result is None:
         return 1
-    finally:
-        if args.keep:
-            print(f"work directory kept: {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    rows, model, phase_of = result
     elapsed = time.time() - t0
     host = machine(mpi=mpi_version())
     print_table(rows, args, model, host, elapsed)

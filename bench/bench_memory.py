@@ -92,15 +92,14 @@ mode that fails every attempt is left out of the table and the plot (named in bo
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.dont_write_bytecode = True
-from bench_common import ROOT, BenchError, check_exe, machine, parse_hot, run_tool  # noqa: E402
+from bench_common import (ROOT, BenchError, check_exe, in_workdir, machine,  # noqa: E402
+                          parse_hot, run_tool)
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
 
@@ -638,17 +637,11 @@ def bench(args, work):
 def main():
     args = parse_args()
     t0 = time.time()
-    work = tempfile.mkdtemp(prefix="bench-memory-")
-    try:
-        rows, plan, info = bench(args, work)
-    except (BenchError, ValueError) as e:
-        print(f"bench_memory: error: {e}", file=sys.stderr)
+    result = in_workdir("bench_memory", "bench-memory-", args.keep,
+                        lambda work: bench(args, work))
+    if result is None:
         return 1
-    finally:
-        if args.keep:
-            print(f"work directory kept: {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    rows, plan, info = result
     elapsed = time.time() - t0
     goals = targets(rows)
     print_table(rows, goals, info, elapsed)
