@@ -236,7 +236,7 @@ def main():
 
     # -- knobs --------------------------------------------------------------------------
     xshare = sy.compile("xshare", experts=64, top_k=4)
-    check("knobs listed", set(xshare.knobs) == {"k0", "budget"})
+    check("knobs listed", set(xshare.knobs) == {"k0", "budget", "set_budget"})
     base = xshare(logits=t)
     tight = xshare(logits=t, knobs={"budget": 0})
     check("run-time knobs change the routing without recompiling",
@@ -247,7 +247,7 @@ def main():
     raises("a knob out of range (KnobError)", lambda: xshare(logits=t, knobs={"budget": -1}),
            sy.KnobError, "budget must be in [0, inf]")
     raises("an unknown knob", lambda: xshare(logits=t, knobs={"budgte": 1}), sy.KnobError,
-           "unknown knob 'budgte' for @xshare (its knobs: k0, budget)")
+           "unknown knob 'budgte' for @xshare (its knobs: k0, budget, set_budget)")
     frozen = sy.compile("xshare", experts=64, top_k=4, knobs={"budget": 0}, freeze_knobs=True)
     check("freeze_knobs compiles the values in", frozen.knobs == {} and
           torch.equal(frozen(logits=t)["selected"], tight["selected"]))
