@@ -2,7 +2,9 @@
 """The seed systems' headline effects on the committed routing traces, next to the
 papers' figures (issue 28, item 4; docs/results-traces.md).
 
-Every trace under traces/public/ and traces/vllm/ (a directory with a meta.json) is
+Every trace under shared/traces/public/ (the public traces, converted by
+scripts/convert_public_trace.py; not committed) and traces/vllm/ (a directory with a
+meta.json) is
 evaluated offline with switchyard.trace.evaluate (docs/traces.md):
 
   top-k       the model's own routing (topk_softmax) at `ranks` expert-parallel ranks
@@ -66,7 +68,6 @@ BUILD = os.environ.get("SWITCHYARD_BUILD_DIR", os.path.join(ROOT, "build"))
 JSON_PATH = os.path.join(ROOT, "docs", "trace-results.json")
 PLOT_PATH = os.path.join(ROOT, "docs", "trace-pareto.png")
 DOC_PATH = os.path.join(ROOT, "docs", "results-traces.md")
-BEGIN, END = "<!-- generated: trace-results -->", "<!-- end -->"
 TOLERANCE = 1e-6
 THRESHOLDS = (0.90, 0.95)
 RANKS = 4
@@ -74,7 +75,7 @@ PAPER_M_G = 5   # XShare-EP's Table 2 setting (k0 = 1, m_g = 5)
 LYNX_GRID = {"alpha": [0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0], "beta": [4],
              "theta": [1.0, 1.5, 2.0]}
 PHASE_ORDER = ("prefill", "decode", "verify", "all")
-PAPERS = "/work/shared/papers"
+PAPERS = os.path.join(os.path.dirname(ROOT), "shared", "papers")   # ../shared/papers
 
 # The papers' figures this comparison cites: file (under ../shared/papers/, see its
 # README.md), where, and a short quote.
@@ -168,11 +169,11 @@ def setup_path():
 
 
 def find_traces():
-    dirs = sorted(os.path.dirname(p) for pattern in ("traces/public/*/meta.json",
+    dirs = sorted(os.path.dirname(p) for pattern in ("shared/traces/public/*/meta.json",
                                                      "traces/vllm/*/meta.json")
                   for p in glob.glob(os.path.join(ROOT, pattern)))
     if not dirs:
-        raise BenchError("no traces under traces/public or traces/vllm")
+        raise BenchError("no traces under shared/traces/public or traces/vllm")
     return dirs
 
 
@@ -738,18 +739,16 @@ def diff(a, b, where="", out=None):
     return out
 
 
-def update_docs(text, path=DOC_PATH):
-    try:
-        with open(path) as f:
-            doc = f.read()
-    except FileNotFoundError:
-        raise BenchError(f"{path}: missing (it holds the markers {BEGIN} ... {END})") from None
-    start, stop = doc.find(BEGIN), doc.find(END, doc.find(BEGIN) + 1)
-    if start < 0 or stop < 0:
-        raise BenchError(f"{path}: the markers {BEGIN} and {END} are missing")
-    doc = doc[:start + len(BEGIN)] + "\n" + text + doc[stop:]
-    with open(path, "w") as f:
-        f.write(doc)
+def update_docs():
+    """The pages' generated blocks from the JSON just written (scripts/update-numbers.py
+    renders them: `trace-results` in docs/results-traces.md, `readme-trace-results` in
+    the README), so that its check and this script agree."""
+    import subprocess
+    tool = os.path.join(ROOT, "scripts", "update-numbers.py")
+    run = subprocess.run([sys.executable, tool, "--pages", DOC_PATH,
+                          os.path.join(ROOT, "README.md")], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise BenchError(f"scripts/update-numbers.py: {run.stdout}{run.stderr}".strip())
 
 
 def main(argv=None):
@@ -805,7 +804,7 @@ def main(argv=None):
                 f.write("\n")
         plot(data, args.plot)
         if args.update_docs:
-            update_docs(text)
+            update_docs()
     except BenchError as e:
         print(f"eval_traces: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ fixed seed; no model hub is reachable), served by vLLM's CPU build in eager mode
 the shipped topk_softmax policy (the model's own routing). Prompts: the 8 of the plugin
 test, 24 new tokens each, batched by vLLM's scheduler (prefill, then decode steps).
 The routing of a random-weight model is not a trained model's: this trace shows the
-capture path end to end; traces/public/ holds real models' routing.
+capture path end to end; shared/traces/public/ holds real models' routing (docs/public-traces.md).
 """
 import argparse
 import json

@@ -51,7 +51,7 @@ Two public GitHub repositories, each read at a pinned commit. Neither states a l
 
   qwen1.5-moe-gsm8k25-decode  the first 64 of the 127 decode calls (25 requests in every
                               one of them; 1600 tokens), layers 0, 8, 12, 18, 23.
-  qwen1.5-moe-gsm8k25-full    (not committed: 5 MB; written only when named) every real
+  qwen1.5-moe-gsm8k25-full    (5 MB; written only when named) every real
                               forward call: the prefill calls (65 and 1406 tokens) and
                               all 127 decode calls (4357 tokens).
 
@@ -105,18 +105,22 @@ What is derived
 
 Usage
 -----
-  scripts/convert_public_trace.py                   # the committed traces -> traces/public/
+  scripts/convert_public_trace.py                   # the listed traces -> shared/traces/public/
   scripts/convert_public_trace.py --check           # reconvert and compare with the
-                                                    # committed traces (exit 1 on a diff)
+                                                    # traces there (exit 1 on a diff)
   scripts/convert_public_trace.py qwen1.5-moe-gsm8k25-full --out /tmp/traces
   scripts/convert_public_trace.py --repo OWNER/NAME=/path/to/clone ...
 
-Each source repository is read with git (`git cat-file` of COMMIT:PATH) from a clone or
-mirror that holds the commit: by default /work/.mirror/OWNER+NAME/repo (the session tool
-`fetch github:OWNER/NAME` puts it there), else `git clone https://github.com/OWNER/NAME`
-and pass --repo OWNER/NAME=PATH. The git blob id of every file read is checked against
-the one pinned here, so a conversion reads exactly the bytes the committed traces came
-from.
+Each source repository is read with git (`git cat-file` of COMMIT:PATH) from a clone
+that holds the commit: by default shared/sources/OWNER+NAME (`git clone
+https://github.com/OWNER/NAME shared/sources/OWNER+NAME`), else --repo OWNER/NAME=PATH.
+The git blob id of every file read is checked against the one pinned here, so a
+conversion reads exactly the bytes the documented traces came from.
+
+The converted traces are not committed: they are derived from other people's data
+(whose repositories state no license), so they live in the checkout's git-ignored
+shared/ folder; the repository carries this converter, the provenance and the results
+measured on them (docs/public-traces.md, docs/results-traces.md).
 """
 from __future__ import annotations
 
@@ -134,8 +138,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_OUT = os.path.join(ROOT, "traces", "public")
-DEFAULT_MIRROR_ROOT = "/work/.mirror"
+DEFAULT_OUT = os.path.join(ROOT, "shared", "traces", "public")
+DEFAULT_SOURCES = os.path.join(ROOT, "shared", "sources")
 NO_LICENSE = "none stated (the repository has no license file at any commit)"
 
 MIXTRAL_REPO = "Mario928/speculative-moe"
@@ -162,7 +166,7 @@ MIXTRAL_MODEL = "neuralmagic/Mixtral-8x7B-Instruct-v0.1-FP8"
 MIXTRAL_E, MIXTRAL_K, MIXTRAL_LAYERS = 8, 2, 32
 QWEN_MODEL = "Qwen/Qwen1.5-MoE-A2.7B-Chat"
 QWEN_E, QWEN_K, QWEN_LAYERS, QWEN_REQUESTS = 60, 4, (0, 8, 12, 18, 23), 25
-QWEN_DECODE_KEPT = 64  # decode calls in the committed trace (of 127)
+QWEN_DECODE_KEPT = 64  # decode calls in the default trace (of 127)
 
 
 def _metrics(k: int, absolute: str) -> dict:
@@ -243,8 +247,8 @@ class Source:
 
     def __init__(self, repo: str, git_dir: str):
         if not os.path.isdir(git_dir):
-            sys.exit(f"error: {git_dir}: no such directory; fetch github:{repo} (or git "
-                     f"clone https://github.com/{repo}) and pass --repo {repo}=PATH")
+            sys.exit(f"error: {git_dir}: no such directory; git clone "
+                     f"https://github.com/{repo} there, or pass --repo {repo}=PATH")
         self.repo, self.git_dir = repo, git_dir
         self.commit, self.blobs = SOURCES[repo]
         self.read_files = []
@@ -481,7 +485,7 @@ def convert_qwen(fmt, src: Source, full: bool):
     prefill_sizes = ", ".join(str(size[i]) for i in prefill)
     kept_text = (f"every real call: {len(prefill)} prefill calls ({prefill_sizes} tokens) "
                  f"and all {len(decode)} decode calls" if full else
-                 f"SUBSAMPLED to keep the committed data small: the first "
+                 f"SUBSAMPLED to keep the data small: the first "
                  f"{QWEN_DECODE_KEPT} of the {len(decode)} decode calls (all "
                  f"{QWEN_REQUESTS} requests run in each; `--full`, i.e. the trace "
                  f"qwen1.5-moe-gsm8k25-full, writes every call)")
@@ -506,7 +510,7 @@ def convert_qwen(fmt, src: Source, full: bool):
                   np.array(phase, np.uint8), step, meta)
 
 
-# name -> (source repository, converter, committed)
+# name -> (source repository, converter, written by default)
 CONVERTERS = {
     "mixtral-8x7b-humaneval0": (MIXTRAL_REPO, convert_mixtral_humaneval0, True),
     "mixtral-8x7b-decode-4req": (MIXTRAL_REPO, convert_mixtral_decode_4req, True),
@@ -540,17 +544,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     committed = [n for n, (_, _, c) in CONVERTERS.items() if c]
     ap.add_argument("names", nargs="*",
-                    help=f"traces (default the committed ones: {', '.join(committed)}; "
+                    help=f"traces (default: {', '.join(committed)}; "
                          f"also: {', '.join(n for n in CONVERTERS if n not in committed)})")
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output root (default traces/public)")
+    ap.add_argument("--out", default=DEFAULT_OUT,
+                    help="output root (default shared/traces/public)")
     ap.add_argument("--repo", action="append", default=[], metavar="OWNER/NAME=PATH",
-                    help="a git clone or mirror of a source repository (default "
-                         f"{DEFAULT_MIRROR_ROOT}/OWNER+NAME/repo)")
+                    help="a git clone of a source repository (default "
+                         "shared/sources/OWNER+NAME)")
     ap.add_argument("--check", action="store_true",
                     help="convert into a temporary directory and compare with --out")
     args = ap.parse_args(argv)
-    git_dirs = {repo: os.path.join(DEFAULT_MIRROR_ROOT, repo.replace("/", "+"), "repo")
-                for repo in SOURCES}
+    git_dirs = {repo: os.path.join(DEFAULT_SOURCES, repo.replace("/", "+")) for repo in SOURCES}
     for spec in args.repo:
         name, sep, path = spec.partition("=")
         if not sep or name not in SOURCES:
@@ -578,7 +582,7 @@ def main(argv=None):
             if args.check:
                 diffs = _compare(target, os.path.join(args.out, name))
                 failed += bool(diffs)
-                line += ": " + ("matches the committed trace" if not diffs
+                line += ": " + ("matches the trace in --out" if not diffs
                                 else "DIFFERS: " + "; ".join(diffs))
             else:
                 line += f" -> {target}"

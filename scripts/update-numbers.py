@@ -718,6 +718,25 @@ def r_readme_headlines(src):
     return "\n".join(lines)
 
 
+# --- the seed systems on real routing traces (bench/eval_traces.py) ----------------------
+
+def _eval_traces():
+    """bench/eval_traces.py's table renderers (they read only the JSON)."""
+    # (this checkout's bench/, also when ROOT is a scratch copy of the pages)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))), "bench"))
+    import eval_traces
+    return eval_traces
+
+
+def r_trace_results(src):
+    return _eval_traces().markdown(src.json("trace-results.json"))
+
+
+def r_readme_trace_results(src):
+    return "\n".join(_eval_traces().summary(src.json("trace-results.json")))
+
+
 RENDERERS = {
     "help-moe-run": (native_tool("moe-run", "Switchyard options:"), "build/bin/moe-run --help"),
     "help-moe-compile": (native_tool("moe-compile", "Switchyard options:"),
@@ -748,6 +767,9 @@ RENDERERS = {
     "vllm-route": (r_vllm_route, "docs/vllm-route.json"),
     "vllm-engine": (r_vllm_engine, "docs/vllm-engine.json"),
     "readme-vllm-engine": (r_vllm_engine, "docs/vllm-engine.json"),
+    "trace-results": (r_trace_results, "docs/trace-results.json (bench/eval_traces.py)"),
+    "readme-trace-results": (r_readme_trace_results,
+                             "docs/trace-results.json (bench/eval_traces.py)"),
     "readme-headlines": (r_readme_headlines, "scripts/demo.py, docs/gpu-results.json, "
                          "docs/bench-routers.json, docs/memory-modes.json"),
 }
@@ -786,10 +808,6 @@ def render_page(path, text, src, problems):
 def hand_written_tables(path, text):
     """Lines of markdown tables with a digit outside generated blocks."""
     stripped = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
-    # The README's real-trace table is written by the lead from the trace evaluations
-    # (`<!-- real-trace-table -->` up to the next heading); it is not checked here yet.
-    stripped = re.sub(r"^<!-- real-trace-table -->\n.*?(?=^#)",
-                      lambda m: "\n" * m.group(0).count("\n"), stripped, flags=re.S | re.M)
     stripped = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), stripped,
                       flags=re.S | re.M)
     bad = []
