@@ -64,7 +64,7 @@ class EplbHistory:
     """EPLB plans from the trace's own history, one layer at a time."""
 
     def __init__(self, experts: int, ranks: int, groups: Optional[int], window: int,
-                 redundant: int, knobs: Optional[dict] = None):
+                 redundant: int):
         from .. import compile as _compile
         if window <= 0:
             raise InputError(f"balance window = {window}: must be a positive number of steps")
@@ -76,7 +76,6 @@ class EplbHistory:
         self.rule = _compile("eplb", entry="eplb", experts=experts, groups=groups, nodes=1,
                              devices=ranks, slots=experts + redundant,
                              outputs=["phy2log", "replica_count", "gpu_loads_after"])
-        self.knobs = knobs or {}
         self.ranks, self.window = ranks, window
 
     def plans(self, step_counts: List[np.ndarray]) -> List[Optional[tuple]]:
@@ -86,7 +85,7 @@ class EplbHistory:
         for i in range(len(step_counts)):
             if i and i % self.window == 0:
                 history = np.sum(step_counts[i - self.window:i], axis=0).astype(np.float32)
-                result = self.rule(loads=history, knobs=self.knobs)
+                result = self.rule(loads=history)
                 plan = (np.asarray(result["phy2log"]), np.asarray(result["replica_count"]))
             out.append(plan)
         return out

@@ -2,6 +2,7 @@
 
     moe-eval TRACE --policy P [--set k=v ...] [--sweep knob=a:b[:step] ...]
              [--ranks N] [--balance home,eplb,libra] [--balance-window S] [--redundant R]
+             [--balance-set k=v ...]
              [--hardware h100,h200,a100,this-cpu] [--model CONFIG] [--batch-sizes 1,8,..]
              [--memory dynaexq,expertflow --cache-experts N] [--memory-set k=v ...]
              [--groups G] [--shape name=value ...] --json OUT [--plots DIR]
@@ -173,6 +174,9 @@ def main(argv=None) -> int:
                         help="EPLB: replan every STEPS steps from the last STEPS (default 4)")
     parser.add_argument("--redundant", type=int,
                         help="EPLB: redundant expert slots (default: one per rank)")
+    parser.add_argument("--balance-set", action="append", metavar="KNOB=VALUE",
+                        help="a knob of the balancing rules (Libra: extra_experts, alpha, "
+                        "epsilon)")
     parser.add_argument("--hardware", metavar="PROFILES",
                         help="bytes read and modeled layer time on these profiles "
                         "(h100, h200, a100, this-cpu; comma-separated)")
@@ -206,7 +210,8 @@ def main(argv=None) -> int:
         report = evaluate(
             args.trace, args.policy, knobs=_pairs(args.set, "--set"), sweep=args.sweep,
             ranks=args.ranks, balance=args.balance, balance_window=args.balance_window,
-            redundant=args.redundant, hardware=args.hardware, model=args.model,
+            redundant=args.redundant, balance_knobs=_pairs(args.balance_set, "--balance-set"),
+            hardware=args.hardware, model=args.model,
             expert_dtype=args.expert_dtype, batch_sizes=args.batch_sizes,
             memory=args.memory, cache_experts=args.cache_experts,
             memory_interval=args.memory_interval,

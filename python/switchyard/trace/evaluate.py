@@ -144,8 +144,7 @@ class Options:
         self.eplb = self.libra = None
         if ranks > 1 and "eplb" in self.balance:
             self.eplb = _balance.EplbHistory(E, ranks, trace.groups, balance_window,
-                                             ranks if redundant is None else redundant,
-                                             balance_knobs)
+                                             ranks if redundant is None else redundant)
         if ranks > 1 and "libra" in self.balance:
             self.libra = _balance.LibraOracle(E, ranks, balance_knobs)
         self.geometry = _hardware.expert_geometry(trace, model, expert_dtype)
@@ -358,7 +357,8 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     "layers": {layer: {phase: metrics}}, "speedup_vs_batch"?}]}.
 
     ranks, balance ("home", "eplb", "libra"; a list or comma-separated), balance_window,
-    redundant, balance_knobs: expert-parallel imbalance (balance.py).
+    redundant, balance_knobs (Libra's knobs; EPLB has none): expert-parallel imbalance
+    (balance.py).
     hardware (profile names: h100, h200, a100, this-cpu), model (a config.json path or
     dict for the experts' sizes; default: meta.json's), expert_dtype, batch_sizes:
     bytes read, modeled layer time and speedup (hardware.py).
