@@ -395,6 +395,18 @@ def check_balance(sy_trace, trace, check):
               for m in report["results"][0]["layers"].values()))
     check("balance: options recorded",
           report["options"]["balance"] == ["home", "eplb", "libra"])
+    tuned = sy_trace.evaluate(trace, "topk_softmax", ranks=ranks, balance="libra",
+                              balance_knobs={"extra_experts": 2, "alpha": 1.0})
+    want = []
+    for tokens in steps_of(trace):
+        ids = top2_ids(trace, LAYERS[0])[tokens]
+        req = rref.gpu_requests(ids, trace.request_ids[tokens] % ranks, ranks, E)
+        _, after = rref.libra_shard(req, rref.libra_replicate(req, 2, 1.0), 0.05)
+        want.append(float(rref.imbalance(after)[0]))
+    got = tuned["results"][0]["layers"][str(LAYERS[0])]["all"]["ep_imbalance_libra"]
+    check("balance: Libra's knobs (extra_experts 2, alpha 1) reach the rule",
+          abs(got - np.mean(want)) <= 1e-5 and "ep_imbalance_eplb" not in
+          tuned["results"][0]["layers"][str(LAYERS[0])]["all"], f"({got} != {np.mean(want)})")
 
 
 def check_hardware(sy, sy_trace, trace, check):
