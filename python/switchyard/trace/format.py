@@ -127,17 +127,23 @@ def save_trace(trace: Trace, directory) -> str:
     return directory
 
 
-def _read_meta(directory: str) -> dict:
-    path = os.path.join(directory, "meta.json")
+def read_json_object(path: str, missing: str = "missing") -> dict:
+    """A JSON file holding an object, or FileFormatError naming it."""
     if not os.path.isfile(path):
-        raise FileFormatError(f"{path}: missing (a trace directory has a meta.json)")
+        raise FileFormatError(f"{path}: {missing}")
     try:
         with open(path) as f:
-            meta = json.load(f)
+            value = json.load(f)
     except (OSError, ValueError) as e:
         raise FileFormatError(f"{path}: not readable JSON: {e}") from None
-    if not isinstance(meta, dict):
+    if not isinstance(value, dict):
         raise FileFormatError(f"{path}: not a JSON object")
+    return value
+
+
+def _read_meta(directory: str) -> dict:
+    path = os.path.join(directory, "meta.json")
+    meta = read_json_object(path, "missing (a trace directory has a meta.json)")
     for key in ("num_experts", "top_k"):
         value = meta.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

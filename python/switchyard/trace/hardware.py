@@ -123,16 +123,9 @@ def geometry_meta(config: dict) -> dict:
 
 
 def _config(model) -> dict:
-    if isinstance(model, dict):
-        return model
-    import json
-    try:
-        with open(model) as f:
-            config = json.load(f)
-    except (OSError, ValueError) as e:
-        raise InputError(f"model config {model}: {e}") from None
-    if not isinstance(config, dict):
-        raise InputError(f"model config {model}: not a JSON object")
+    from .format import read_json_object
+    config = model if isinstance(model, dict) else read_json_object(
+        str(model), "missing (the model config.json giving the experts' sizes)")
     return config.get("text_config", config) if "hidden_size" not in config else config
 
 
