@@ -66,6 +66,10 @@ def parse_args():
     args.build = os.path.abspath(args.build)
     if args.python_dir is None:
         args.python_dir = os.path.join(args.build, "python")
+    if args.engine is not None and not (os.path.isfile(args.engine)
+                                        and os.access(args.engine, os.X_OK)):
+        ap.error(f"--engine {args.engine}: not an executable file (the built "
+                 "examples/engine program; leave it out to build one)")
     return args
 
 
@@ -414,12 +418,14 @@ def print_vs_torch(title, rows, device):
     else:
         ref = [("torch_gpu", "torch")]
     cols = sy + ref
-    head = f"{'T':>6s} {'E':>5s}" + "".join(f"{c[1] + ' us':>12s}" for c in cols)
+    head = f"{'T':>6s} {'E':>5s}" + "".join(f"{c[1]:>17s}" for c in cols)
     head += f"{'best torch':>11s}{'torch/ids,w':>13s}{'torch/route':>13s}"
     print(head)
     for r in rows:
         line = f"{r['tokens']:>6d} {r['experts']:>5d}"
-        line += "".join(f"{fmt(r[c[0]]['median_us']):>12s}" for c in cols)
+        line += "".join(
+            f"{fmt(r[c[0]]['median_us']) + ' (' + fmt(r[c[0]]['cpu_median_us']) + ')':>17s}"
+            for c in cols)
         for torch_key, _ in ref:   # every torch column over both sy variants (JSON)
             for sy_key in ("sy_ids_w", "sy_route_only"):
                 r[f"{torch_key}_over_{sy_key}"] = \
@@ -485,6 +491,7 @@ def vs_torch(results, device):
           f"result, 'route' = a copy of the policy reduced to its routing (no union / "
           f"counts / block alignment), ids and weights{threads}; torch/sy: torch at its "
           f"faster thread count ('best torch', per row) over sy, > 1: Switchyard faster) ==")
+    print("   cells: wall us (process CPU us, every thread: a threaded call shows CPU > wall)")
     print_vs_torch(f"topk_softmax k={k} vs torch fused_topk (softmax f32, topk, /sum):",
                    softmax, device)
     print_vs_torch(f"deepseek_v3 E={DSV3['experts']} k={k} groups={DSV3['groups']} "
