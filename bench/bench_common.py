@@ -229,6 +229,22 @@ class OtherLoad:
 
 
 # -- runs ----------------------------------------------------------------------------------
+def guarded(name, main):
+    """main()'s exit status, with the errors bad input or a missing build cause
+    (BenchError, ImportError, ValueError, OSError, the switchyard package's errors)
+    printed as `name: error: ...` and exit status 1 instead of a traceback."""
+    try:
+        return main()
+    except (BenchError, ImportError, ValueError, OSError) as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if not type(e).__module__.startswith("switchyard"):
+            raise
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 1
+
+
 def in_workdir(name, prefix, keep, bench):
     """bench(work) in a fresh temporary directory, removed afterwards unless `keep`; a
     BenchError or ValueError is printed as `name: error: ...` and gives None."""

@@ -66,6 +66,7 @@ import time
 
 import numpy as np
 
+import bench_common
 from bench_common import ROOT
 import gen_trace  # noqa: E402  (scripts/ and test/support: bench_common sets the path)
 from policy_shapes import import_switchyard  # noqa: E402
@@ -275,6 +276,14 @@ def main():
     ranks = [int(x) for x in a.ranks.split(",")]
     skews = [float(x) for x in a.zipf.split(",")]
     a.decode_batch = [int(x) for x in a.decode_batch.split(",")]
+    unknown = [E for E in experts if E not in SHAPES]
+    if unknown:
+        ap.error(f"--experts {unknown[0]}: the modeled shapes are E in "
+                 f"{{{', '.join(map(str, SHAPES))}}}")
+    bad = [(E, n) for E in experts for n in ranks if n < 1 or E % (8 * n)]
+    if bad:
+        ap.error(f"--ranks {bad[0][1]}: must divide E/8 = {bad[0][0] // 8} (EPLB's E/8 "
+                 f"redundant slots are spread evenly over the ranks)")
     rng = np.random.default_rng(a.seed)
     policy = lambda n: os.path.join(ROOT, "policies", n + ".mlir")  # noqa: E731
 
@@ -525,4 +534,4 @@ def plot(rows, path, T):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_common.guarded("bench_ep", main))

@@ -38,7 +38,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True
 import bench_common  # noqa: E402  (sets the path: test/support, test/exec)
-from bench_common import ROOT, BenchError  # noqa: E402
+from bench_common import ROOT  # noqa: E402
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
 
@@ -235,7 +235,4 @@ def plot(rows, bandwidth, rate, path):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BenchError as e:
-        sys.exit(f"bench_exec: error: {e}")
+    sys.exit(bench_common.guarded("bench_exec", main))

@@ -33,7 +33,7 @@ from bench_common import ROOT, Variant, interleave, summarize
 import reference as ref  # noqa: E402  (test/exec: bench_common sets the path)
 from policy_shapes import import_switchyard, native_shape  # noqa: E402
 
-switchyard = import_switchyard()
+switchyard = None   # the build's package, imported by main()
 
 POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep"]
 
@@ -92,6 +92,8 @@ def main():
     parser.add_argument("--json", default=None, help="write every number here")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    global switchyard
+    switchyard = import_switchyard()
 
     host = bench_common.machine(numpy=np.__version__, switchyard=switchyard.__version__)
     print("Host routing throughput: compiled policy (switchyard Router on NumPy arrays) vs "
@@ -151,4 +153,4 @@ def write_json(path, host, args, rows):
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(bench_common.guarded("bench_route", main))

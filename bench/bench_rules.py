@@ -172,4 +172,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(bench_common.guarded("bench_rules", main))
