@@ -293,9 +293,22 @@ def _mixtral_records(data: bytes, path: str):
     return out
 
 
+# The experts' sizes for moe-eval --hardware (hidden x expert intermediate, the weights'
+# dtype), from each model's published config.json (not part of the routing sources).
+MODEL_SIZES = {
+    "mixtral": {"hidden_size": 4096, "moe_intermediate_size": 14336, "expert_dtype": "float8",
+                "sizes_from": "Mixtral-8x7B's config.json (hidden_size 4096, intermediate_size "
+                              "14336); FP8 expert weights as the source's model name says"},
+    "qwen": {"hidden_size": 2048, "moe_intermediate_size": 1408, "expert_dtype": "bfloat16",
+             "sizes_from": "Qwen1.5-MoE-A2.7B's config.json (hidden_size 2048, "
+                           "moe_intermediate_size 1408; the shared expert is not routed)"},
+}
+
+
 def _build(fmt, experts, k, model, src, tokens, layers, entry, request_ids, positions,
            phase, step, meta):
     """tokens: keys in trace order; entry[(layer, key)] = (ids, weights)."""
+    meta = dict(meta, **MODEL_SIZES["mixtral" if src.repo == MIXTRAL_REPO else "qwen"])
     logits, ids, weights = {}, {}, {}
     for layer in layers:
         rows = [entry[(layer, t)] for t in tokens]

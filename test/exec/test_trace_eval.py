@@ -69,6 +69,7 @@ def main():
         check_balance(sy_trace, trace, check)
         check_hardware(sy, sy_trace, trace, check)
         check_memory(sy_trace, trace, check)
+        check_details(sy, sy_trace, trace, check)
         check_cli(args.build, trace, work, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -175,6 +176,10 @@ def check_format(sy, sy_trace, trace, work, check):
            "router_logits.npy", base=plain)
     broken("plain: NaN", save("router_logits.npy", np.stack([nan, nan])),
            "router_logits.npy", base=plain)
+    unknown = trace.logits[2].copy()
+    unknown[9] = -np.inf
+    broken("a token with every logit -inf", save("layer_2.logits.npy", unknown),
+           "layer_2.logits.npy")
 
 
 # --- evaluate(): an independent reference, token by token in float64 ---------------------
@@ -206,7 +211,7 @@ def reference_metrics(trace, ids_of, ranks):
                         if e >= 0:
                             counts[int(e)] += 1
                 active.append(sum(1 for c in counts if c))
-                tpe_mean.append(sum(counts) / E)
+                tpe_mean.append(sum(counts) / max(sum(1 for c in counts if c), 1))
                 tpe_max.append(max(counts))
                 per = E // ranks
                 loads = [sum(counts[r * per:(r + 1) * per]) for r in range(ranks)]
@@ -547,6 +552,49 @@ def check_memory(sy_trace, trace, check):
                   type(e).__name__ == "InputError" and needle in str(e), f"({e!r})")
 
 
+def check_details(sy, sy_trace, trace, check):
+    """Relative mass, Libra without request ids, float sweeps, batch sizes on a trace
+    without the model's ids."""
+    sys.path.insert(0, HERE)
+    import rules_reference as rref
+    from switchyard.trace.evaluate import parse_sweep
+    report = sy_trace.evaluate(trace, "xshare", knobs={"budget": 0})
+    rel = [m["mass_kept_relative"] - m["mass_kept_mean"] / m["model_mass_kept_mean"]
+           for phases in report["results"][0]["layers"].values() for m in phases.values()]
+    check("mass_kept_relative = mass kept / the model's mass kept", max(map(abs, rel)) < 1e-12)
+
+    anonymous = sy_trace.Trace(num_experts=E, top_k=K, logits=trace.logits, ids=trace.ids,
+                               weights=trace.weights, phase=trace.phase, step=trace.step)
+    got = sy_trace.evaluate(anonymous, "topk_softmax", ranks=4, balance="libra")
+    want = []
+    for tokens in steps_of(trace):
+        req = rref.gpu_requests(top2_ids(trace, LAYERS[0])[tokens],
+                                np.arange(tokens.size) % 4, 4, E)
+        _, after = rref.libra_shard(req, rref.libra_replicate(req, 4, 0.5), 0.05)
+        want.append(float(rref.imbalance(after)[0]))
+    value = got["results"][0]["layers"][str(LAYERS[0])]["all"]["ep_imbalance_libra"]
+    check("Libra on a trace without request ids: tokens round-robin over the ranks",
+          abs(value - np.mean(want)) <= 1e-5
+          and "no request ids" in got["options"]["libra_token_rank"], f"({value})")
+
+    name, values = parse_sweep("alpha=0.1:0.7:0.2")
+    check("float sweeps: 0.1, 0.3, 0.5, 0.7 (no 0.30000000000000004)",
+          values == [0.1, 0.3, 0.5, 0.7], values)
+
+    no_ids = sy_trace.Trace(num_experts=E, top_k=K, logits=trace.logits, phase=trace.phase,
+                            step=trace.step)
+    model = {"hidden_size": 64, "moe_intermediate_size": 32}
+    curve = sy_trace.evaluate(no_ids, "topk_softmax", hardware="h100", model=model,
+                              batch_sizes=[2])["results"][0]["speedup_vs_batch"]
+    check("batch sizes without the model's ids: the top-k of the logits is the baseline",
+          curve["speedup"]["h100"] == [1.0], curve)
+    try:
+        sy_trace.evaluate(trace, "topk_softmax", cache_experts=4)
+        check("cache_experts without memory rules is an error", False, "(no error)")
+    except sy.InputError as e:
+        check("cache_experts without memory rules is an error", "--memory" in str(e), str(e))
+
+
 def check_cli(build, trace, work, check):
     native = os.path.join(work, "native")
     out, plots = os.path.join(work, "eval.json"), os.path.join(work, "plots")
@@ -566,6 +614,19 @@ def check_cli(build, trace, work, check):
     png = os.path.join(plots, "pareto.png")
     check("moe-eval: plot written (a PNG)", os.path.isfile(png)
           and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n")
+    unwritable = subprocess.run(
+        [sys.executable, "-m", "switchyard.trace", native, "--policy", "xshare", "--json",
+         os.path.join(work, "no", "such", "dir", "out.json")],
+        env=env, capture_output=True, text=True)
+    check("moe-eval: an unwritable --json exits 2 naming it, before evaluating",
+          unwritable.returncode == 2 and "--json" in unwritable.stderr
+          and "Traceback" not in unwritable.stderr, unwritable.stderr)
+    decode = subprocess.run(
+        [sys.executable, "-m", "switchyard.trace", native, "--policy", "xshare", "--phase",
+         "decode", "--json", out], env=env, capture_output=True, text=True)
+    check("moe-eval --phase decode: the summary shows the model's and the relative mass",
+          decode.returncode == 0 and "mass_kept_relative" in decode.stdout
+          and "model_mass_kept_mean" in decode.stdout, decode.stdout + decode.stderr)
     bad = subprocess.run([sys.executable, "-m", "switchyard.trace", os.path.join(work, "none"),
                           "--policy", "xshare", "--json", out],
                          env=env, capture_output=True, text=True)

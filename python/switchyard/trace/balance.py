@@ -13,7 +13,9 @@ the imbalance of a step is max rank load / mean rank load (1 = balanced).
          the first window runs on the home placement. The plan comes from history: it
          shows what EPLB achieves on a workload that drifts.
   libra  the @libra rule on each step's own routing (token t's rank: its request id
-         mod ranks, data-parallel attention): replication plus remote-token sharding.
+         mod ranks, data-parallel attention; a trace without request ids spreads a
+         step's tokens round-robin, by their index in the step): replication plus
+         remote-token sharding.
          Libra predicts the routing one layer ahead from the hidden states, which a
          trace does not hold, so this is the plan of a perfect predictor: an upper
          bound of Libra's effect.
@@ -99,7 +101,8 @@ class LibraOracle:
         self.knobs = knobs or {}
         self._rules: Dict[int, object] = {}
 
-    def imbalance(self, ids: np.ndarray, request_ids: np.ndarray) -> Optional[float]:
+    def imbalance(self, ids: np.ndarray, request_ids: Optional[np.ndarray]) -> Optional[float]:
+        """`request_ids` None: the trace has none (tokens round-robin over the ranks)."""
         if not np.any(ids >= 0):
             return None
         from .. import compile as _compile
@@ -111,7 +114,8 @@ class LibraOracle:
                             devices=self.ranks, hidden_size=8, allow_unused=True,
                             outputs=["loads_after", "imbalance_after"])
             self._rules[width] = rule
-        token_rank = (np.asarray(request_ids, np.int64) % self.ranks).astype(np.int32)
+        owner = np.arange(ids.shape[0]) if request_ids is None else request_ids
+        token_rank = (np.asarray(owner, np.int64) % self.ranks).astype(np.int32)
         result = rule(next_topk_ids=np.ascontiguousarray(ids, np.int32),
                       token_gpu=token_rank, knobs=self.knobs)
         return float(np.asarray(result["imbalance_after"]).reshape(-1)[0])

@@ -39,33 +39,50 @@ def _pairs(items, what):
     return out
 
 
-def setting_points(report):
-    """(knobs, experts_active_mean, mass_kept_mean) per result: phase "all", mean over
-    layers."""
+def _phase_metrics(result, phase):
+    """The layers' metrics of `phase` (layers without tokens of the phase left out)."""
+    return [phases[phase] for phases in result["layers"].values() if phase in phases]
+
+
+def setting_points(report, phase=ALL):
+    """(knobs, experts_active_mean, mass_kept_mean) per result: mean over layers."""
     points = []
     for result in report["results"]:
-        layers = [phases[ALL] for phases in result["layers"].values()]
+        layers = _phase_metrics(result, phase)
+        if not layers:
+            raise InputError(f"--phase {phase}: the trace has no {phase} tokens")
         active = sum(m["experts_active_mean"] for m in layers) / len(layers)
         mass = sum(m["mass_kept_mean"] for m in layers) / len(layers)
         points.append((result["knobs"], active, mass))
     return points
 
 
-SUMMARY_KEYS = ("model_experts_active_mean", "ep_imbalance", "ep_imbalance_eplb",
-                "ep_imbalance_libra", "dynaexq_hi_hit_rate", "expertflow_hit_rate",
-                "expertflow_stall_ms_mean")
+def model_point(report, phase=ALL):
+    """(model_experts_active_mean, model_mass_kept_mean) averaged over layers, or None."""
+    layers = _phase_metrics(report["results"][0], phase)
+    if not layers or "model_experts_active_mean" not in layers[0]:
+        return None
+    return (sum(m["model_experts_active_mean"] for m in layers) / len(layers),
+            sum(m["model_mass_kept_mean"] for m in layers) / len(layers))
 
 
-def layer_means(result):
-    """Phase "all" metrics averaged over layers: SUMMARY_KEYS and modeled_speedup per
-    profile (layers without the value are left out)."""
-    phases = [p[ALL] for p in result["layers"].values()]
+SUMMARY_KEYS = ("model_experts_active_mean", "model_mass_kept_mean", "mass_kept_relative",
+                "ep_imbalance", "ep_imbalance_eplb", "ep_imbalance_libra",
+                "dynaexq_hi_hit_rate", "expertflow_hit_rate", "expertflow_stall_ms_mean")
+
+
+def layer_means(result, phase=ALL, ranks=1):
+    """The phase's metrics averaged over layers: SUMMARY_KEYS (imbalance only with
+    ranks > 1) and modeled_speedup per profile (layers without the value left out)."""
+    phases = _phase_metrics(result, phase)
     out = {}
     for key in SUMMARY_KEYS:
+        if key.startswith("ep_imbalance") and ranks <= 1:
+            continue
         values = [m[key] for m in phases if m.get(key) is not None]
-        if values and not (key == "ep_imbalance" and phases[0].get("ep_imbalance") is None):
+        if values:
             out[key] = sum(values) / len(values)
-    for name in (phases[0].get("modeled_speedup") or {}):
+    for name in (phases[0].get("modeled_speedup") or {}) if phases else ():
         values = [m["modeled_speedup"][name] for m in phases
                   if m["modeled_speedup"].get(name) is not None]
         if values:
@@ -82,25 +99,31 @@ def pareto_front(points):
     return sorted(front, key=lambda p: (p[1], p[2]))
 
 
-def write_plots(report, directory):
+def write_plots(report, directory, phase=ALL):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
-    points = setting_points(report)
+    points = setting_points(report, phase)
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    ax.scatter([p[1] for p in points], [p[2] for p in points], color="0.6", label="settings")
     ax.plot([p[1] for p in front], [p[2] for p in front], "o-", color="C0",
-            label="Pareto front")
+            label="Pareto front", zorder=1)
+    ax.scatter([p[1] for p in points], [p[2] for p in points], color="0.5", s=14,
+               label="settings", zorder=2)
+    model = model_point(report, phase)
+    if model is not None:
+        ax.scatter([model[0]], [model[1]], marker="*", s=140, color="C3",
+                   label="the model's own top-k", zorder=3)
     for knobs, x, y in front:
         if knobs:
             ax.annotate(",".join(f"{k}={v}" for k, v in knobs.items()), (x, y),
                         textcoords="offset points", xytext=(4, -10), fontsize=7)
-    ax.set_xlabel("distinct experts per forward pass (mean over layers)")
+    ax.set_xlabel(f"distinct experts per forward pass (mean over layers; {phase} tokens)")
     ax.set_ylabel("softmax mass kept per token")
-    ax.set_title(f"{os.path.basename(str(report['policy']))} on {report['trace']}", fontsize=9)
+    trace = os.path.basename(os.path.normpath(str(report["trace"]))) or str(report["trace"])
+    ax.set_title(f"{os.path.basename(str(report['policy']))} on {trace}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     paths = [_save(fig, directory, "pareto.png")]
@@ -134,7 +157,7 @@ def write_plots(report, directory):
         ax.axhline(1.0, color="0.7", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"batch size ({curves[0]['speedup_vs_batch']['tokens']} tokens)")
-        ax.set_ylabel("modeled MoE-layer speedup over the model's top-k")
+        ax.set_ylabel("modeled speedup over the model's top-k")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         paths.append(_save(fig, directory, "speedup.png"))
@@ -201,9 +224,14 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", action="append", metavar="NAME=VALUE",
                         help="another shape parameter of the policy (e.g. topk_groups=2)")
     parser.add_argument("--json", required=True, metavar="OUT", help="the report to write")
-    parser.add_argument("--plots", metavar="DIR", help="write DIR/pareto.png")
+    parser.add_argument("--plots", metavar="DIR",
+                        help="write DIR/pareto.png, and imbalance.png (--ranks > 1) and "
+                        "speedup.png (--batch-sizes)")
+    parser.add_argument("--phase", default=ALL, choices=[ALL, "prefill", "decode", "verify"],
+                        help="the phase the printed summary and the plots show (default all)")
     args = parser.parse_args(argv)
     try:
+        _check_outputs(args.json, args.plots)
         shape = _pairs(args.shape, "--shape")
         if args.groups is not None:
             shape["groups"] = args.groups
@@ -216,20 +244,43 @@ def main(argv=None) -> int:
             memory=args.memory, cache_experts=args.cache_experts,
             memory_interval=args.memory_interval,
             memory_knobs=_pairs(args.memory_set, "--memory-set"), **shape)
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+        points = setting_points(report, args.phase)
+        for result, (knobs, active, mass) in zip(report["results"], points):
+            label = " ".join(f"{k}={v}" for k, v in knobs.items()) or "(defaults)"
+            extra = "".join(f", {name} {value:.3f}" for name, value
+                            in layer_means(result, args.phase, report["ranks"]).items())
+            print(f"{label}: experts_active_mean {active:.3f}, mass_kept_mean {mass:.4f}"
+                  f"{extra}")
+        if args.plots:
+            for path in write_plots(report, args.plots, args.phase):
+                print(f"wrote {path}")
     except SwitchyardError as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=1)
-        f.write("\n")
-    for result, (knobs, active, mass) in zip(report["results"], setting_points(report)):
-        label = " ".join(f"{k}={v}" for k, v in knobs.items()) or "(defaults)"
-        extra = "".join(f", {name} {value:.3f}" for name, value in layer_means(result).items())
-        print(f"{label}: experts_active_mean {active:.3f}, mass_kept_mean {mass:.4f}{extra}")
-    if args.plots:
-        for path in write_plots(report, args.plots):
-            print(f"wrote {path}")
+    except OSError as e:
+        print(f"moe-eval: {e}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _check_outputs(json_path, plots):
+    """--json and --plots usable before the evaluation runs (not after a long one)."""
+    folder = os.path.dirname(os.path.abspath(json_path))
+    if os.path.isdir(json_path) or not os.path.isdir(folder) \
+            or not os.access(folder, os.W_OK):
+        raise InputError(f"--json {json_path}: cannot be written (a directory, or its "
+                         f"folder does not exist or is not writable)")
+    if plots:
+        try:
+            os.makedirs(plots, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--plots {plots}: not a directory that can be made "
+                             f"({e.strerror})") from None
+        if not os.access(plots, os.W_OK):
+            raise InputError(f"--plots {plots}: not writable")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ step's logits, as an engine would batch them. Per layer and per phase ("prefill"
   mass_kept_mean              per token, the softmax probability (of the float32 logits)
                               of the distinct experts chosen, summed; mean over tokens
                               (model_mass_kept_mean: the trace's ids)
-  tokens_per_expert_mean/_max per step, the token-expert assignments per expert: mean
-                              and max over experts; averaged over steps
+  tokens_per_expert_mean/_max per step, the token-expert assignments per active expert
+                              (mean) and of the busiest expert (max); averaged over steps
   ep_imbalance                experts in `ranks` contiguous equal blocks (the home
                               placement): max rank load / mean rank load per step,
                               averaged over steps with any load
@@ -75,7 +75,10 @@ def parse_sweep(spec: str):
     if step <= 0 or stop < start:
         raise InputError(f"sweep '{spec}': needs start <= stop and step > 0")
     count = int(np.floor((stop - start) / step + 1e-9)) + 1
-    return name, [start + i * step for i in range(count)]
+    values = [start + i * step for i in range(count)]
+    if any(isinstance(v, float) for v in values):   # 0.1 + 2 * 0.1 -> 0.3, not 0.30000000000000004
+        values = [float(f"{v:.12g}") for v in values]
+    return name, values
 
 
 def _number(text):
@@ -140,7 +143,9 @@ class Options:
                              f"= {E} (the home placement splits the experts into equal "
                              f"contiguous blocks)")
         self.ranks = ranks
-        self.balance = _balance.parse_rules(balance)
+        self.balance = _balance.parse_rules(balance) if ranks > 1 else []
+        if ranks == 1:
+            _balance.parse_rules(balance)   # still checked
         self.eplb = self.libra = None
         if ranks > 1 and "eplb" in self.balance:
             self.eplb = _balance.EplbHistory(E, ranks, trace.groups, balance_window,
@@ -150,20 +155,24 @@ class Options:
         self.geometry = _hardware.expert_geometry(trace, model, expert_dtype)
         self.profiles = _hardware.profiles(hardware) if hardware else {}
         if self.profiles and self.geometry is None:
-            raise InputError("hardware profiles need the experts' sizes: pass model= (a "
-                             "config.json with hidden_size and moe_intermediate_size) or "
-                             "record them in the trace's meta.json")
+            raise InputError("hardware profiles need the experts' sizes: pass model= "
+                             "(--model CONFIG: a config.json with hidden_size and "
+                             "moe_intermediate_size) or record them in the trace's meta.json")
         self.batch_sizes = _positive_ints(batch_sizes, "batch size") if batch_sizes else []
         if self.batch_sizes and not self.profiles:
-            raise InputError("batch_sizes model the speedup on a hardware profile: pass "
-                             "hardware= too")
+            raise InputError("batch_sizes (--batch-sizes) model the speedup on a hardware "
+                             "profile: pass hardware= (--hardware) too")
         self.memory = _memory.parse_rules(memory)
         self.dynaexq = self.expertflow = None
+        if cache_experts is not None and not self.memory:
+            raise InputError("cache_experts (--cache-experts) sizes the memory rules: pass "
+                             "memory= (--memory dynaexq,expertflow) too")
         if self.memory:
             if isinstance(cache_experts, bool) or not isinstance(cache_experts, int) \
                     or not 1 <= cache_experts <= E:
-                raise InputError(f"cache_experts = {cache_experts!r}: the memory rules need "
-                                 f"the experts per layer that fit, an integer in [1, {E}]")
+                raise InputError(f"cache_experts (--cache-experts) = {cache_experts!r}: the "
+                                 f"memory rules need the experts per layer that fit, an "
+                                 f"integer in [1, {E}]")
             layers = len(trace.layers)
             if "dynaexq" in self.memory:
                 self.dynaexq = _memory.DynaExqReplay(E, layers, cache_experts,
@@ -174,15 +183,22 @@ class Options:
                                                            cache_experts, self.geometry,
                                                            memory_knobs)
         self.cache_experts = cache_experts
+        self.request_ids_known = trace.request_ids_known
 
     def describe(self) -> dict:
         out = {"ranks": self.ranks, "balance": self.balance}
+        if self.libra:
+            out["libra_token_rank"] = ("request id mod ranks" if self.request_ids_known else
+                                       "index in the step mod ranks (no request ids)")
         if self.geometry:
             out["experts"] = self.geometry
         if self.profiles:
             out["hardware"] = self.profiles
         if self.memory:
             out["memory"] = {"rules": self.memory, "cache_experts": self.cache_experts}
+            if self.expertflow:
+                out["memory"]["expertflow_expert_bytes"] = self.expertflow.expert_bytes
+                out["memory"]["expertflow_expert_bytes_from"] = self.expertflow.bytes_from
             if self.geometry:
                 out["memory"]["cache_bytes_per_layer"] = \
                     self.cache_experts * self.geometry["expert_bytes"]
@@ -208,7 +224,10 @@ def _step_metrics(ids, probs, experts, ranks):
     counts = _counts(ids, experts)
     loads = _balance.rank_loads(counts, ranks)
     rank_active = (counts > 0).reshape(ranks, -1).sum(axis=1)
-    return {"counts": counts, "active": int((counts > 0).sum()), "mean": counts.mean(),
+    active = int((counts > 0).sum())
+    # tokens per ACTIVE expert: over all E it would be T * k / E whatever the policy does
+    return {"counts": counts, "active": active,
+            "mean": counts.sum() / active if active else 0.0,
             "max": counts.max(), "assignments": int(counts.sum()),
             "imbalance": _balance.imbalance(loads), "rank_active_max": int(rank_active.max()),
             "mass": mass_kept(probs, ids)}
@@ -277,7 +296,8 @@ def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
                 for (i, _), s in zip(members, steps))
         if opts.libra:
             metrics["ep_imbalance_libra"] = _mean(
-                opts.libra.imbalance(ids[t], trace.request_ids[t]) for _, t in members)
+                opts.libra.imbalance(ids[t], trace.request_ids[t] if trace.request_ids_known
+                                     else None) for _, t in members)
         if dynaexq is not None:
             metrics.update(_memory.dynaexq_metrics([dynaexq[i] for i, _ in members],
                                                    [ids[t] for _, t in members]))
@@ -291,6 +311,8 @@ def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
             metrics["model_experts_active_mean"] = model["experts_active_mean"]
             metrics["model_experts_active_p99"] = model["experts_active_p99"]
             metrics["model_mass_kept_mean"] = model["mass_kept_mean"]
+            metrics["mass_kept_relative"] = (metrics["mass_kept_mean"] / model["mass_kept_mean"]
+                                             if model["mass_kept_mean"] > 0 else None)
             metrics["model_rank_experts_active_max"] = model["rank_experts_active_max"]
             if "modeled_time_us" in model:
                 metrics["model_modeled_time_us"] = model["modeled_time_us"]
@@ -311,10 +333,19 @@ def _route(router, policy, trace: Trace, logits: np.ndarray, tokens: np.ndarray,
     return np.asarray(out["topk_ids"], dtype=np.int64)
 
 
+def _model_ids(trace: Trace, layer: int, logits: np.ndarray) -> np.ndarray:
+    """The trace's own ids of the layer, else the top-k of its logits (plain layout)."""
+    if layer in trace.ids:
+        return trace.ids[layer].astype(np.int64)
+    order = np.argsort(-logits, axis=1, kind="stable")[:, :trace.top_k]
+    return np.where(np.isfinite(np.take_along_axis(logits, order, 1)), order, -1)
+
+
 def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options,
                       max_batches: int = 32) -> dict:
-    """Modeled speedup over the model's own routing when the trace's tokens (decode
-    tokens if any, else all; in step order) are regrouped into batches of each size."""
+    """Modeled speedup over the model's own routing (the trace's ids, else the top-k of
+    its logits) when the trace's tokens (decode tokens if any, else all; in step order)
+    are regrouped into batches of each size."""
     decode = np.nonzero(trace.phase == 1)[0]
     pool = decode if decode.size else np.arange(trace.num_tokens)
     pool = pool[np.argsort(trace.step[pool], kind="stable")]
@@ -328,7 +359,7 @@ def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options
         times = {name: [0.0, 0.0] for name in opts.profiles}  # [policy, model]
         for layer in trace.layers:
             logits = trace.layer_logits(layer)
-            model_ids = trace.ids[layer].astype(np.int64)
+            model_ids = _model_ids(trace, layer, logits)
             for tokens in batches:
                 ids = _route(router, policy, trace, logits, tokens, setting)
                 for which, chosen in ((0, ids), (1, model_ids[tokens])):
@@ -375,9 +406,6 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
                    expert_dtype=expert_dtype, batch_sizes=batch_sizes, memory=memory,
                    cache_experts=cache_experts, memory_interval=memory_interval,
                    memory_knobs=memory_knobs, balance_knobs=balance_knobs)
-    if opts.batch_sizes and not trace.ids:
-        raise InputError("batch_sizes compare with the model's own routing: the trace has "
-                         "no ids")
     # devices / slots: the home placement of EP-aware policies (unused by the others)
     bind = {"experts": trace.num_experts, "top_k": trace.top_k, "devices": ranks,
             "slots": trace.num_experts}

@@ -62,6 +62,8 @@ class Trace:
         self.ids = {int(k): v for k, v in (ids or {}).items()}
         self.weights = {int(k): v for k, v in (weights or {}).items()}
         tokens = self.num_tokens
+        # Whether the trace says which request each token belongs to (else all 0).
+        self.request_ids_known = request_ids is not None
         self.request_ids = _default(request_ids, np.zeros(tokens, np.int32), np.int32)
         self.positions = _default(positions, np.arange(tokens, dtype=np.int32), np.int32)
         self.phase = _default(phase, np.zeros(tokens, np.uint8), np.uint8)
@@ -185,6 +187,11 @@ def _check_logits(path: str, logits: np.ndarray, experts: int, tokens: Optional[
         raise FileFormatError(f"{path}: NaN logits (write -inf for an unknown logit)")
     if np.isposinf(values).any():
         raise FileFormatError(f"{path}: +inf logits")
+    unknown = np.argwhere(np.isneginf(values).all(axis=-1))
+    if unknown.size:
+        where = " of layer row ".join(str(int(i)) for i in unknown[0][::-1])
+        raise FileFormatError(f"{path}: token {where} has no finite logit (every expert "
+                              f"-inf)")
 
 
 def load_trace(directory) -> Trace:

@@ -95,6 +95,7 @@ class ExpertFlowReplay:
     def __init__(self, experts: int, top_k: int, layers: int, cache_experts: int,
                  geometry: Optional[dict], knobs: Optional[dict] = None):
         from .. import compile as _compile
+        memory_knobs = knobs
         knobs = dict(knobs or {})
         if geometry and "expert_bytes" not in knobs:
             knobs["expert_bytes"] = int(geometry["expert_bytes"])
@@ -107,6 +108,11 @@ class ExpertFlowReplay:
                              knobs=knobs, freeze_knobs=True)
         self.knobs = {}
         self.expert_bytes = float(knobs.get("expert_bytes", defaults["expert_bytes"]))
+        # Recorded with the results: a stall time from the rule's default size says little.
+        self.bytes_from = ("the experts' sizes" if geometry else
+                           "--memory-set expert_bytes" if "expert_bytes" in (memory_knobs or {})
+                           else "the rule's default (DeepSeek-V2-Lite's): pass --model or "
+                                "--memory-set expert_bytes for the trace's model")
         self.bandwidth = float(knobs.get("bandwidth", defaults["bandwidth"]))
         self.experts = experts
 
