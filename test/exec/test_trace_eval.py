@@ -335,7 +335,9 @@ def check_evaluate(sy, sy_trace, trace, work, check):
                                                                 sweep="budget=4"),
              "budget=4"),
             ("unknown knob", lambda: sy_trace.evaluate(trace, "xshare", knobs={"nope": 1}),
-             "nope")):
+             "nope"),
+            ("a rule, not a router", lambda: sy_trace.evaluate(trace, "eplb"),
+             "--balance")):
         try:
             fn()
             check(f"evaluate error: {label}", False, "(no error)")

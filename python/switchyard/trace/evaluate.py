@@ -25,6 +25,7 @@ step's logits, as an engine would batch them. Per layer and per phase ("prefill"
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -412,6 +413,7 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     if trace.groups is not None:
         bind["groups"] = trace.groups
     bind.update({k: v for k, v in shape.items() if v is not None})
+    _require_router(policy)
     router = _compile(policy, allow_unused=True, **bind)
     step_tokens = _steps(trace.step)
     groups = _phase_groups(trace, step_tokens)
@@ -438,6 +440,19 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     return {"trace": source, "policy": str(policy) if len(str(policy)) < 200 else "<text>",
             "ranks": ranks, "num_experts": trace.num_experts, "top_k": trace.top_k,
             "options": opts.describe(), "results": results}
+
+
+def _require_router(policy) -> None:
+    """A file with rules only (eplb, libra's balance, dynaexq, ...) is not evaluated as a
+    router: say where rules go instead of failing on their shape."""
+    from .._compile import policy_path
+    with open(policy_path(policy), errors="replace") as f:
+        text = f.read()
+    if not re.search(r"^\s*moe\.router\s+@", text, re.M):
+        raise InputError(f"policy '{policy}' has no router (moe.router) to evaluate: "
+                         f"balance rules run through balance= (--balance eplb,libra), "
+                         f"residency and prefetch rules through memory= (--memory "
+                         f"dynaexq,expertflow)")
 
 
 def _steps(step: np.ndarray) -> List[np.ndarray]:
