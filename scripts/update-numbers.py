@@ -521,9 +521,9 @@ def med(row, variant):
     return key(row, "variants", variant, "wall_us", "median", source="docs/bench-routers.json")
 
 
-def torch_best(row):
-    """torch at its faster thread count (the fair baseline): (time, "1t" or "nt")."""
-    return min((med(row, "torch_1t"), "1t"), (med(row, "torch_nt"), "nt"))
+def torch_best(row, lib="torch"):
+    """torch (or HF) at its faster thread count (the fair baseline): (time, "1t" / "nt")."""
+    return min((med(row, f"{lib}_1t"), "1t"), (med(row, f"{lib}_nt"), "nt"))
 
 
 def r_bench_routers(src):
@@ -533,11 +533,13 @@ def r_bench_routers(src):
         last = r["policy"]
         sy = med(r, "sy_route")
         best, threads = torch_best(r)
+        hf, hf_threads = torch_best(r, "hf")
         rows.append([name, r["experts"], r["tokens"], num(sy), num(med(r, "sy_all")),
                      num(med(r, "torch_1t")), num(med(r, "torch_nt")), num(med(r, "hf_1t")),
-                     f"{ratio(best / sy)} ({threads})"])
+                     num(med(r, "hf_nt")), f"{ratio(best / sy)} ({threads})",
+                     f"{ratio(hf / sy)} ({hf_threads})"])
     return table(["policy", "E", "T", "sy route", "sy all", "torch 1t", "torch nt", "HF 1t",
-                  "torch best / sy"], rows)
+                  "HF nt", "torch best / sy", "HF best / sy"], rows)
 
 
 def headline_routers(src):
