@@ -31,16 +31,8 @@ def main():
     from policy_shapes import import_switchyard, native_shape
     sy = import_switchyard(args.build)
 
-    passed = failed = 0
-
-    def check(label, ok, detail=""):
-        nonlocal passed, failed
-        if ok:
-            passed += 1
-            print(f"ok   {label}")
-        else:
-            failed += 1
-            print(f"FAIL {label} {detail}")
+    from checks import Checks
+    check = Checks()
 
     def raises(label, fn, needle, kind=None):
         """`fn` raises a SwitchyardError (of `kind`, when given) whose message holds
@@ -267,8 +259,7 @@ def main():
           f"{sorted(n for n, complete in entries.items() if not complete)}")
 
     shutil.rmtree(cache, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

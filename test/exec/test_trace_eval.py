@@ -50,16 +50,8 @@ def main():
     sy = import_switchyard(args.build)
     import switchyard.trace as sy_trace
 
-    passed = failed = 0
-
-    def check(label, ok, detail=""):
-        nonlocal passed, failed
-        if ok:
-            passed += 1
-            print(f"ok   {label}")
-        else:
-            failed += 1
-            print(f"FAIL {label} {detail}")
+    from checks import Checks
+    check = Checks()
 
     work = tempfile.mkdtemp(prefix="trace-eval-")
     try:
@@ -73,8 +65,7 @@ def main():
         check_cli(args.build, trace, work, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 def check_format(sy, sy_trace, trace, work, check):

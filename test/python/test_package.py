@@ -19,18 +19,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from checks import Checks  # noqa: E402
 
-passed = failed = 0
-
-
-def check(label, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {label}")
-    else:
-        failed += 1
-        print(f"FAIL {label} {detail}")
+check = Checks()
 
 
 def raises(label, fn, error_type, needle):
@@ -414,8 +406,7 @@ def main():
     raises("executor: a missing checkpoint", lambda: sy.Executor(os.path.join(work, "none")),
            sy.SwitchyardError, "none")
 
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":
