@@ -105,6 +105,25 @@ bool readInt32s(const std::string &path, const std::string &flag, int64_t tokens
   return true;
 }
 
+/// A whole decimal integer in [lo, hi].
+bool parseInteger(const std::string &text, int64_t lo, int64_t hi, int64_t &out) {
+  char *end = nullptr;
+  long long n = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || n < lo || n > hi)
+    return false;
+  out = n;
+  return true;
+}
+
+/// The slot `table` maps `name` to, or null.
+template <typename Slot, size_t N>
+Slot *lookup(const std::pair<const char *, Slot *> (&table)[N], const std::string &name) {
+  for (const auto &[option, slot] : table)
+    if (name == option)
+      return slot;
+  return nullptr;
+}
+
 bool parseRange(const std::string &text, int64_t &first, int64_t &last) {
   size_t colon = text.find(':');
   if (colon == std::string::npos)
@@ -332,6 +351,22 @@ bool runJob(Executor &executor, Job &job, bool blockOnly, int64_t repeat,
 } // namespace
 
 std::optional<int> ExecCommand::parse(int argc, char **argv) {
+  // Options whose value is kept as given, and the repeatable knob=value settings.
+  const std::pair<const char *, std::string *> plain[] = {
+      {"--input", &input},
+      {"--out", &out},
+      {"--policy", &options.policyPath},
+      {"--entry", &options.entry},
+      {"--request-ids", &requestIdsPath},
+      {"--positions", &positionsPath},
+      {"--phase", &phaseText},
+      {"--batches", &batchesPath},
+      {"--replay", &replayDir},
+      {"--device", &options.device}};
+  const std::pair<const char *, std::vector<std::string> *> settings[] = {
+      {"--set", &options.knobSettings},
+      {"--libra-set", &options.libraSettings},
+      {"--memory-set", &options.memory.knobSettings}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &slot) {
@@ -344,79 +379,42 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
       return true;
     };
     std::string v;
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kExecUsage);
-      return 0;
-    } else if (a == "--input") {
-      if (!value(input))
+    if (std::string *slot = lookup(plain, a)) {
+      if (!value(*slot))
         return 1;
-    } else if (a == "--out") {
-      if (!value(out))
-        return 1;
-    } else if (a == "--policy") {
-      if (!value(options.policyPath))
-        return 1;
-    } else if (a == "--entry") {
-      if (!value(options.entry))
-        return 1;
-    } else if (a == "--set") {
+    } else if (std::vector<std::string> *list = lookup(settings, a)) {
       if (!value(v))
         return 1;
       if (v.find('=') == std::string::npos)
-        return fail("--set '" + v + "' is not of the form knob=value");
-      options.knobSettings.push_back(v);
-    } else if (a == "--request-ids") {
-      if (!value(requestIdsPath))
-        return 1;
-    } else if (a == "--positions") {
-      if (!value(positionsPath))
-        return 1;
-    } else if (a == "--phase") {
-      if (!value(phaseText))
-        return 1;
+        return fail(a + " '" + v + "' is not of the form knob=value");
+      list->push_back(v);
+    } else if (a == "-h" || a == "--help") {
+      std::printf("%s", kExecUsage);
+      return 0;
     } else if (a == "--layers") {
       if (!value(v))
         return 1;
       if (!parseRange(v, options.firstLayer, options.lastLayer))
         return fail("--layers '" + v +
                     "' is not A:B (checkpoint layer indices, A <= l < B)");
-    } else if (a == "--batches") {
-      if (!value(batchesPath))
-        return 1;
     } else if (a == "--block-only") {
       blockOnly = true;
-    } else if (a == "--replay") {
-      if (!value(replayDir))
-        return 1;
-    } else if (a == "--device") {
-      if (!value(options.device))
-        return 1;
-
     } else if (a == "--ep") {
       if (!value(v))
         return 1;
-      char *end = nullptr;
-      ep = std::strtoll(v.c_str(), &end, 10);
-      if (*end || ep < 1 || ep > 4096)
+      if (!parseInteger(v, 1, 4096, ep))
         return fail("--ep '" + v + "' is not a rank count in [1, 4096]");
     } else if (a == "--eplb" || a == "--eplb-slots" || a == "--eplb-step-bytes") {
       if (!value(v))
         return 1;
-      char *end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || n < 1 || n > (1LL << 50))
+      int64_t n = 0;
+      if (!parseInteger(v, 1, int64_t(1) << 50, n))
         return fail(a + " '" + v + "' is not a positive integer");
       (a == "--eplb"         ? options.eplb.window
        : a == "--eplb-slots" ? options.eplb.slots
                              : options.eplb.bytesPerStep) = n;
     } else if (a == "--libra") {
       options.libra = true;
-    } else if (a == "--libra-set") {
-      if (!value(v))
-        return 1;
-      if (v.find('=') == std::string::npos)
-        return fail("--libra-set '" + v + "' is not of the form knob=value");
-      options.libraSettings.push_back(v);
     } else if (a == "--memory") {
       if (!value(v))
         return 1;
@@ -439,9 +437,8 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
     } else if (a == "--int4-group" || a == "--update-steps") {
       if (!value(v))
         return 1;
-      char *end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || n < 1 || n > (1 << 20))
+      int64_t n = 0;
+      if (!parseInteger(v, 1, 1 << 20, n))
         return fail(a + " '" + v + "' is not a positive integer");
       (a == "--int4-group" ? options.memory.group : options.memory.updateSteps) = n;
     } else if (a == "--link-bandwidth" || a == "--update-seconds" ||
@@ -458,12 +455,6 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
        : a == "--update-seconds"       ? options.memory.updateSeconds
        : a == "--inject-copy-failures" ? options.memory.link.failureRate
                                        : options.memory.link.maxDelaySeconds) = x;
-    } else if (a == "--memory-set") {
-      if (!value(v))
-        return 1;
-      if (v.find('=') == std::string::npos)
-        return fail("--memory-set '" + v + "' is not of the form knob=value");
-      options.memory.knobSettings.push_back(v);
     } else if (a == "--memory-check") {
       options.memory.checkInvariants = true;
     } else if (a == "--capture") {
@@ -474,18 +465,13 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
     } else if (a == "--capture-max-tokens") {
       if (!value(v))
         return 1;
-      char *end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || n < 1 || n > (1LL << 40))
+      if (!parseInteger(v, 1, int64_t(1) << 40, captureMaxTokens))
         return fail("--capture-max-tokens '" + v + "' is not a positive integer");
-      captureMaxTokens = n;
       captureMaxGiven = true;
     } else if (a == "--repeat") {
       if (!value(v))
         return 1;
-      char *end = nullptr;
-      repeat = std::strtoll(v.c_str(), &end, 10);
-      if (*end || repeat < 1 || repeat > 100000)
+      if (!parseInteger(v, 1, 100000, repeat))
         return fail("--repeat '" + v + "' is not an integer in [1, 100000]");
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'\n" + kExecUsage);
