@@ -1330,27 +1330,37 @@ class Fuzzer:
                                 shipped=shipped)))
 
     def loop(self):
-        campaigns = [(self.campaign_opt, 0.25), (self.campaign_run_mlir, 0.20),
-                     (self.campaign_run_npy, 0.12), (self.campaign_run_knob, 0.13),
-                     (self.campaign_compile, 0.05), (self.campaign_shape, 0.25)]
-        if self.opts.campaigns:
-            wanted = self.opts.campaigns.split(",")
-            campaigns = [(f, w) for f, w in campaigns
-                         if f.__name__.replace("campaign_", "").replace("_", "-") in wanted]
-        fns, weights = zip(*campaigns)
-        self.deadline = time.time() + self.opts.minutes * 60
-        start, last = time.time(), time.time()
-        while time.time() < self.deadline:
-            fn = self.rng.choices(fns, weights)[0]
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 - a fuzzer bug must not stop the run
-                self.log("fuzzer error in %s: %r" % (fn.__name__, exc))
-            if time.time() - last > 60:
-                last = time.time()
-                self.log("[%4.1f min] %d executions, %d findings" %
-                         ((last - start) / 60, self.execs, len(self.findings)))
-        return time.time() - start
+        return run_campaigns(self, [(self.campaign_opt, 0.25), (self.campaign_run_mlir, 0.20),
+                                    (self.campaign_run_npy, 0.12),
+                                    (self.campaign_run_knob, 0.13),
+                                    (self.campaign_compile, 0.05),
+                                    (self.campaign_shape, 0.25)])
+
+
+def run_campaigns(fuzzer, campaigns):
+    """Runs the weighted campaigns [(method, weight)] of `fuzzer` (this file's Fuzzer or
+    fuzz_runtime.py's) picked at random until its --minutes pass; --campaigns keeps the
+    named ones (campaign_run_npy: run-npy or run_npy). A fuzzer bug is logged, not
+    raised. Returns the seconds run."""
+    if fuzzer.opts.campaigns:
+        wanted = fuzzer.opts.campaigns.split(",")
+        campaigns = [(f, w) for f, w in campaigns
+                     if f.__name__.replace("campaign_", "") in wanted
+                     or f.__name__.replace("campaign_", "").replace("_", "-") in wanted]
+    fns, weights = zip(*campaigns)
+    start = last = time.time()
+    fuzzer.deadline = start + fuzzer.opts.minutes * 60
+    while time.time() < fuzzer.deadline:
+        fn = fuzzer.rng.choices(fns, weights)[0]
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a fuzzer bug must not stop the run
+            fuzzer.log("fuzzer error in %s: %r" % (fn.__name__, exc))
+        if time.time() - last > 60:
+            last = time.time()
+            fuzzer.log("[%4.1f min] %d executions, %d findings" %
+                       ((last - start) / 60, fuzzer.execs, len(fuzzer.findings)))
+    return time.time() - start
 
 
 def main(argv=None):

@@ -48,7 +48,6 @@ import shutil
 import struct
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -57,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-import fuzz  # noqa: E402  (run_tool, classify, raw_npy, INTS)
+import fuzz  # noqa: E402  (run_tool, classify, raw_npy, INTS, run_campaigns)
 from make_checkpoint import make_checkpoint  # noqa: E402
 
 JSON_VALUES = [None, True, False, 0, -1, 1, 2, 3, 7, 8, 64, 2 ** 31, 2 ** 31 - 1, -2 ** 31,
@@ -680,28 +679,13 @@ def call(what, fn):
                            env={"SWITCHYARD_CACHE_DIR": "{dir}/pycache"}))
 
     def loop(self):
-        campaigns = [(self.campaign_config, 0.22), (self.campaign_safetensors, 0.2),
-                     (self.campaign_inputs, 0.2), (self.campaign_replay, 0.1),
-                     (self.campaign_cache, 0.1), (self.campaign_memory, 0.1),
-                     (self.campaign_python, 0.08)]
-        if self.opts.campaigns:
-            wanted = self.opts.campaigns.split(",")
-            campaigns = [(f, w) for f, w in campaigns
-                         if f.__name__.replace("campaign_", "") in wanted]
-        fns, weights = zip(*campaigns)
-        start = last = time.time()
-        deadline = start + self.opts.minutes * 60
-        while time.time() < deadline:
-            fn = self.rng.choices(fns, weights)[0]
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 - a fuzzer bug must not stop the run
-                self.log("fuzzer error in %s: %r" % (fn.__name__, exc))
-            if time.time() - last > 60:
-                last = time.time()
-                self.log("[%4.1f min] %d executions, %d findings" %
-                         ((last - start) / 60, self.execs, len(self.findings)))
-        return time.time() - start
+        return fuzz.run_campaigns(self, [(self.campaign_config, 0.22),
+                                         (self.campaign_safetensors, 0.2),
+                                         (self.campaign_inputs, 0.2),
+                                         (self.campaign_replay, 0.1),
+                                         (self.campaign_cache, 0.1),
+                                         (self.campaign_memory, 0.1),
+                                         (self.campaign_python, 0.08)])
 
 
 def main(argv=None):
