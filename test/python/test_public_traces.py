@@ -19,6 +19,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "test", "support"))
+from checks import Checks  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PUBLIC = os.path.join(ROOT, "shared", "traces", "public")
@@ -154,7 +158,6 @@ def main():
               f"of the source repositories; docs/public-traces.md)")
         return 77
     names = sorted(d for d in os.listdir(PUBLIC) if os.path.isdir(os.path.join(PUBLIC, d)))
-    failed = 0
 
     def listed():
         assert names == sorted(EXPECTED), \
@@ -165,13 +168,10 @@ def main():
     checks += [(name, lambda name=name: check_trace(sy, name)) for name in sorted(EXPECTED)]
     checks += [("provenance-checker", lambda: check_checker(sy)),
                ("reproduces", check_reproduces)]
+    check = Checks()
     for label, fn in checks:
-        try:
-            print(f"ok   {label}: {fn()}")
-        except Exception as e:  # noqa: BLE001 - report every check
-            failed += 1
-            print(f"FAIL {label}: {type(e).__name__}: {e}")
-    return 1 if failed else 0
+        check.run(label, fn)
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "test", "support"))
+from checks import Checks  # noqa: E402
 sys.dont_write_bytecode = True
 
 
@@ -150,7 +152,6 @@ def main():
     import switchyard.trace  # noqa: F401
 
     torch.set_num_threads(1)
-    failed = 0
     checks = [
         ("mixtral", lambda: check_capture(sy, "mixtral")),
         ("qwen3_moe", lambda: check_capture(sy, "qwen3_moe", norm_topk_prob=True)),
@@ -158,13 +159,10 @@ def main():
         ("mixtral_patched_xshare", lambda: check_capture(sy, "mixtral", patch_policy="xshare")),
         ("max_tokens", lambda: check_bound(sy)),
     ]
+    check = Checks()
     for label, fn in checks:
-        try:
-            print(f"ok   {label}: {fn()}")
-        except Exception as e:  # noqa: BLE001 - report every check
-            failed += 1
-            print(f"FAIL {label}: {type(e).__name__}: {e}")
-    return 1 if failed else 0
+        check.run(label, fn)
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The tests' tally: `check(label, ok, detail)` prints `ok   label` or `FAIL label detail`
-and counts; `check.summary()` prints the counts and returns the exit status. Standard
-library only."""
+and counts; `check.run(label, fn)` checks that fn() returns (its value is the detail);
+`check.summary()` prints the counts and returns the exit status. Standard library only."""
 
 
 class Checks:
@@ -15,6 +15,19 @@ class Checks:
             self.failed += 1
             print(f"FAIL {label} {detail}")
         return bool(ok)
+
+    def run(self, label, fn):
+        """Calls fn(): passes with its return value as the detail, fails on any
+        exception (assertions included), naming it."""
+        try:
+            detail = fn()
+        except Exception as e:  # noqa: BLE001 - report every check
+            return self(label, False, f"{type(e).__name__}: {e}")
+        if detail is None:
+            return self(label, True)
+        self.passed += 1
+        print(f"ok   {label}: {detail}")
+        return True
 
     def summary(self) -> int:
         print(f"{self.passed} passed, {self.failed} failed")
