@@ -22,6 +22,7 @@
 //                     [--tokens T] [--timing-mb MB] [--repeats R]
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Cuda/DeviceNodes.h"
 #include "switchyard/Executor/CudaExperts.h"
 #include "switchyard/Executor/CudaLayer.h"
 
@@ -32,7 +33,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <random>
 
@@ -58,19 +58,7 @@ void check(bool ok, const std::string &what, const std::string &detail = "") {
   failures += !ok;
 }
 
-int nvidiaDevices() {
-  int count = 0;
-  if (DIR *dev = opendir("/dev")) {
-    while (dirent *entry = readdir(dev)) {
-      std::string name = entry->d_name;
-      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
-          name.find_first_not_of("0123456789", 6) == std::string::npos)
-        ++count;
-    }
-    closedir(dev);
-  }
-  return count;
-}
+int nvidiaDevices() { return switchyard::cuda::nvidiaDeviceNodes(); }
 
 uint32_t bitsOf(float f) {
   uint32_t b;

@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Comm/Communicator.h"
+#include "switchyard/Cuda/DeviceNodes.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <dirent.h>
 #include <thread>
 
 using namespace switchyard::comm;
@@ -127,21 +127,8 @@ TEST(Mpi, ZLateCollectiveTimesOutInsteadOfHanging) {
   EXPECT_TRUE(world->barrier(error)) << error; // everyone again in step
 }
 
-/// NVIDIA GPUs this machine exposes (/dev/nvidia0, /dev/nvidia1, ...): decides which
-/// outcome the NCCL test expects, so that it cannot pass on both.
-int nvidiaDevices() {
-  int count = 0;
-  if (DIR *dev = opendir("/dev")) {
-    while (dirent *entry = readdir(dev)) {
-      std::string name = entry->d_name;
-      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
-          name.find_first_not_of("0123456789", 6) == std::string::npos)
-        ++count;
-    }
-    closedir(dev);
-  }
-  return count;
-}
+/// NVIDIA GPUs this machine exposes: decides which outcome the NCCL test expects.
+int nvidiaDevices() { return switchyard::cuda::nvidiaDeviceNodes(); }
 
 // One GPU per rank: NCCL starts and is the backend. Fewer (none here; or ranks
 // sharing a GPU): no communicator, and the error names NCCL and the reason.
