@@ -144,9 +144,8 @@ class Options:
                              f"= {E} (the home placement splits the experts into equal "
                              f"contiguous blocks)")
         self.ranks = ranks
-        self.balance = _balance.parse_rules(balance) if ranks > 1 else []
-        if ranks == 1:
-            _balance.parse_rules(balance)   # still checked
+        rules = _balance.parse_rules(balance)   # checked at one rank too
+        self.balance = rules if ranks > 1 else []
         self.eplb = self.libra = None
         if ranks > 1 and "eplb" in self.balance:
             self.eplb = _balance.EplbHistory(E, ranks, trace.groups, balance_window,
@@ -274,9 +273,25 @@ def _routing_summary(steps: List[dict], opts: Options) -> dict:
     return out
 
 
-def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
+def _model_summaries(trace: Trace, probs: Dict[int, np.ndarray], groups,
+                     opts: Options) -> Dict[int, Dict[str, dict]]:
+    """{layer: {phase: summary}} of the trace's own ids (layers that have them): the same
+    for every knob setting, so computed once."""
+    out = {}
+    for layer in trace.layers:
+        if layer not in trace.ids:
+            continue
+        ids = trace.ids[layer].astype(np.int64)
+        out[layer] = {phase: _routing_summary([_step_metrics(ids[t], probs[layer][t],
+                                                             trace.num_experts, opts.ranks)
+                                               for _, t in members], opts)
+                      for phase, members in groups.items()}
+    return out
+
+
+def _layer_metrics(trace: Trace, ids: np.ndarray, probs: np.ndarray,
                    step_tokens: List[np.ndarray], groups, opts: Options,
-                   model_ids: Optional[np.ndarray]) -> dict:
+                   model_phases: Optional[Dict[str, dict]]) -> dict:
     E = trace.num_experts
     step_ids = [ids[tokens] for tokens in step_tokens]
     all_counts = [_counts(s, E) for s in step_ids]
@@ -306,9 +321,8 @@ def _layer_metrics(trace: Trace, layer: int, ids: np.ndarray, probs: np.ndarray,
             metrics.update(_memory.expertflow_metrics([expertflow[i] for i, _ in members],
                                                       [ids[t] for _, t in members],
                                                       with_stalls=phase == ALL))
-        if model_ids is not None:
-            model = _routing_summary([_step_metrics(model_ids[t], probs[t], E, opts.ranks)
-                                      for _, t in members], opts)
+        if model_phases is not None:
+            model = model_phases[phase]
             metrics["model_experts_active_mean"] = model["experts_active_mean"]
             metrics["model_experts_active_p99"] = model["experts_active_p99"]
             metrics["model_mass_kept_mean"] = model["mass_kept_mean"]
@@ -342,8 +356,8 @@ def _model_ids(trace: Trace, layer: int, logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(np.take_along_axis(logits, order, 1)), order, -1)
 
 
-def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options,
-                      max_batches: int = 32) -> dict:
+def _speedup_vs_batch(router, policy, trace: Trace, logits: Dict[int, np.ndarray],
+                      setting: dict, opts: Options, max_batches: int = 32) -> dict:
     """Modeled speedup over the model's own routing (the trace's ids, else the top-k of
     its logits) when the trace's tokens (decode tokens if any, else all; in step order)
     are regrouped into batches of each size."""
@@ -352,6 +366,7 @@ def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options
     pool = pool[np.argsort(trace.step[pool], kind="stable")]
     out = {"tokens": "decode" if decode.size else "all", "batch_sizes": []}
     curves: Dict[str, list] = {name: [] for name in opts.profiles}
+    model_ids = {layer: _model_ids(trace, layer, logits[layer]) for layer in trace.layers}
     for size in opts.batch_sizes:
         batches = [pool[i:i + size] for i in range(0, pool.size - size + 1, size)]
         batches = batches[:max_batches]
@@ -359,11 +374,9 @@ def _speedup_vs_batch(router, policy, trace: Trace, setting: dict, opts: Options
             continue
         times = {name: [0.0, 0.0] for name in opts.profiles}  # [policy, model]
         for layer in trace.layers:
-            logits = trace.layer_logits(layer)
-            model_ids = _model_ids(trace, layer, logits)
             for tokens in batches:
-                ids = _route(router, policy, trace, logits, tokens, setting)
-                for which, chosen in ((0, ids), (1, model_ids[tokens])):
+                ids = _route(router, policy, trace, logits[layer], tokens, setting)
+                for which, chosen in ((0, ids), (1, model_ids[layer][tokens])):
                     counts = _counts(chosen, trace.num_experts)
                     for name, profile in opts.profiles.items():
                         times[name][which] += _hardware.layer_time(
@@ -417,25 +430,25 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     router = _compile(policy, allow_unused=True, **bind)
     step_tokens = _steps(trace.step)
     groups = _phase_groups(trace, step_tokens)
-    probs = {layer: softmax(trace.layer_logits(layer)) for layer in trace.layers}
+    logits = {layer: trace.layer_logits(layer) for layer in trace.layers}
+    probs = {layer: softmax(x) for layer, x in logits.items()}
+    model = _model_summaries(trace, probs, groups, opts)
     results = []
     for setting in _sweep_settings(knobs, sweep):
         layers = {}
         for layer in trace.layers:
-            logits = trace.layer_logits(layer)
-            chosen = [_route(router, policy, trace, logits, tokens, setting)
+            chosen = [_route(router, policy, trace, logits[layer], tokens, setting)
                       for tokens in step_tokens]
             width = max(c.shape[1] for c in chosen)
             ids = np.full((trace.num_tokens, width), -1, dtype=np.int64)
             for tokens, c in zip(step_tokens, chosen):
                 ids[tokens, :c.shape[1]] = c
-            model_ids = trace.ids[layer].astype(np.int64) if layer in trace.ids else None
-            layers[str(layer)] = _layer_metrics(trace, layer, ids, probs[layer], step_tokens,
-                                                groups, opts, model_ids)
+            layers[str(layer)] = _layer_metrics(trace, ids, probs[layer], step_tokens, groups,
+                                                opts, model.get(layer))
         result = {"knobs": setting, "layers": layers}
         if opts.batch_sizes:
-            result["speedup_vs_batch"] = _speedup_vs_batch(router, policy, trace, setting,
-                                                           opts)
+            result["speedup_vs_batch"] = _speedup_vs_batch(router, policy, trace, logits,
+                                                           setting, opts)
         results.append(result)
     return {"trace": source, "policy": str(policy) if len(str(policy)) < 200 else "<text>",
             "ranks": ranks, "num_experts": trace.num_experts, "top_k": trace.top_k,
