@@ -28,6 +28,8 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 POLICIES = os.path.join(ROOT, "policies")
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from checks import Checks  # noqa: E402
 
 # (policy, shape flags, extra inputs {name: value}, python shape keywords)
 CASES = [
@@ -66,19 +68,6 @@ def logits_for(tokens, experts, rng):
     x[5, :] = 0.5                # ties: the lower id wins
     x[6, 7] = 1e-40              # a float32 subnormal (bf16 keeps it, f16 flushes)
     return x
-
-
-class Tally:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, label, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"ok   {label}")
-        else:
-            self.failed += 1
-            print(f"FAIL {label} {detail}")
 
 
 def same_outputs(a, b):
@@ -141,18 +130,18 @@ def check_moe_run(build, work, tally, rng):
                              dict(logits=os.path.join(d, "wide.npy"), **inputs),
                              os.path.join(d, "wide" + form.strip()))
                 if rn.returncode or rw.returncode:
-                    tally.check(f"moe-run {tag}{form}", False, rn.stderr + rw.stderr)
+                    tally(f"moe-run {tag}{form}", False, rn.stderr + rw.stderr)
                     continue
                 a = load_dir(os.path.join(d, "wide" + form.strip()))
                 b = load_dir(os.path.join(d, "narrow" + form.strip()))
                 bad = same_outputs(a, b)
-                tally.check(f"moe-run {tag}{form}: {len(a)} results equal the float32 build",
+                tally(f"moe-run {tag}{form}: {len(a)} results equal the float32 build",
                             not bad and len(a) == len(b), f"differ: {bad}")
             # float32 memory for the narrow entry: refused, naming the argument.
             r = moe_run(build, policy, flags + [f"--input-dtype=logits={dtype}"],
                         dict(logits=os.path.join(d, "wide.npy"), **inputs), os.path.join(d, "x"))
             want = "bfloat16" if dtype == "bf16" else "float16"
-            tally.check(f"moe-run {tag}: float32 logits refused",
+            tally(f"moe-run {tag}: float32 logits refused",
                         r.returncode != 0 and f"the entry reads {want} in place" in r.stderr
                         and "got float32" in r.stderr, r.stderr)
 
@@ -172,7 +161,7 @@ def check_flag_errors(build, work, tally):
             cmd += ["--out", os.path.join(work, "e")] if tool == "moe-run" else \
                    ["-o", os.path.join(work, "e")]
             r = subprocess.run(cmd, capture_output=True, text=True)
-            tally.check(f"{tool} --input-dtype={value}: error", r.returncode == 1
+            tally(f"{tool} --input-dtype={value}: error", r.returncode == 1
                         and needle in r.stderr, repr(r.stderr))
     # moe-compile records the dtype: manifest, header.
     out = os.path.join(work, "compiled")
@@ -181,14 +170,14 @@ def check_flag_errors(build, work, tally):
            "--input-dtype", "logits=bf16", "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
-        tally.check("moe-compile --input-dtype logits=bf16", False, r.stderr)
+        tally("moe-compile --input-dtype logits=bf16", False, r.stderr)
         return
     entry = json.load(open(os.path.join(out, "manifest.json")))["entries"][0]
     dtypes = {p["name"]: p["dtype"] for p in entry["signature"]["params"] if p["role"] == "in"}
-    tally.check("manifest.json: logits bfloat16, bias float32",
+    tally("manifest.json: logits bfloat16, bias float32",
                 dtypes == {"logits": "bfloat16", "bias": "float32"}, str(dtypes))
     header = open(os.path.join(out, "deepseek_v3.h")).read()
-    tally.check("header: const uint16_t *logits", "const uint16_t *logits" in header
+    tally("header: const uint16_t *logits", "const uint16_t *logits" in header
                 and "const float *bias" in header)
 
 
@@ -215,13 +204,13 @@ def check_python(build, tally, rng):
             router = sy.compile(policy, input_dtypes={"logits": spelled}, **shape)
             dtypes = {p["name"]: p["dtype"] for p in router.signature["params"]
                       if p["role"] == "in"}
-            tally.check(f"python {tag} {name}: signature", dtypes["logits"] == name
+            tally(f"python {tag} {name}: signature", dtypes["logits"] == name
                         and dtypes.get("bias", "float32") == "float32", str(dtypes))
             if name == "float16":  # NumPy has float16
                 half = x.astype(np.float16)
                 got = router(logits=half, **more)
                 want = wide_router(logits=half.astype(np.float32), **more)
-                tally.check(f"python {tag} float16 numpy", not same_outputs(want, got),
+                tally(f"python {tag} float16 numpy", not same_outputs(want, got),
                             str(same_outputs(want, got)))
             if torch is None:
                 continue
@@ -233,29 +222,29 @@ def check_python(build, tally, rng):
             want = wide_router(logits=t.float(), **tmore)
             bad = same_outputs({k: v.numpy() for k, v in want.items()},
                                {k: v.numpy() for k, v in got.items()})
-            tally.check(f"python {tag} torch {name}: equals float32 on the widened values",
+            tally(f"python {tag} torch {name}: equals float32 on the widened values",
                         not bad, str(bad))
             # A float32 tensor for the narrow entry: an InputError naming the argument.
             try:
                 router(logits=t.float(), **tmore)
-                tally.check(f"python {tag} torch {name}: float32 refused", False, "no error")
+                tally(f"python {tag} torch {name}: float32 refused", False, "no error")
             except sy.InputError as e:
-                tally.check(f"python {tag} torch {name}: float32 refused",
+                tally(f"python {tag} torch {name}: float32 refused",
                             f"reads {name} in place" in str(e), str(e))
     # The dtype is part of the cache key: a different compile, same policy and shape.
     a = sy.compile("topk_softmax", experts=128, top_k=8)
     b = sy.compile("topk_softmax", experts=128, top_k=8, input_dtypes={"logits": "bf16"})
-    tally.check("python: input_dtypes compiles apart", a.signature != b.signature)
+    tally("python: input_dtypes compiles apart", a.signature != b.signature)
     try:
         sy.compile("topk_softmax", experts=128, top_k=8, input_dtypes={"logits": "int8"})
-        tally.check("python: input_dtypes int8 refused", False, "no error")
+        tally("python: input_dtypes int8 refused", False, "no error")
     except sy.SwitchyardError as e:
-        tally.check("python: input_dtypes int8 refused", "int8" in str(e), str(e))
+        tally("python: input_dtypes int8 refused", "int8" in str(e), str(e))
     try:
         sy.compile("topk_softmax", experts=128, top_k=8, input_dtypes={"scores": "bf16"})
-        tally.check("python: unknown input refused", False, "no error")
+        tally("python: unknown input refused", False, "no error")
     except sy.CompileError as e:
-        tally.check("python: unknown input refused",
+        tally("python: unknown input refused",
                     "--input-dtype scores=bf16: @topk_softmax has no input 'scores'" in str(e),
                     str(e))
 
@@ -268,12 +257,11 @@ def main():
     os.environ["SWITCHYARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="input-dtype-cache-")
     work = tempfile.mkdtemp(prefix="input-dtype-")
     rng = np.random.default_rng(7)
-    tally = Tally()
+    tally = Checks()
     check_moe_run(build, work, tally, rng)
     check_flag_errors(build, work, tally)
     check_python(build, tally, rng)
-    print(f"{tally.passed} passed, {tally.failed} failed")
-    return 1 if tally.failed else 0
+    return tally.summary()
 
 
 if __name__ == "__main__":
