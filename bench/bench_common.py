@@ -46,6 +46,18 @@ class BenchError(RuntimeError):
 
 
 # -- inputs --------------------------------------------------------------------------------
+def add_checkpoint_args(ap, hidden, intermediate, experts, top_k, layers=4):
+    """The executor benchmarks' model flags (a random checkpoint built at run time) and
+    --build, with each benchmark's defaults."""
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree")
+    ap.add_argument("--arch", default="qwen3_moe", help="checkpoint layout")
+    ap.add_argument("--layers", type=int, default=layers)
+    ap.add_argument("--hidden", type=int, default=hidden)
+    ap.add_argument("--intermediate", type=int, default=intermediate, help="expert width")
+    ap.add_argument("--experts", type=int, default=experts)
+    ap.add_argument("--top-k", type=int, default=top_k)
+
+
 def parse_hot(text, experts, count=None):
     """'0,1,2,3:20,21,22,23' -> [[0, 1, 2, 3], [20, 21, 22, 23]]: the hot expert sets of
     the trace's phases (`count` of them when given)."""

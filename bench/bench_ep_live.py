@@ -64,7 +64,7 @@ import time
 import numpy as np
 
 sys.dont_write_bytecode = True
-from bench_common import (ROOT, BenchError, check_exe, in_workdir, machine,  # noqa: E402
+from bench_common import (ROOT, BenchError, add_checkpoint_args, check_exe, in_workdir, machine,  # noqa: E402
                           parse_hot, run_tool)
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
@@ -302,13 +302,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree")
-    ap.add_argument("--arch", default="qwen3_moe", help="checkpoint layout")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--intermediate", type=int, default=128, help="expert width")
-    ap.add_argument("--experts", type=int, default=32)
-    ap.add_argument("--top-k", type=int, default=4)
+    add_checkpoint_args(ap, hidden=256, intermediate=128, experts=32, top_k=4)
     ap.add_argument("--ranks", default="4,8", help="rank counts (each must divide E)")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--tokens", type=int, default=64, help="tokens per step")

@@ -98,7 +98,7 @@ import time
 import numpy as np
 
 sys.dont_write_bytecode = True
-from bench_common import (ROOT, BenchError, check_exe, in_workdir, machine,  # noqa: E402
+from bench_common import (ROOT, BenchError, add_checkpoint_args, check_exe, in_workdir, machine,  # noqa: E402
                           parse_hot, run_tool)
 from make_checkpoint import make_checkpoint  # noqa: E402
 import moe_reference as ref  # noqa: E402
@@ -499,13 +499,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree")
-    ap.add_argument("--arch", default="qwen3_moe", help="checkpoint layout")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--intermediate", type=int, default=256, help="expert width")
-    ap.add_argument("--experts", type=int, default=64)
-    ap.add_argument("--top-k", type=int, default=8)
+    add_checkpoint_args(ap, hidden=512, intermediate=256, experts=64, top_k=8)
     ap.add_argument("--decode-steps", type=int, default=24)
     ap.add_argument("--decode-tokens", type=int, default=8)
     ap.add_argument("--prefill-steps", type=int, default=4)
