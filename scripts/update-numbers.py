@@ -739,8 +739,9 @@ def r_readme_headlines(src):
 def _eval_traces():
     """bench/eval_traces.py's table renderers (they read only the JSON)."""
     # (this checkout's bench/, also when ROOT is a scratch copy of the pages)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))), "bench"))
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
     import eval_traces
     return eval_traces
 
