@@ -620,6 +620,14 @@ def check_cli(build, trace, work, check):
     check("moe-eval --phase decode: the summary shows the model's and the relative mass",
           decode.returncode == 0 and "mass_kept_relative" in decode.stdout
           and "model_mass_kept_mean" in decode.stdout, decode.stdout + decode.stderr)
+    for flags, needle in ((["--groups", "2"], "--groups 2 is not used"),
+                          (["--shape", "topk_groups=1"], "--topk-groups 1 is not used")):
+        unused = subprocess.run([sys.executable, "-m", "switchyard.trace", native, "--policy",
+                                 "xshare", *flags, "--json", out],
+                                env=env, capture_output=True, text=True)
+        check(f"moe-eval {' '.join(flags)}: a size xshare has no use for exits 2 naming it",
+              unused.returncode == 2 and needle in unused.stderr
+              and "Traceback" not in unused.stderr, unused.stderr)
     bad = subprocess.run([sys.executable, "-m", "switchyard.trace", os.path.join(work, "none"),
                           "--policy", "xshare", "--json", out],
                          env=env, capture_output=True, text=True)

@@ -220,9 +220,12 @@ def main(argv=None) -> int:
                         help="DynaExq: steps per hotness update (default 1)")
     parser.add_argument("--memory-set", action="append", metavar="KNOB=VALUE",
                         help="a knob of the memory rules (e.g. bandwidth=2.5e10)")
-    parser.add_argument("--groups", type=int, help="expert groups (default: meta.json's)")
+    parser.add_argument("--groups", type=int,
+                        help="expert groups (default: meta.json's, where the policy has "
+                             "groups); a policy without groups is an error")
     parser.add_argument("--shape", action="append", metavar="NAME=VALUE",
-                        help="another shape parameter of the policy (e.g. topk_groups=2)")
+                        help="another shape parameter of the policy (e.g. topk_groups=2); "
+                             "one the policy does not have is an error")
     parser.add_argument("--json", required=True, metavar="OUT", help="the report to write")
     parser.add_argument("--plots", metavar="DIR",
                         help="write DIR/pareto.png, and imbalance.png (--ranks > 1) and "

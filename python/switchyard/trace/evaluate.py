@@ -410,7 +410,6 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     memory ("dynaexq", "expertflow"), cache_experts, memory_interval, memory_knobs:
     expert memory under a budget (memory.py).
     `shape` binds or overrides the policy's shape (groups, topk_groups, ...)."""
-    from .. import compile as _compile
 
     source = trace.model if isinstance(trace, Trace) else str(trace)
     if not isinstance(trace, Trace):
@@ -421,13 +420,13 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
                    cache_experts=cache_experts, memory_interval=memory_interval,
                    memory_knobs=memory_knobs, balance_knobs=balance_knobs)
     # devices / slots: the home placement of EP-aware policies (unused by the others)
-    bind = {"experts": trace.num_experts, "top_k": trace.top_k, "devices": ranks,
-            "slots": trace.num_experts}
+    implied = {"devices": ranks, "slots": trace.num_experts}
     if trace.groups is not None:
-        bind["groups"] = trace.groups
-    bind.update({k: v for k, v in shape.items() if v is not None})
+        implied["groups"] = trace.groups
     _require_router(policy)
-    router = _compile(policy, allow_unused=True, **bind)
+    router = _compile_for_trace(policy, {"experts": trace.num_experts,
+                                         "top_k": trace.top_k}, implied,
+                                {k: v for k, v in shape.items() if v is not None})
     step_tokens = _steps(trace.step)
     groups = _phase_groups(trace, step_tokens)
     logits = {layer: trace.layer_logits(layer) for layer in trace.layers}
@@ -453,6 +452,28 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     return {"trace": source, "policy": str(policy) if len(str(policy)) < 200 else "<text>",
             "ranks": ranks, "num_experts": trace.num_experts, "top_k": trace.top_k,
             "options": opts.describe(), "results": results}
+
+
+_UNUSED_SIZE = re.compile(r"--([a-z-]+) \S+ is not used by this policy file")
+
+
+def _compile_for_trace(policy, sizes: dict, implied: dict, requested: dict):
+    """Compile `policy` for the trace: `sizes` (experts, top_k) and `requested` (the
+    caller's shape=, moe-eval's --groups / --shape) must be used by the policy, as in
+    moe-compile; `implied` (the trace's groups, the home placement's devices and slots)
+    is bound only where the policy has that parameter."""
+    from .. import compile as _compile
+    from .._errors import CompileError
+    bind = {**implied, **sizes, **requested}
+    while True:
+        try:
+            return _compile(policy, allow_unused=False, **bind)
+        except CompileError as error:
+            unused = _UNUSED_SIZE.search(str(error))
+            name = unused.group(1).replace("-", "_") if unused else None
+            if name not in implied or name in requested:
+                raise
+            del bind[name]
 
 
 def _require_router(policy) -> None:
