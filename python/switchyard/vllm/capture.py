@@ -44,11 +44,19 @@ class Recorder:
         self.stopped = False
         self.recorded = 0
         self.rank: Optional[int] = None      # read while the engine runs
+        # The served model's name and experts' sizes, read while vLLM builds the layers:
+        # its current config is gone when the trace is written at exit.
+        self.model: Optional[str] = None
+        self.geometry: Optional[dict] = None
         self.tokens: Dict[str, List[np.ndarray]] = {"request_ids": [], "positions": [],
                                                     "phase": [], "step": []}
         self.layers: Dict[int, Dict[str, list]] = {}
 
     def new_layer(self, experts: int, top_k: int) -> int:
+        if not self.model:
+            self.model = _model_name()
+        if not self.geometry:
+            self.geometry = _geometry()
         layer = self.num_layers
         self.num_layers += 1
         if self.shape is None:
@@ -128,7 +136,8 @@ class Recorder:
                           for l, e in layers.items()},
                      weights={l: np.concatenate(e["weights"]).astype(np.float32)
                               for l, e in layers.items()},
-                     model=_model_name(), source="vllm", meta=_geometry(), **tokens)
+                     model=self.model or _model_name(), source="vllm",
+                     meta=dict(self.geometry or _geometry()), **tokens)
 
     def write(self) -> Optional[str]:
         from ..trace.format import save_trace
