@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Convert public routing traces of real MoE models into Switchyard's trace layout
-(docs/traces.md), one directory per trace under traces/public/, with a "provenance"
-object in each meta.json that names the source repository, commit, paths (with git blob
-ids and sha256 of the bytes read), the license, what the source holds and what this
-script derived. traces/public/README.md describes the traces and the metrics that are
-meaningful on them.
+(docs/traces.md), one directory per trace under shared/traces/public/ (git-ignored), with
+a "provenance" object in each meta.json that names the source repository, commit, paths
+(with git blob ids and sha256 of the bytes read), the license, what the source holds and
+what this script derived. docs/public-traces.md describes the traces and the metrics that
+are meaningful on them.
 
 Where the data comes from
 -------------------------
