@@ -217,11 +217,11 @@ def r_readme_test_counts(src):
 
 # --- the tools' options (live --help) --------------------------------------------------
 
-def tool_help(argv, section=None):
+def tool_help(argv, section=None, env=None):
     try:
         # argparse wraps its help to $COLUMNS: fixed, so that the text is the same anywhere.
         r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                           env=dict(os.environ, COLUMNS="92"))
+                           env=dict(env or os.environ, COLUMNS="92"))
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SourceError(f"{' '.join(argv)}: {e}")
     text = (r.stdout or r.stderr).rstrip("\n")
@@ -262,7 +262,13 @@ def r_help_moe_opt_passes(src):
 def r_help_moe_eval(src):
     venv = os.path.join(ROOT, ".venv", "bin", "python")
     python = venv if os.path.exists(venv) else sys.executable
-    return tool_help([python, "-m", "switchyard.trace", "--help"])
+    # The build's copy of the package (what the other help blocks' tools are), not a
+    # wheel installed into .venv before the last change to the tool.
+    env = dict(os.environ)
+    package = os.path.join(build_dir(), "python")
+    if os.path.isdir(os.path.join(package, "switchyard")):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package, env.get("PYTHONPATH")]))
+    return tool_help([python, "-m", "switchyard.trace", "--help"], env=env)
 
 
 # --- the demo ----------------------------------------------------------------------------
