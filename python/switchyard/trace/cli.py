@@ -159,7 +159,11 @@ def write_plots(report, directory, phase=ALL):
         ax.set_xlabel(f"batch size ({curves[0]['speedup_vs_batch']['tokens']} tokens)")
         ax.set_ylabel("modeled speedup over the model's top-k")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        if len(ax.get_lines()) > 7:   # a line per setting and profile: beside the axes
+            fig.set_size_inches(9, 4)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        else:
+            ax.legend(fontsize=7)
         paths.append(_save(fig, directory, "speedup.png"))
     return paths
 
