@@ -163,15 +163,21 @@ def _rank() -> int:
 
 
 def _geometry() -> dict:
-    """hidden_size / moe_intermediate_size / torch_dtype of the served model's config."""
-    from ..trace.hardware import geometry_meta
+    """hidden_size / moe_intermediate_size of the served model's config, and torch_dtype:
+    the dtype vLLM serves it in (`dtype=`), else the config's."""
+    from ..trace.hardware import DTYPE_BYTES, geometry_meta
     try:
         from vllm.config import get_current_vllm_config
-        config = get_current_vllm_config().model_config.hf_config
+        model_config = get_current_vllm_config().model_config
+        config = model_config.hf_config
         text = getattr(config, "text_config", None) or config
-        return geometry_meta(text.to_dict())
+        geometry = geometry_meta(text.to_dict())
     except Exception:
         return {}
+    served = str(getattr(model_config, "dtype", "")).replace("torch.", "")
+    if served in DTYPE_BYTES:
+        geometry["torch_dtype"] = served
+    return geometry
 
 
 def _model_name() -> str:
