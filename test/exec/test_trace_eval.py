@@ -172,6 +172,63 @@ def check_format(sy, sy_trace, trace, work, check):
     broken("a token with every logit -inf", save("layer_2.logits.npy", unknown),
            "layer_2.logits.npy")
 
+    # What a fuzzer of the reader found crashing it (a Python exception other than
+    # FileFormatError) or passing through it.
+    def meta_with(**changes):
+        def edit(d):
+            meta = json.load(open(os.path.join(d, "meta.json")))
+            meta.update(changes)
+            open(os.path.join(d, "meta.json"), "w").write(json.dumps(meta))
+        return edit
+
+    def npz(name):
+        def edit(d):
+            with open(os.path.join(d, name), "wb") as f:
+                np.savez(f, a=np.zeros(TOKENS, np.int32))
+        return edit
+
+    def header(name, old, new):   # a same-length edit of a .npy header
+        def edit(d):
+            data = open(os.path.join(d, name), "rb").read()
+            open(os.path.join(d, name), "wb").write(data.replace(old, new, 1))
+        return edit
+
+    def replaced(name, make):   # the file replaced by make(path)
+        def edit(d):
+            os.remove(os.path.join(d, name))
+            make(os.path.join(d, name))
+        return edit
+
+    broken("an .npz archive named .npy", npz("positions.npy"), "positions.npy")
+    broken("a .npy header cut inside the shape", header("step.npy", b"(40,)", b"(40, "),
+           "step.npy")
+    broken("a directory in place of an optional file", replaced("step.npy", os.makedirs),
+           "step.npy")
+    broken("a dangling link in place of an optional file",
+           replaced("phase.npy", lambda p: os.symlink(p + ".gone", p)), "phase.npy")
+    broken("meta.json nested too deeply", lambda d: open(os.path.join(d, "meta.json"), "w")
+           .write("[" * 100000 + "]" * 100000), "meta.json")
+    broken("groups true", meta_with(groups=True), "meta.json")
+    broken("groups > num_experts", meta_with(groups=E + 1), "meta.json")
+    broken("layers repeated", meta_with(layers=[0, 0, 2]), "meta.json")
+    broken("plain: layers not integers", meta_with(layers=["0", "1", "2"]), "meta.json",
+           base=plain)
+    broken("plain: a layer null", meta_with(layers=[0, None, 2]), "meta.json", base=plain)
+    broken("plain: layers repeated", meta_with(layers=[0, 0, 1]), "meta.json", base=plain)
+    broken("plain: no layers (L = 0)",
+           save("router_logits.npy", np.zeros((0, TOKENS, E), np.float32)),
+           "router_logits.npy", base=plain)
+    broken("plain: router_logits.npy a dangling link",
+           replaced("router_logits.npy", lambda p: os.symlink(p + ".gone", p)),
+           "router_logits.npy", base=plain)
+    json.dump({"num_experts": E, "top_k": K, "layers": None},
+              open(os.path.join(plain, "meta.json"), "w"))
+    try:
+        layers = sy_trace.load_trace(plain).layers
+    except sy.FileFormatError as e:
+        layers = e
+    check("plain layout: layers null reads as 0..L-1", layers == [0, 1, 2], f"({layers})")
+
 
 # --- evaluate(): an independent reference, token by token in float64 ---------------------
 

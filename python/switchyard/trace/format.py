@@ -138,6 +138,8 @@ def read_json_object(path: str, missing: str = "missing") -> dict:
             value = json.load(f)
     except (OSError, ValueError) as e:
         raise FileFormatError(f"{path}: not readable JSON: {e}") from None
+    except RecursionError:
+        raise FileFormatError(f"{path}: not readable JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise FileFormatError(f"{path}: not a JSON object")
     return value
@@ -154,20 +156,39 @@ def _read_meta(directory: str) -> dict:
         raise FileFormatError(f"{path}: top_k {meta['top_k']} > num_experts "
                               f"{meta['num_experts']}")
     groups = meta.get("groups")
-    if groups is not None and (not isinstance(groups, int) or groups <= 0):
-        raise FileFormatError(f"{path}: 'groups' must be a positive integer, got {groups!r}")
+    if groups is not None and (not isinstance(groups, int) or isinstance(groups, bool)
+                               or not 0 < groups <= meta["num_experts"]):
+        raise FileFormatError(f"{path}: 'groups' must be an integer in [1, num_experts = "
+                              f"{meta['num_experts']}] or null, got {groups!r}")
     return meta
+
+
+def _layer_list(meta_path: str, layers, what: str) -> List[int]:
+    """meta.json's 'layers': distinct MoE layer indices (integers), or FileFormatError."""
+    if (not isinstance(layers, list) or not layers
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in layers)
+            or len(set(layers)) != len(layers)):
+        raise FileFormatError(f"{meta_path}: 'layers' must be a list of distinct MoE layer "
+                              f"indices (integers), {what}; got {layers!r:.200}")
+    return layers
 
 
 def _load(path: str, dtypes, ndim: int, required: bool = True) -> Optional[np.ndarray]:
     if not os.path.isfile(path):
+        if os.path.lexists(path):   # a directory or a dangling link is not an absent file
+            raise FileFormatError(f"{path}: not a regular file (a directory or a broken "
+                                  f"link)")
         if required:
             raise FileFormatError(f"{path}: missing")
         return None
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise FileFormatError(f"{path}: not a readable .npy file: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a malformed header fails in many ways in numpy
+        raise FileFormatError(f"{path}: not a readable .npy file: "
+                              f"{type(e).__name__}: {e}") from None
+    if not isinstance(array, np.ndarray):   # np.load opens a .npz archive as well
+        array.close()
+        raise FileFormatError(f"{path}: not a .npy file (an .npz archive?)")
     if array.dtype not in [np.dtype(d) for d in dtypes]:
         allowed = " or ".join(np.dtype(d).name for d in dtypes)
         raise FileFormatError(f"{path}: dtype {array.dtype}, expected {allowed}")
@@ -176,12 +197,13 @@ def _load(path: str, dtypes, ndim: int, required: bool = True) -> Optional[np.nd
     return array
 
 
-def _check_logits(path: str, logits: np.ndarray, experts: int, tokens: Optional[int]):
+def _check_logits(path: str, logits: np.ndarray, experts: int, tokens):
     if logits.shape[-1] != experts:
         raise FileFormatError(f"{path}: shape {logits.shape}: last dimension is not "
                               f"num_experts = {experts}")
-    if tokens is not None and logits.shape[-2] != tokens:
-        raise FileFormatError(f"{path}: {logits.shape[-2]} tokens, other files have {tokens}")
+    if tokens is not None and logits.shape[-2] != tokens[0]:
+        raise FileFormatError(f"{path}: {logits.shape[-2]} tokens, {tokens[1]} has "
+                              f"{tokens[0]}")
     values = bf16_bits_to_float32(logits) if logits.dtype == np.uint16 else logits
     if np.isnan(values).any():
         raise FileFormatError(f"{path}: NaN logits (write -inf for an unknown logit)")
@@ -204,27 +226,28 @@ def load_trace(directory) -> Trace:
     plain = os.path.join(directory, "router_logits.npy")
     logits, ids, weights = {}, {}, {}
     tokens = None
-    if os.path.isfile(plain):
+    meta_path = os.path.join(directory, "meta.json")
+    if os.path.lexists(plain):
         stacked = _load(plain, [np.float32], 3)
         _check_logits(plain, stacked, experts, None)
-        layers = meta.get("layers", list(range(stacked.shape[0])))
-        if not isinstance(layers, list) or len(layers) != stacked.shape[0]:
-            raise FileFormatError(f"{os.path.join(directory, 'meta.json')}: 'layers' must list "
-                                  f"{stacked.shape[0]} layer indices (router_logits.npy's L)")
-        logits = {int(layer): stacked[i] for i, layer in enumerate(layers)}
-        tokens = stacked.shape[1]
-    else:
+        if stacked.shape[0] == 0:
+            raise FileFormatError(f"{plain}: shape {stacked.shape}: no layers (L = 0)")
         layers = meta.get("layers")
-        meta_path = os.path.join(directory, "meta.json")
-        if (not isinstance(layers, list) or not layers
-                or not all(isinstance(x, int) and not isinstance(x, bool) for x in layers)):
-            raise FileFormatError(f"{meta_path}: 'layers' must be a nonempty list of MoE layer "
-                                  f"indices (or the directory holds router_logits.npy)")
+        layers = list(range(stacked.shape[0])) if layers is None else _layer_list(
+            meta_path, layers, f"{stacked.shape[0]} of them (router_logits.npy's L)")
+        if len(layers) != stacked.shape[0]:
+            raise FileFormatError(f"{meta_path}: 'layers' lists {len(layers)} layer indices, "
+                                  f"router_logits.npy has L = {stacked.shape[0]}")
+        logits = {layer: stacked[i] for i, layer in enumerate(layers)}
+        tokens = (stacked.shape[1], "router_logits.npy")
+    else:
+        layers = _layer_list(meta_path, meta.get("layers"),
+                             "at least one (or the directory holds router_logits.npy)")
         for layer in layers:
             path = os.path.join(directory, _layer_file(layer, "logits"))
             array = _load(path, [np.float32, np.uint16], 2)
             _check_logits(path, array, experts, tokens)
-            tokens = array.shape[0]
+            tokens = tokens or (array.shape[0], os.path.basename(path))
             logits[layer] = array
             ids_path = os.path.join(directory, _layer_file(layer, "ids"))
             w_path = os.path.join(directory, _layer_file(layer, "weights"))
@@ -233,9 +256,9 @@ def load_trace(directory) -> Trace:
                 continue
             layer_w = _load(w_path, [np.float32], 2)
             for path, array in ((ids_path, layer_ids), (w_path, layer_w)):
-                if array.shape != (tokens, k):
+                if array.shape != (tokens[0], k):
                     raise FileFormatError(f"{path}: shape {array.shape}, expected "
-                                          f"({tokens}, {k}) = (tokens, top_k)")
+                                          f"({tokens[0]}, {k}) = (tokens, top_k)")
             if layer_ids.size and int(layer_ids.max()) >= experts:
                 raise FileFormatError(f"{ids_path}: expert id {int(layer_ids.max())} out of "
                                       f"[0, {experts})")
@@ -246,8 +269,9 @@ def load_trace(directory) -> Trace:
     for name, dtype in TOKEN_ARRAYS.items():
         path = os.path.join(directory, name + ".npy")
         array = _load(path, [dtype], 1, required=False)
-        if array is not None and array.shape[0] != tokens:
-            raise FileFormatError(f"{path}: {array.shape[0]} tokens, the logits have {tokens}")
+        if array is not None and array.shape[0] != tokens[0]:
+            raise FileFormatError(f"{path}: {array.shape[0]} tokens, {tokens[1]} has "
+                                  f"{tokens[0]}")
         per_token[name] = array
     phase = per_token["phase"]
     if phase is not None and phase.size and int(phase.max()) > 2:
