@@ -62,7 +62,8 @@ def main():
         check_hardware(sy, sy_trace, trace, check)
         check_memory(sy_trace, trace, check)
         check_details(sy, sy_trace, trace, check)
-        check_cli(args.build, trace, work, check)
+        check_bad_inputs(sy, sy_trace, trace, work, check)
+        check_cli(args.build, sy_trace, trace, work, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return check.summary()
@@ -645,7 +646,50 @@ def check_details(sy, sy_trace, trace, check):
         check("cache_experts without memory rules is an error", "--memory" in str(e), str(e))
 
 
-def check_cli(build, trace, work, check):
+def check_bad_inputs(sy, sy_trace, trace, work, check):
+    """What a fuzzer found crashing evaluate() on traces load_trace accepts: an error
+    naming the input, or a clean result."""
+    import warnings
+
+    from switchyard.trace.evaluate import softmax
+
+    def error(label, call, needle):
+        try:
+            call()
+        except sy.InputError as e:
+            check(label, needle in str(e), f"({e})")
+            return
+        except Exception as e:  # noqa: BLE001 - any other exception is the failure
+            check(label, False, f"({type(e).__name__}: {e})")
+            return
+        check(label, False, "(no error)")
+
+    empty = sy_trace.Trace(num_experts=E, top_k=K,
+                           logits={l: np.zeros((0, E), np.float32) for l in LAYERS})
+    error("a trace of 0 tokens: nothing to evaluate",
+          lambda: sy_trace.evaluate(empty, "topk_softmax"), "no tokens")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            probs = softmax(np.array([[3e38, -3e38, 0]], np.float32))
+            check("softmax of logits +-3e38: no overflow warning, [1, 0, 0]",
+                  probs.tolist() == [[1.0, 0.0, 0.0]], probs)
+        except RuntimeWarning as w:
+            check("softmax of logits +-3e38: no overflow warning, [1, 0, 0]", False, f"({w})")
+    for label, meta in (("hidden_size -1", {"hidden_size": -1}),
+                        ("torch_dtype a list", {"torch_dtype": ["bfloat16"]})):
+        bad = sy_trace.Trace(num_experts=E, top_k=K, logits=trace.logits, step=trace.step,
+                             meta={"hidden_size": 64, "moe_intermediate_size": 32, **meta})
+        error(f"meta.json {label}: an error naming meta.json",
+              lambda bad=bad: sy_trace.evaluate(bad, "topk_softmax"), "meta.json")
+    config = os.path.join(work, "text-config.json")
+    json.dump({"text_config": 5}, open(config, "w"))
+    error("model config whose text_config is not an object: an error naming it",
+          lambda: sy_trace.evaluate(trace, "topk_softmax", hardware="h100", model=config),
+          config)
+
+
+def check_cli(build, sy_trace, trace, work, check):
     native = os.path.join(work, "native")
     out, plots = os.path.join(work, "eval.json"), os.path.join(work, "plots")
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
@@ -690,6 +734,14 @@ def check_cli(build, trace, work, check):
                          env=env, capture_output=True, text=True)
     check("moe-eval: a missing trace exits 2 naming it",
           bad.returncode == 2 and os.path.join(work, "none") in bad.stderr, bad.stderr)
+    empty = os.path.join(work, "empty")
+    sy_trace.save_trace(sy_trace.Trace(num_experts=E, top_k=K, logits={
+        0: np.zeros((0, E), np.float32)}), empty)
+    run = subprocess.run([sys.executable, "-m", "switchyard.trace", empty, "--policy",
+                          "xshare", "--json", out], env=env, capture_output=True, text=True)
+    check("moe-eval: a trace of 0 tokens exits 2 naming it",
+          run.returncode == 2 and empty in run.stderr and "Traceback" not in run.stderr,
+          run.stderr)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ ALL = "all"
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row softmax of float32 logits (-inf -> probability 0)."""
     x = np.asarray(logits, dtype=np.float32)
-    shifted = x - x.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore"):   # -3e38 - 3e38 -> -inf: probability 0, as it is
+        shifted = x - x.max(axis=1, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=1, keepdims=True)
 
@@ -414,6 +415,9 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     source = trace.model if isinstance(trace, Trace) else str(trace)
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
+    if trace.num_tokens == 0 or not trace.layers:
+        raise InputError(f"trace {source}: no tokens to evaluate ({trace.num_tokens} tokens, "
+                         f"{len(trace.layers)} layers)")
     opts = Options(trace, ranks=ranks, balance=balance, balance_window=balance_window,
                    redundant=redundant, hardware=hardware, model=model,
                    expert_dtype=expert_dtype, batch_sizes=batch_sizes, memory=memory,

@@ -88,6 +88,8 @@ def expert_geometry(trace, model=None, expert_dtype: Optional[str] = None) -> Op
     intermediate_size when the model has no separate expert size) or else the trace's
     meta.json keys of the same names; None when neither gives both sizes."""
     config = _config(model) if model is not None else dict(trace.meta)
+    where = f"model config {model}: " if isinstance(model, str) else \
+        "model config: " if model is not None else "the trace's meta.json: "
     hidden = config.get("hidden_size")
     inter = config.get("moe_intermediate_size") or config.get("intermediate_size")
     if hidden is None or inter is None:
@@ -98,11 +100,12 @@ def expert_geometry(trace, model=None, expert_dtype: Optional[str] = None) -> Op
         return None
     for name, value in (("hidden_size", hidden), ("moe_intermediate_size", inter)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InputError(f"{name} = {value!r}: must be a positive integer")
+            raise InputError(f"{where}{name} = {value!r}: must be a positive integer")
     dtype = expert_dtype or config.get("expert_dtype") or config.get("torch_dtype") \
         or config.get("dtype") or "bfloat16"
-    if dtype not in DTYPE_BYTES:
-        raise InputError(f"expert dtype '{dtype}': not one of {', '.join(DTYPE_BYTES)}")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise InputError(f"{where if not expert_dtype else ''}expert dtype {dtype!r}: not "
+                         f"one of {', '.join(DTYPE_BYTES)}")
     params = 3 * hidden * inter
     return {"hidden_size": hidden, "moe_intermediate_size": inter, "dtype": dtype,
             "expert_bytes": params * DTYPE_BYTES[dtype], "flops_per_token": 2.0 * params}
@@ -126,7 +129,8 @@ def _config(model) -> dict:
     from .format import read_json_object
     config = model if isinstance(model, dict) else read_json_object(
         str(model), "missing (the model config.json giving the experts' sizes)")
-    return config.get("text_config", config) if "hidden_size" not in config else config
+    text = config.get("text_config")
+    return text if "hidden_size" not in config and isinstance(text, dict) else config
 
 
 def layer_time(active: float, assignments: float, geometry: dict, profile: dict) -> float:
