@@ -31,6 +31,11 @@
 
 using namespace switchyard;
 
+static const char *const kUsage =
+    "usage: engine [--policy P.mlir] [--experts E] [--top-k K]\n"
+    "              [--tokens T | --logits X.npy] [--set k=v] [--device host|cuda]\n"
+    "              [--repeat N] [--out-ids IDS.npy]\n";
+
 static int fail(const std::string &message) {
   std::fprintf(stderr, "engine: %s\n", message.c_str());
   return 1;
@@ -61,6 +66,10 @@ int main(int argc, char **argv) {
       }
       return n;
     };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (a == "--policy")
       policy = value();
     else if (a == "--experts")
@@ -80,7 +89,7 @@ int main(int argc, char **argv) {
     else if (a == "--out-ids")
       outIds = value();
     else
-      return fail("unknown option '" + a + "'");
+      return fail("unknown option '" + a + "'\n" + kUsage);
   }
   if (device != "host" && device != "cuda")
     return fail("--device must be host or cuda, got '" + device + "'");

@@ -96,6 +96,13 @@ def main():
     rc, out = run([engine, "--experts", "32", "--top-k", "4", "--set", "budget=3"], env=env)
     check("a knob the policy lacks is an error", rc == 1 and "no run-time knobs" in out,
           out[-1000:])
+    rc, out = run([engine, "--help"], env=env)
+    check("engine --help prints its usage, exit 0", rc == 0 and "usage: engine" in out,
+          out[-1000:])
+    rc, out = run([engine, "--expert", "32"], env=env)
+    check("an unknown option names it and prints the usage, exit 1",
+          rc == 1 and "unknown option '--expert'" in out and "usage: engine" in out,
+          out[-1000:])
     rc, out = run([engine, "--device", "cuda", "--experts", "32", "--top-k", "4"], env=env)
     gpu = shutil.which("nvidia-smi") and run(["nvidia-smi", "-L"])[0] == 0
     if gpu:

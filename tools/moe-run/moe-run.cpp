@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
     llvm::outs() << " on " << call.tokens() << " tokens";
   else
     llvm::outs() << " (" << info.kind << " rule)";
-  llvm::outs() << " -> " << outDir << "/{";
+  llvm::outs() << " -> " << llvm::StringRef(outDir).rtrim('/') << "/{";
   bool first = true;
   for (const compiler::AbiParam &p : abi)
     if (p.isOutput) {

@@ -485,6 +485,8 @@ std::optional<int> ExecCommand::parse(int argc, char **argv) {
     return fail(
         std::string("MODEL_DIR, --out and one of --input / --batches are required\n") +
         kExecUsage);
+  while (out.size() > 1 && out.back() == '/') // the paths printed join it with "/"
+    out.pop_back();
   if (!batchesPath.empty() && (!requestIdsPath.empty() || !positionsPath.empty()))
     return fail("--batches carries request_ids_<i> / positions_<i> itself; drop "
                 "--request-ids / --positions");
