@@ -18,8 +18,8 @@ plugin and router (when an engine uses them).
 import importlib as _importlib
 
 from ._switchyard import SwitchyardError
-from ._errors import (CompileError, DeviceError, Diagnostic, FileFormatError, InputError,
-                      KnobError)
+from ._errors import (CompileError, CompileWarning, DeviceError, Diagnostic, FileFormatError,
+                      InputError, KnobError)
 from ._metadata import batch_metadata, current_metadata, set_batch_metadata
 from ._router import Router
 from ._compile import (SHAPE_PARAMS, cache_dir, compile, list_entries, policy_path,
@@ -35,8 +35,8 @@ compiler_dir = _layout.BIN_DIR
 policy_dir = _layout.POLICY_DIR
 model_dir = _layout.MODEL_DIR
 
-__all__ = ["SwitchyardError", "CompileError", "Diagnostic", "InputError", "KnobError",
-           "FileFormatError", "DeviceError",
+__all__ = ["SwitchyardError", "CompileError", "CompileWarning", "Diagnostic", "InputError",
+           "KnobError", "FileFormatError", "DeviceError",
            "Router", "compile", "list_entries", "policy_path", "shape_flags", "shipped_policies",
            "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
            "set_batch_metadata", "Executor", "ExecResult"]

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 import os
 import subprocess
 import threading
+import warnings
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import _layout
 from . import _shapes
 from . import _switchyard
-from ._errors import CompileError, KnobError, SwitchyardError
+from ._errors import CompileError, KnobError, SwitchyardError, compiler_warnings
 from ._router import Router, signature_view
 from ._shapes import SHAPE_PARAMS  # noqa: F401  (switchyard.SHAPE_PARAMS)
 
@@ -188,10 +189,23 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         directory, _ = _switchyard.compile(path, flags, compile_target)
         native = _switchyard.Policy(directory, entry or _only_entry(directory),
                                     target == "cuda")
+        _warn_compiler_warnings(directory)
         loaded = Router(native, signature_view(native.signature), target, path)
         with _lock:
             _routers.setdefault(key, loaded)
     return loaded.configured(knobs=knobs, outputs=outputs)
+
+
+def _warn_compiler_warnings(directory: str) -> None:
+    """The compiler's warnings (kept in the cache entry's compile.log) as
+    CompileWarnings: what moe-opt / moe-compile would have printed."""
+    try:
+        with open(os.path.join(directory, "compile.log"), errors="replace") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return
+    for warning in compiler_warnings(text):
+        warnings.warn(warning, stacklevel=3)
 
 
 def list_entries(policy: Union[str, os.PathLike], *, model: Any = None,

@@ -38,6 +38,33 @@ class CompileError(SwitchyardError):
         self.diagnostics = parse_diagnostics(message)
 
 
+class CompileWarning(UserWarning):
+    """A warning of the compiler about a policy that compiled (a knob's default that
+    selects every expert, ...); `diagnostic` is its file:line:col Diagnostic. Issued
+    when a Router is first compiled or loaded from the cache in a process."""
+
+    def __init__(self, message: str, diagnostic: Diagnostic):
+        super().__init__(message)
+        self.diagnostic = diagnostic
+
+
+def compiler_warnings(text: str) -> List[CompileWarning]:
+    """The warnings of a compiler's output, each with the lines that follow it (the
+    source line and the caret) up to the next diagnostic."""
+    warnings, current = [], None
+    for line in text.splitlines():
+        m = _DIAGNOSTIC.match(line.strip())
+        if m:
+            current = None
+            if m["sev"] == "warning":
+                current = [line, Diagnostic(m["file"], int(m["line"]), int(m["col"]),
+                                            m["sev"], m["msg"])]
+                warnings.append(current)
+        elif current is not None and not line.startswith("moe-compile:"):
+            current[0] += "\n" + line
+    return [CompileWarning(text, diagnostic) for text, diagnostic in warnings]
+
+
 class InputError(SwitchyardError, ValueError):
     """An argument of a call is wrong: its name, shape, dtype, device or values."""
 

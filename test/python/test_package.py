@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -202,6 +203,17 @@ def main():
           e is not None and e.diagnostics and e.diagnostics[0].line == 3
           and e.diagnostics[0].column == 3 and e.diagnostics[0].severity == "error",
           f"({e.diagnostics if e else None})")
+    # A compiler warning reaches Python: xshare's default budget (24) exceeds 16 experts.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sy.compile("xshare", experts=16, top_k=4)
+    ours = [w for w in caught if issubclass(w.category, sy.CompileWarning)]
+    check("a compiler warning is a CompileWarning with its file:line:col and source line",
+          len(ours) == 1 and "budget = 24 is more than the 16 experts" in str(ours[0].message)
+          and ours[0].message.diagnostic.file.endswith("xshare.mlir")
+          and ours[0].message.diagnostic.severity == "warning"
+          and "moe.fill" in str(ours[0].message) and ours[0].filename == __file__,
+          f"({[str(w.message) for w in caught]})")
     raises("an unknown policy name", lambda: sy.compile("nope"), sy.SwitchyardError,
            "policy 'nope' is not a file, policy text or a shipped policy")
     raises("an unknown target", lambda: sy.compile("topk_softmax", experts=8, top_k=2,
