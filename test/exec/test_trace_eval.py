@@ -682,6 +682,34 @@ def check_bad_inputs(sy, sy_trace, trace, work, check):
                              meta={"hidden_size": 64, "moe_intermediate_size": 32, **meta})
         error(f"meta.json {label}: an error naming meta.json",
               lambda bad=bad: sy_trace.evaluate(bad, "topk_softmax"), "meta.json")
+    bad = sy_trace.Trace(num_experts=E, top_k=K, logits=trace.logits, step=trace.step,
+                         meta={"hidden_size": 64, "moe_intermediate_size": 0,
+                               "intermediate_size": 32})
+    error("meta.json moe_intermediate_size 0: an error, not intermediate_size instead",
+          lambda: sy_trace.evaluate(bad, "topk_softmax"), "moe_intermediate_size = 0")
+
+    # A Trace built in memory gets load_trace's checks, naming the attribute.
+    out_of_range = {**trace.ids, 2: np.full((TOKENS, K), E, np.int64)}
+    for label, changes, needle in (
+            ("ids out of [0, E)", {"ids": out_of_range}, "Trace.ids[2]"),
+            ("phase 7", {"phase": np.full(TOKENS, 7, np.uint8)}, "Trace.phase"),
+            ("step shorter than the logits", {"step": trace.step[:5]}, "Trace.step"),
+            ("layers of different lengths",
+             {"logits": {**trace.logits, 5: trace.logits[5][:30]}}, "Trace.logits[5]"),
+            ("1-d logits", {"logits": {**trace.logits, 0: trace.logits[0][0]}},
+             "Trace.logits[0]"),
+            ("NaN logits",
+             {"logits": {**trace.logits, 2: np.full((TOKENS, E), np.nan, np.float32)}},
+             "Trace.logits[2]")):
+        fields = {"logits": trace.logits, "ids": trace.ids, "weights": trace.weights,
+                  "step": trace.step, "phase": trace.phase, **changes}
+        made = sy_trace.Trace(num_experts=E, top_k=K, **fields)
+        error(f"evaluate(Trace) with {label}: an error naming {needle}",
+              lambda made=made: sy_trace.evaluate(made, "topk_softmax"), needle)
+    no_weights = sy_trace.Trace(num_experts=E, top_k=K, logits=trace.logits, ids=trace.ids)
+    error("save_trace of ids without weights: an error naming Trace.weights",
+          lambda: sy_trace.save_trace(no_weights, os.path.join(work, "no-weights")),
+          "Trace.weights")
     config = os.path.join(work, "text-config.json")
     json.dump({"text_config": 5}, open(config, "w"))
     error("model config whose text_config is not an object: an error naming it",

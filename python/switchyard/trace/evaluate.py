@@ -34,7 +34,7 @@ from .._errors import InputError
 from . import balance as _balance
 from . import hardware as _hardware
 from . import memory as _memory
-from .format import PHASE_NAMES, Trace, load_trace
+from .format import PHASE_NAMES, Trace, check_trace, load_trace
 
 ALL = "all"
 
@@ -415,6 +415,8 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     source = trace.model if isinstance(trace, Trace) else str(trace)
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
+    else:
+        check_trace(trace)
     if trace.num_tokens == 0 or not trace.layers:
         raise InputError(f"trace {source}: no tokens to evaluate ({trace.num_tokens} tokens, "
                          f"{len(trace.layers)} layers)")

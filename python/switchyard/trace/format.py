@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .._errors import FileFormatError
+from .._errors import FileFormatError, InputError
 
 FORMAT_NAME = "switchyard-trace"
 FORMAT_VERSION = 1
@@ -58,9 +58,9 @@ class Trace:
         self.num_experts = int(num_experts)
         self.top_k = int(top_k)
         self.layers: List[int] = sorted(int(layer) for layer in logits)
-        self.logits = {int(k): v for k, v in logits.items()}
-        self.ids = {int(k): v for k, v in (ids or {}).items()}
-        self.weights = {int(k): v for k, v in (weights or {}).items()}
+        self.logits = {int(k): np.asanyarray(v) for k, v in logits.items()}
+        self.ids = {int(k): np.asanyarray(v) for k, v in (ids or {}).items()}
+        self.weights = {int(k): np.asanyarray(v) for k, v in (weights or {}).items()}
         tokens = self.num_tokens
         # Whether the trace says which request each token belongs to (else all 0).
         self.request_ids_known = request_ids is not None
@@ -104,8 +104,52 @@ def _layer_file(layer: int, what: str) -> str:
     return f"layer_{layer}.{what}.npy"
 
 
+def check_trace(trace: Trace) -> None:
+    """The checks load_trace makes of the files, on a Trace built in memory (evaluate and
+    save_trace make them): InputError naming the attribute. In memory, logits and weights
+    may have any float dtype and ids any integer dtype (save_trace stores the format's)."""
+    experts, k = trace.num_experts, trace.top_k
+    if not 0 < k <= experts:
+        raise InputError(f"Trace: num_experts = {experts}, top_k = {k}: need 0 < top_k <= "
+                         f"num_experts")
+    tokens = None
+    for layer in trace.layers:
+        label, logits = f"Trace.logits[{layer}]", trace.logits[layer]
+        if (logits.dtype.kind != "f" and logits.dtype != np.uint16) or logits.ndim != 2:
+            raise InputError(f"{label}: {logits.dtype} {logits.shape}, expected floats (or "
+                             f"bfloat16 bits, uint16) [tokens, num_experts]")
+        _check_logits(label, logits, experts, tokens)
+        tokens = tokens or (logits.shape[0], label)
+        if layer not in trace.ids:
+            continue
+        ids, weights = trace.ids[layer], trace.weights.get(layer)
+        if ids.dtype.kind not in "iu" or ids.shape != (tokens[0], k):
+            raise InputError(f"Trace.ids[{layer}]: {ids.dtype} {ids.shape}, expected integers "
+                             f"({tokens[0]}, {k}) = (tokens, top_k)")
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= experts):
+            raise InputError(f"Trace.ids[{layer}]: expert ids in [{int(ids.min())}, "
+                             f"{int(ids.max())}], outside [0, {experts})")
+        if weights is not None and (weights.dtype.kind != "f" or weights.shape != ids.shape
+                                    or np.isnan(weights).any()):
+            raise InputError(f"Trace.weights[{layer}]: {weights.dtype} {weights.shape}, "
+                             f"expected float {ids.shape} without NaN")
+    for name in TOKEN_ARRAYS:
+        array = getattr(trace, name)
+        if array.shape != (trace.num_tokens,):
+            raise InputError(f"Trace.{name}: shape {array.shape}, expected "
+                             f"({trace.num_tokens},) = (tokens,)")
+    if trace.phase.size and int(trace.phase.max()) > 2:
+        raise InputError(f"Trace.phase: phase {int(trace.phase.max())} (0 prefill, 1 decode, "
+                         f"2 verify)")
+
+
 def save_trace(trace: Trace, directory) -> str:
     """Write `trace` as a trace directory (created if needed); returns its path."""
+    check_trace(trace)
+    missing = sorted(set(trace.ids) - set(trace.weights))
+    if missing:
+        raise InputError(f"Trace.weights: layers {missing} have ids but no weights (the "
+                         f"format stores both)")
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     compact = ids_dtype(trace.num_experts)

@@ -91,7 +91,8 @@ def expert_geometry(trace, model=None, expert_dtype: Optional[str] = None) -> Op
     where = f"model config {model}: " if isinstance(model, str) else \
         "model config: " if model is not None else "the trace's meta.json: "
     hidden = config.get("hidden_size")
-    inter = config.get("moe_intermediate_size") or config.get("intermediate_size")
+    inter = config.get("moe_intermediate_size")
+    inter = config.get("intermediate_size") if inter is None else inter
     if hidden is None or inter is None:
         if model is not None:
             raise InputError(f"model config {model if isinstance(model, str) else ''}: "
