@@ -770,6 +770,28 @@ def check_cli(build, sy_trace, trace, work, check):
     check("moe-eval: a trace of 0 tokens exits 2 naming it",
           run.returncode == 2 and empty in run.stderr and "Traceback" not in run.stderr,
           run.stderr)
+    # moe-exec --capture keeps only the logits of a layer whose policy left a slot empty
+    partial = os.path.join(work, "partial-ids")
+    sy_trace.save_trace(sy_trace.Trace(
+        num_experts=E, top_k=K, logits=trace.logits, ids={l: trace.ids[l] for l in LAYERS[:2]},
+        weights={l: trace.weights[l] for l in LAYERS[:2]}, step=trace.step, phase=trace.phase),
+        partial)
+    sizes = os.path.join(work, "sizes.json")
+    json.dump({"hidden_size": 64, "moe_intermediate_size": 32}, open(sizes, "w"))
+    run = subprocess.run([sys.executable, "-m", "switchyard.trace", partial, "--policy",
+                          "topk_softmax", "--hardware", "h100", "--model", sizes, "--json",
+                          out, "--plots", os.path.join(work, "partial-plots")],
+                         env=env, capture_output=True, text=True)
+    check("moe-eval --hardware --plots, the last layer without the model's ids: exit 0, "
+          "the speedup of the layers with them",
+          run.returncode == 0 and "modeled_speedup_h100 1.000" in run.stdout,
+          run.stdout + run.stderr[-2000:])
+    run = subprocess.run([sys.executable, "-m", "switchyard.trace", partial, "--policy",
+                          "topk_softmax", "--json", out, "--plots",
+                          os.path.join(work, "partial-plots")],
+                         env=env, capture_output=True, text=True)
+    check("moe-eval --plots, the last layer without the model's ids: exit 0 (the model's "
+          "point from the layers with them)", run.returncode == 0, run.stderr[-2000:])
 
 
 if __name__ == "__main__":

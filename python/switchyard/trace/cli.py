@@ -58,9 +58,11 @@ def setting_points(report, phase=ALL):
 
 
 def model_point(report, phase=ALL):
-    """(model_experts_active_mean, model_mass_kept_mean) averaged over layers, or None."""
-    layers = _phase_metrics(report["results"][0], phase)
-    if not layers or "model_experts_active_mean" not in layers[0]:
+    """(model_experts_active_mean, model_mass_kept_mean) averaged over the layers with the
+    model's own ids, or None."""
+    layers = [m for m in _phase_metrics(report["results"][0], phase)
+              if "model_experts_active_mean" in m]
+    if not layers:
         return None
     return (sum(m["model_experts_active_mean"] for m in layers) / len(layers),
             sum(m["model_mass_kept_mean"] for m in layers) / len(layers))
@@ -82,9 +84,10 @@ def layer_means(result, phase=ALL, ranks=1):
         values = [m[key] for m in phases if m.get(key) is not None]
         if values:
             out[key] = sum(values) / len(values)
-    for name in (phases[0].get("modeled_speedup") or {}) if phases else ():
-        values = [m["modeled_speedup"][name] for m in phases
-                  if m["modeled_speedup"].get(name) is not None]
+    # a layer without the model's own ids (moe-exec's no_ids_layers) has no speedup
+    speedups = [m.get("modeled_speedup") or {} for m in phases]
+    for name in dict.fromkeys(name for s in speedups for name in s):
+        values = [s[name] for s in speedups if s.get(name) is not None]
         if values:
             out[f"modeled_speedup_{name}"] = sum(values) / len(values)
     return out
