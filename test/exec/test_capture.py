@@ -74,6 +74,13 @@ def check_meta(s, what, trace, config, model, tokens):
             f"{what}: meta.json format/version {trace.meta}")
     s.check(trace.source == "moe-exec" and trace.model == model and trace.dtype == "float32",
             f"{what}: source/model/dtype {trace.source!r} {trace.model!r} {trace.dtype!r}")
+    sizes = {key: trace.meta.get(key) for key in ("hidden_size", "moe_intermediate_size",
+                                                   "torch_dtype")}
+    want = {"hidden_size": config["hidden_size"],
+            "moe_intermediate_size": config.get("moe_intermediate_size",
+                                                config.get("intermediate_size")),
+            "torch_dtype": config.get("dtype", config.get("torch_dtype"))}
+    s.check(sizes == want, f"{what}: the experts' sizes and dtype {sizes}, config {want}")
     s.check(trace.num_experts == ref.num_experts(config)
             and trace.top_k == config["num_experts_per_tok"],
             f"{what}: num_experts/top_k {trace.num_experts}/{trace.top_k}")

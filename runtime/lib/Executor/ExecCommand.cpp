@@ -637,6 +637,9 @@ int ExecCommand::run() {
     meta.experts = config.experts;
     meta.topK = config.topK;
     meta.groups = config.groups;
+    meta.hiddenSize = config.hidden;
+    meta.moeIntermediateSize = config.expertIntermediate;
+    meta.torchDtype = config.torchDtype;
     for (const auto &layer : executor->layers())
       meta.layers.push_back(layer->index());
     if (!capture->write(meta, error))

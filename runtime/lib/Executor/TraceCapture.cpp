@@ -166,6 +166,12 @@ bool TraceCapture::write(const TraceMeta &meta, std::string &error) const {
                       {"steps", step}};
   if (meta.groups > 1)
     j["groups"] = meta.groups;
+  if (meta.hiddenSize > 0 && meta.moeIntermediateSize > 0) {
+    j["hidden_size"] = meta.hiddenSize;
+    j["moe_intermediate_size"] = meta.moeIntermediateSize;
+  }
+  if (!meta.torchDtype.empty())
+    j["torch_dtype"] = meta.torchDtype;
   if (!omitted.empty())
     j["no_ids_layers"] = "ids and weights not recorded for layers " + omitted +
                          ": the policy left slots empty (-1)";

@@ -167,6 +167,10 @@ bool readMoeConfig(const std::string &path, MoeConfig &config, std::string &erro
       !r.integer("num_experts_per_tok", c.topK, true) ||
       !r.number("rms_norm_eps", c.rmsNormEps))
     return false;
+  // transformers 5 writes "dtype", earlier versions "torch_dtype" (metadata only).
+  if (!r.string("dtype", c.torchDtype) ||
+      (c.torchDtype.empty() && !r.string("torch_dtype", c.torchDtype)))
+    return false;
   // The expert count has two spellings: the family's own key (what the hub's
   // checkpoints have) and transformers' standard name for it (its attribute_map): the
   // Qwen3MoeConfig of transformers 5 saves num_experts as num_local_experts, OLMoE's

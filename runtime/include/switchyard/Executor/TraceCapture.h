@@ -26,6 +26,9 @@ struct TraceMeta {
   int64_t topK = 0;            // k when no step was recorded (else the routings' k)
   int64_t groups = 1;          // > 1: written as "groups" (DeepSeek-V3's n_group)
   std::vector<int64_t> layers; // the MoE layers run (each written, T = 0 when empty)
+  // The experts' sizes, for moe-eval's bytes and time models (written when known).
+  int64_t hiddenSize = 0, moeIntermediateSize = 0;
+  std::string torchDtype;
   std::string source = "moe-exec";
 };
 

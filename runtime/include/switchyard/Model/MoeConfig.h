@@ -38,6 +38,8 @@ struct MoeConfig {
   double routedScaling = 1.0;
   double rmsNormEps = 1e-6;
   std::vector<int64_t> moeLayers; // checkpoint layer indices with a MoE block
+  // The weights' dtype as config.json writes it ("dtype" / "torch_dtype"); "" if absent.
+  std::string torchDtype;
 
   /// The shipped policy that is this model's own routing: "topk_softmax" (softmax,
   /// top-k, renormalized per norm_topk_prob) or "deepseek_v3".
