@@ -371,6 +371,14 @@ def test_capture(models, tmp):
           and trace.source == "vllm",
           f"capture: E = {trace.num_experts}, k = {trace.top_k}, layers {trace.layers} "
           f"(the model: E = {E}, k = {k}, {L} MoE layers)")
+    sizes = {name: trace.meta.get(name) for name in ("hidden_size", "moe_intermediate_size",
+                                                      "torch_dtype")}
+    check(trace.model == models["qwen3_moe"]
+          and sizes == {"hidden_size": config["hidden_size"],
+                        "moe_intermediate_size": config["moe_intermediate_size"],
+                        "torch_dtype": "float32"},
+          f"capture: meta.json names the served model and its experts' sizes in the served "
+          f"dtype (model {trace.model!r}, {sizes})")
     check(trace.num_tokens > 0 and all(trace.ids[l].shape == (trace.num_tokens, k) and
                                        int(trace.ids[l].max()) < E for l in trace.layers),
           f"capture: T = {trace.num_tokens} tokens in every layer, ids in [0, {E})")
