@@ -189,23 +189,25 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         directory, _ = _switchyard.compile(path, flags, compile_target)
         native = _switchyard.Policy(directory, entry or _only_entry(directory),
                                     target == "cuda")
-        _warn_compiler_warnings(directory)
+        _warn_compiler_warnings(directory, set(knobs or {}))
         loaded = Router(native, signature_view(native.signature), target, path)
         with _lock:
             _routers.setdefault(key, loaded)
     return loaded.configured(knobs=knobs, outputs=outputs)
 
 
-def _warn_compiler_warnings(directory: str) -> None:
+def _warn_compiler_warnings(directory: str, knobs_set=frozenset()) -> None:
     """The compiler's warnings (kept in the cache entry's compile.log) as
-    CompileWarnings: what moe-opt / moe-compile would have printed."""
+    CompileWarnings: what moe-opt / moe-compile would have printed, less those about
+    the default of a knob in `knobs_set` (the Router's own defaults replace it)."""
     try:
         with open(os.path.join(directory, "compile.log"), errors="replace") as f:
             text = f.read(1 << 16)
     except OSError:
         return
     for warning in compiler_warnings(text):
-        warnings.warn(warning, stacklevel=3)
+        if warning.knob not in knobs_set:
+            warnings.warn(warning, stacklevel=3)
 
 
 def list_entries(policy: Union[str, os.PathLike], *, model: Any = None,

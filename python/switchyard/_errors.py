@@ -47,6 +47,13 @@ class CompileWarning(UserWarning):
         super().__init__(message)
         self.diagnostic = diagnostic
 
+    @property
+    def knob(self):
+        """The knob whose default the warning is about ("knob 'budget' defaults to ..."),
+        else None: a caller that sets that knob can drop the warning."""
+        m = re.match(r"knob '([^']+)' defaults to ", self.diagnostic.message)
+        return m.group(1) if m else None
+
 
 def compiler_warnings(text: str) -> List[CompileWarning]:
     """The warnings of a compiler's output, each with the lines that follow it (the

@@ -733,6 +733,22 @@ def check_cli(build, sy_trace, trace, work, check):
           and set(results[0]["layers"]) == {"0", "2", "5"}
           and set(results[0]["layers"]["0"]) == {"all", "prefill", "decode"}
           and report["policy"] == "xshare" and report["trace"] == native, run.stdout)
+    check("moe-eval --sweep budget: no warning about budget's default",
+          "warning" not in run.stderr, run.stderr[-2000:])
+    defaults = subprocess.run([sys.executable, "-m", "switchyard.trace", native, "--policy",
+                               "xshare", "--plots", os.path.join(work, "plots-only")],
+                              env=env, capture_output=True, text=True)
+    check("moe-eval --plots without --json: exit 0, the plot written; the compiler's "
+          "warning about budget's default (24 > E) as a moe-eval line",
+          defaults.returncode == 0
+          and os.path.isfile(os.path.join(work, "plots-only", "pareto.png"))
+          and "moe-eval: " in defaults.stderr
+          and "warning: knob 'budget' defaults to 24" in defaults.stderr
+          and "CompileWarning" not in defaults.stderr, defaults.stderr[-2000:])
+    nothing = subprocess.run([sys.executable, "-m", "switchyard.trace", native, "--policy",
+                              "xshare"], env=env, capture_output=True, text=True)
+    check("moe-eval without --json or --plots: exit 2, nothing to write",
+          nothing.returncode == 2 and "nothing to write" in nothing.stderr, nothing.stderr)
     png = os.path.join(plots, "pareto.png")
     check("moe-eval: plot written (a PNG)", os.path.isfile(png)
           and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n")

@@ -209,10 +209,17 @@ def main():
         sy.compile("xshare", experts=16, top_k=4)
     ours = [w for w in caught if issubclass(w.category, sy.CompileWarning)]
     check("a compiler warning is a CompileWarning with its file:line:col and source line",
-          len(ours) == 1 and "budget = 24 is more than the 16 experts" in str(ours[0].message)
+          len(ours) == 1 and "knob 'budget' defaults to 24, more than the 16 experts"
+          in str(ours[0].message) and ours[0].message.knob == "budget"
           and ours[0].message.diagnostic.file.endswith("xshare.mlir")
           and ours[0].message.diagnostic.severity == "warning"
           and "moe.fill" in str(ours[0].message) and ours[0].filename == __file__,
+          f"({[str(w.message) for w in caught]})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sy.compile("xshare", experts=12, top_k=4, knobs={"budget": 4})
+    check("no warning about a knob default the Router's knobs= replace",
+          not [w for w in caught if issubclass(w.category, sy.CompileWarning)],
           f"({[str(w.message) for w in caught]})")
     raises("an unknown policy name", lambda: sy.compile("nope"), sy.SwitchyardError,
            "policy 'nope' is not a file, policy text or a shipped policy")

@@ -5,7 +5,7 @@
              [--balance-set k=v ...]
              [--hardware h100,h200,a100,this-cpu] [--model CONFIG] [--batch-sizes 1,8,..]
              [--memory dynaexq,expertflow --cache-experts N] [--memory-set k=v ...]
-             [--groups G] [--shape name=value ...] --json OUT [--plots DIR]
+             [--groups G] [--shape name=value ...] [--json OUT] [--plots DIR]
 
 Writes the metrics of switchyard.trace.evaluate as JSON to OUT; with --plots, in DIR:
 pareto.png (experts_active_mean against mass_kept_mean, phase "all", mean over layers,
@@ -20,8 +20,9 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
-from .._errors import InputError
+from .._errors import CompileWarning, InputError
 from .._switchyard import SwitchyardError
 from .evaluate import ALL, _number, evaluate
 
@@ -233,30 +234,38 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", action="append", metavar="NAME=VALUE",
                         help="another shape parameter of the policy (e.g. topk_groups=2); "
                              "one the policy does not have is an error")
-    parser.add_argument("--json", required=True, metavar="OUT", help="the report to write")
+    parser.add_argument("--json", metavar="OUT",
+                        help="the report to write (--json, --plots or both)")
     parser.add_argument("--plots", metavar="DIR",
                         help="write DIR/pareto.png, and imbalance.png (--ranks > 1) and "
                         "speedup.png (--batch-sizes)")
     parser.add_argument("--phase", default=ALL, choices=[ALL, "prefill", "decode", "verify"],
                         help="the phase the printed summary and the plots show (default all)")
     args = parser.parse_args(argv)
+    if not args.json and not args.plots:
+        parser.error("nothing to write: give --json OUT, --plots DIR or both")
     try:
         _check_outputs(args.json, args.plots)
         shape = _pairs(args.shape, "--shape")
         if args.groups is not None:
             shape["groups"] = args.groups
-        report = evaluate(
-            args.trace, args.policy, knobs=_pairs(args.set, "--set"), sweep=args.sweep,
-            ranks=args.ranks, balance=args.balance, balance_window=args.balance_window,
-            redundant=args.redundant, balance_knobs=_pairs(args.balance_set, "--balance-set"),
-            hardware=args.hardware, model=args.model,
-            expert_dtype=args.expert_dtype, batch_sizes=args.batch_sizes,
-            memory=args.memory, cache_experts=args.cache_experts,
-            memory_interval=args.memory_interval,
-            memory_knobs=_pairs(args.memory_set, "--memory-set"), **shape)
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-            f.write("\n")
+        with warnings.catch_warnings():
+            # The compiler's warnings as the tool's own lines, not Python's format.
+            warnings.showwarning = _show_warning
+            report = evaluate(
+                args.trace, args.policy, knobs=_pairs(args.set, "--set"), sweep=args.sweep,
+                ranks=args.ranks, balance=args.balance, balance_window=args.balance_window,
+                redundant=args.redundant,
+                balance_knobs=_pairs(args.balance_set, "--balance-set"),
+                hardware=args.hardware, model=args.model,
+                expert_dtype=args.expert_dtype, batch_sizes=args.batch_sizes,
+                memory=args.memory, cache_experts=args.cache_experts,
+                memory_interval=args.memory_interval,
+                memory_knobs=_pairs(args.memory_set, "--memory-set"), **shape)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
+                f.write("\n")
         points = setting_points(report, args.phase)
         for result, (knobs, active, mass) in zip(report["results"], points):
             label = " ".join(f"{k}={v}" for k, v in knobs.items()) or "(defaults)"
@@ -276,11 +285,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    if issubclass(category, CompileWarning):
+        print(f"moe-eval: {message}", file=sys.stderr)
+    else:
+        print(warnings.formatwarning(message, category, filename, lineno, line),
+              file=sys.stderr, end="")
+
+
 def _check_outputs(json_path, plots):
     """--json and --plots usable before the evaluation runs (not after a long one)."""
-    folder = os.path.dirname(os.path.abspath(json_path))
-    if os.path.isdir(json_path) or not os.path.isdir(folder) \
-            or not os.access(folder, os.W_OK):
+    folder = os.path.dirname(os.path.abspath(json_path)) if json_path else None
+    if json_path and (os.path.isdir(json_path) or not os.path.isdir(folder)
+                      or not os.access(folder, os.W_OK)):
         raise InputError(f"--json {json_path}: cannot be written (a directory, or its "
                          f"folder does not exist or is not writable)")
     if plots:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import warnings
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -430,16 +431,18 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     if trace.groups is not None:
         implied["groups"] = trace.groups
     _require_router(policy)
+    settings = _sweep_settings(knobs, sweep)
     router = _compile_for_trace(policy, {"experts": trace.num_experts,
                                          "top_k": trace.top_k}, implied,
-                                {k: v for k, v in shape.items() if v is not None})
+                                {k: v for k, v in shape.items() if v is not None},
+                                {name for setting in settings for name in setting})
     step_tokens = _steps(trace.step)
     groups = _phase_groups(trace, step_tokens)
     logits = {layer: trace.layer_logits(layer) for layer in trace.layers}
     probs = {layer: softmax(x) for layer, x in logits.items()}
     model = _model_summaries(trace, probs, groups, opts)
     results = []
-    for setting in _sweep_settings(knobs, sweep):
+    for setting in settings:
         layers = {}
         for layer in trace.layers:
             chosen = [_route(router, policy, trace, logits[layer], tokens, setting)
@@ -463,17 +466,24 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
 _UNUSED_SIZE = re.compile(r"--([a-z-]+) \S+ is not used by this policy file")
 
 
-def _compile_for_trace(policy, sizes: dict, implied: dict, requested: dict):
+def _compile_for_trace(policy, sizes: dict, implied: dict, requested: dict, knobs_set):
     """Compile `policy` for the trace: `sizes` (experts, top_k) and `requested` (the
     caller's shape=, moe-eval's --groups / --shape) must be used by the policy, as in
     moe-compile; `implied` (the trace's groups, the home placement's devices and slots)
-    is bound only where the policy has that parameter."""
+    is bound only where the policy has that parameter. Compiler warnings about the
+    default of a knob in `knobs_set` (set or swept here) are left out."""
     from .. import compile as _compile
-    from .._errors import CompileError
+    from .._errors import CompileError, CompileWarning
     bind = {**implied, **sizes, **requested}
     while True:
         try:
-            return _compile(policy, allow_unused=False, **bind)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", CompileWarning)
+                router = _compile(policy, allow_unused=False, **bind)
+            for w in caught:
+                if not (isinstance(w.message, CompileWarning) and w.message.knob in knobs_set):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            return router
         except CompileError as error:
             unused = _UNUSED_SIZE.search(str(error))
             name = unused.group(1).replace("-", "_") if unused else None

@@ -44,7 +44,7 @@ moe.router @big_budget(%logits: tensor<?x?xf32>) -> (selected: !moe.set<?>) {
   %budget = moe.knob "budget" = 24 : i64
   %none = moe.empty_set : !moe.set<?>
   %mass = moe.batch_reduce sum %logits : tensor<?x?xf32> -> tensor<?xf32>
-  // expected-warning @+1 {{budget = 24 is more than the 8 experts: the policy will select every expert}}
+  // expected-warning @+1 {{knob 'budget' defaults to 24, more than the 8 experts: by default the policy selects every expert}}
   %s = moe.fill %none with %mass budget(%budget : i64) : tensor<?xf32> -> !moe.set<?>
   moe.yield %s : !moe.set<?>
 }

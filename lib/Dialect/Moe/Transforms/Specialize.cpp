@@ -376,8 +376,16 @@ private:
     router.getBody().walk([&](FillOp fill) {
       if (fill.getMode() != FillMode::budget)
         return;
-      if (std::optional<int64_t> budget = getKnownInt(fill.getAmount());
-          budget && *budget > experts)
+      std::optional<int64_t> budget = getKnownInt(fill.getAmount());
+      if (!budget || *budget <= experts)
+        return;
+      // A knob's default can be overridden per call: the warning names the knob, so that
+      // a caller who sets it can tell this warning is not about its value.
+      if (auto knob = fill.getAmount().getDefiningOp<KnobOp>())
+        fill.emitWarning() << "knob '" << knob.getName() << "' defaults to " << *budget
+                           << ", more than the " << experts
+                           << " experts: by default the policy selects every expert";
+      else
         fill.emitWarning() << "budget = " << *budget << " is more than the " << experts
                            << " experts: the policy will select every expert";
     });
