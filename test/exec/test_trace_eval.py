@@ -586,6 +586,16 @@ def check_memory(sy_trace, trace, check):
                 bad.append(f"layer {layer} {key}: {got[key]} != {want}")
     check("memory: DynaExq and ExpertFlow replays equal the rules' references",
           not bad, "; ".join(bad))
+    # 300 experts: DynaExq's default budget (Qwen3-30B-A3B's) cannot hold them, the replay
+    # compiles the rule with the trace's own values.
+    wide = sy_trace.Trace(num_experts=300, top_k=4, logits={0: np.random.default_rng(3)
+                          .standard_normal((16, 300)).astype(np.float32)},
+                          step=np.repeat(np.arange(4), 4).astype(np.int32))
+    check.run("memory at E = 300: both replays run (DynaExq's default budget holds fewer "
+              "experts)", lambda: sorted(
+                  k for k in sy_trace.evaluate(wide, "topk_softmax", memory="dynaexq,expertflow",
+                                               cache_experts=32)["results"][0]["layers"]["0"]
+                  ["all"] if k.endswith("hit_rate")))
     for label, kwargs, needle in (
             ("memory without cache_experts", {"memory": "dynaexq"}, "cache_experts"),
             ("cache_experts above E", {"memory": "expertflow", "cache_experts": E + 1},

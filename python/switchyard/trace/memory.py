@@ -52,6 +52,15 @@ def _requested(ids: np.ndarray, experts: int) -> np.ndarray:
     return flags
 
 
+def _rule_defaults(name: str, top_k: int = 1) -> Dict[str, float]:
+    """A rule's knob defaults, read from a compile at 64 experts, a shape the defaults
+    fit (the replays compile the rule for the trace with the values in)."""
+    from .. import compile as _compile
+    generic = _compile(name, entry=name, experts=max(64, top_k), top_k=top_k,
+                       allow_unused=True)
+    return {knob: k["default"] for knob, k in generic.knobs.items()}
+
+
 class DynaExqReplay:
     def __init__(self, experts: int, layers: int, cache_experts: int, interval: int,
                  geometry: Optional[dict], knobs: Optional[dict] = None):
@@ -59,14 +68,17 @@ class DynaExqReplay:
         if interval <= 0:
             raise InputError(f"memory interval = {interval}: must be a positive number "
                              f"of steps")
-        self.rule = _compile("dynaexq", entry="dynaexq", experts=experts)
         knobs = dict(knobs or {})
         hi = int(knobs.get("hi_bytes", geometry["expert_bytes"] if geometry
-                           else self.rule.knobs["hi_bytes"]["default"]))
+                           else _rule_defaults("dynaexq")["hi_bytes"]))
         lo = int(knobs.get("lo_bytes", hi // 4))
         knobs.update({"hi_bytes": hi, "lo_bytes": lo, "layers": layers, "fixed_bytes": 0,
                       "budget_bytes": layers * experts * lo + layers * cache_experts * hi})
-        self.knobs, self.hi_bytes = knobs, hi
+        # Compiled with the values in: the default budget (Qwen3-30B-A3B's) cannot hold
+        # the low-precision copies of more than about 265 experts.
+        self.rule = _compile("dynaexq", entry="dynaexq", experts=experts, knobs=knobs,
+                             freeze_knobs=True)
+        self.knobs, self.hi_bytes = {}, hi
         self.experts, self.interval = experts, interval
 
     def replay(self, step_ids: List[np.ndarray]) -> List[dict]:
@@ -101,9 +113,7 @@ class ExpertFlowReplay:
             knobs["expert_bytes"] = int(geometry["expert_bytes"])
         knobs.update({"capacity": cache_experts, "layers": layers})
         # Compiled with the values in: the policy's default capacity (32) may not fit E.
-        generic = _compile("expertflow", entry="expertflow", experts=max(experts, 64),
-                           top_k=top_k)
-        defaults = {name: k["default"] for name, k in generic.knobs.items()}
+        defaults = _rule_defaults("expertflow", top_k=top_k)
         self.rule = _compile("expertflow", entry="expertflow", experts=experts, top_k=top_k,
                              knobs=knobs, freeze_knobs=True)
         self.knobs = {}
