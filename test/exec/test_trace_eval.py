@@ -596,6 +596,13 @@ def check_memory(sy_trace, trace, check):
                   k for k in sy_trace.evaluate(wide, "topk_softmax", memory="dynaexq,expertflow",
                                                cache_experts=32)["results"][0]["layers"]["0"]
                   ["all"] if k.endswith("hit_rate")))
+    # 2 experts: Libra's default replica count (4) is more than E.
+    two = sy_trace.Trace(num_experts=2, top_k=1, logits={0: np.random.default_rng(4)
+                         .standard_normal((16, 2)).astype(np.float32)},
+                         step=np.repeat(np.arange(4), 4).astype(np.int32))
+    check.run("balance at E = 2, 2 ranks: Libra runs (its default replica count capped at E)",
+              lambda: sy_trace.evaluate(two, "topk_softmax", ranks=2, balance="libra")
+              ["results"][0]["layers"]["0"]["all"]["ep_imbalance_libra"])
     for label, kwargs, needle in (
             ("memory without cache_experts", {"memory": "dynaexq"}, "cache_experts"),
             ("cache_experts above E", {"memory": "expertflow", "cache_experts": E + 1},

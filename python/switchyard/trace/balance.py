@@ -27,6 +27,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .._errors import InputError
+from .rules import rule_defaults
 
 RULES = ("home", "eplb", "libra")
 
@@ -98,7 +99,13 @@ class LibraOracle:
 
     def __init__(self, experts: int, ranks: int, knobs: Optional[dict] = None):
         self.experts, self.ranks = experts, ranks
-        self.knobs = knobs or {}
+        self.knobs = dict(knobs or {})
+        # Below 4 experts the default replica count (4) is capped at E (the rule takes
+        # extra_experts in [0, E]) and compiled in: the verifier checks the value the rule
+        # is built with.
+        self.frozen = {}
+        if rule_defaults("libra", devices=ranks, hidden_size=8)["extra_experts"] > experts:
+            self.frozen = {"extra_experts": self.knobs.pop("extra_experts", experts)}
         self._rules: Dict[int, object] = {}
 
     def imbalance(self, ids: np.ndarray, request_ids: Optional[np.ndarray]) -> Optional[float]:
@@ -112,7 +119,8 @@ class LibraOracle:
             # (hidden_size binds the file's predictor entry, which is not compiled)
             rule = _compile("libra", entry="libra", experts=self.experts, top_k=width,
                             devices=self.ranks, hidden_size=8, allow_unused=True,
-                            outputs=["loads_after", "imbalance_after"])
+                            outputs=["loads_after", "imbalance_after"],
+                            knobs=self.frozen or None, freeze_knobs=bool(self.frozen))
             self._rules[width] = rule
         owner = np.arange(ids.shape[0]) if request_ids is None else request_ids
         token_rank = (np.asarray(owner, np.int64) % self.ranks).astype(np.int32)

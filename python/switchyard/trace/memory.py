@@ -30,6 +30,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .._errors import InputError
+from .rules import rule_defaults
 
 RULES = ("dynaexq", "expertflow")
 
@@ -52,15 +53,6 @@ def _requested(ids: np.ndarray, experts: int) -> np.ndarray:
     return flags
 
 
-def _rule_defaults(name: str, top_k: int = 1) -> Dict[str, float]:
-    """A rule's knob defaults, read from a compile at 64 experts, a shape the defaults
-    fit (the replays compile the rule for the trace with the values in)."""
-    from .. import compile as _compile
-    generic = _compile(name, entry=name, experts=max(64, top_k), top_k=top_k,
-                       allow_unused=True)
-    return {knob: k["default"] for knob, k in generic.knobs.items()}
-
-
 class DynaExqReplay:
     def __init__(self, experts: int, layers: int, cache_experts: int, interval: int,
                  geometry: Optional[dict], knobs: Optional[dict] = None):
@@ -70,7 +62,7 @@ class DynaExqReplay:
                              f"of steps")
         knobs = dict(knobs or {})
         hi = int(knobs.get("hi_bytes", geometry["expert_bytes"] if geometry
-                           else _rule_defaults("dynaexq")["hi_bytes"]))
+                           else rule_defaults("dynaexq")["hi_bytes"]))
         lo = int(knobs.get("lo_bytes", hi // 4))
         knobs.update({"hi_bytes": hi, "lo_bytes": lo, "layers": layers, "fixed_bytes": 0,
                       "budget_bytes": layers * experts * lo + layers * cache_experts * hi})
@@ -113,7 +105,7 @@ class ExpertFlowReplay:
             knobs["expert_bytes"] = int(geometry["expert_bytes"])
         knobs.update({"capacity": cache_experts, "layers": layers})
         # Compiled with the values in: the policy's default capacity (32) may not fit E.
-        defaults = _rule_defaults("expertflow", top_k=top_k)
+        defaults = rule_defaults("expertflow", top_k=top_k)
         self.rule = _compile("expertflow", entry="expertflow", experts=experts, top_k=top_k,
                              knobs=knobs, freeze_knobs=True)
         self.knobs = {}
