@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace switchyard::moe {
 #define GEN_PASS_DEF_MOESETKNOBS
@@ -64,8 +65,10 @@ LogicalResult switchyard::moe::setKnobs(ModuleOp module, ArrayRef<std::string> v
   for (auto &entry : wanted)
     if (!used.count(entry.getKey())) {
       std::string known;
+      llvm::StringSet<> listed; // a name several entries of the file share, listed once
       module.walk([&](KnobOp knob) {
-        known += (known.empty() ? "" : ", ") + knob.getName().str();
+        if (listed.insert(knob.getName()).second)
+          known += (known.empty() ? "" : ", ") + knob.getName().str();
       });
       return cliError() << "unknown knob '" << entry.getKey()
                         << "' (the policy's knobs: " << (known.empty() ? "none" : known)
