@@ -4,7 +4,8 @@ MoE layers dominate the step, routed by vLLM's native router and by Switchyard
 policies through the plugin (SWITCHYARD_POLICY), same model, same prompts, same run.
 
 Measured per (router, batch): decode tokens/s (greedy, ignore_eos, every sequence
-generates --tokens tokens; wall time of llm.generate after a warm-up generate), and
+generates --tokens tokens; the median over --repeats timed llm.generate calls after a
+warm-up generate, each run in the JSON as tokens_per_s_runs), and
 the experts active per layer and decode step (distinct expert ids the routing gave
 the step's tokens, counted in the routing call; native = Switchyard's topk_softmax,
 which routes identically). vLLM's CPU MoE kernel (cpu_fused_moe) loops over the
@@ -24,6 +25,7 @@ are in the JSON rows (process_wall_s, process_cpu_s).
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -63,11 +65,13 @@ def child(args):
     llm.generate(prompts, SamplingParams(max_tokens=4, temperature=0, ignore_eos=True),
                  use_tqdm=False)
     active.clear()
-    start = time.perf_counter()
-    out = llm.generate(prompts, params, use_tqdm=False)
-    seconds = time.perf_counter() - start
-    generated = sum(len(o.outputs[0].token_ids) for o in out)
-    result = {"tokens_per_s": generated / seconds, "seconds": seconds,
+    rates = []
+    for _ in range(args.repeats):   # the median of several timed generates
+        start = time.perf_counter()
+        out = llm.generate(prompts, params, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        rates.append(sum(len(o.outputs[0].token_ids) for o in out) / seconds)
+    result = {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
               "active_per_layer_step": (sum(active) / len(active)) if active else None}
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -114,6 +118,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed generates per configuration (the median is reported)")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--intermediate", type=int, default=512)
@@ -146,7 +152,8 @@ def main():
                     env["SWITCHYARD_KNOBS"] = json.dumps(knobs)
             run = bench_common.run_tool(
                 [sys.executable, __file__, "--child", "--batch", str(batch),
-                 "--tokens", str(args.tokens), "--model-dir", args.model_dir],
+                 "--tokens", str(args.tokens), "--repeats", str(args.repeats),
+                 "--model-dir", args.model_dir],
                 f"{name} at batch {batch}", timeout_s=3600, env=env, check=False)
             proc = run.result
             line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -176,7 +183,8 @@ def main():
                                  "hidden": args.hidden, "experts": args.experts,
                                  "intermediate": args.intermediate, "top_k": 8,
                                  "dtype": "bfloat16"},
-                       "tokens": args.tokens, "vllm": vllm.__version__,
+                       "tokens": args.tokens, "repeats": args.repeats,
+                       "vllm": vllm.__version__,
                        "cpus": os.cpu_count(), "machine": platform.machine(),
                        "host": bench_common.machine(vllm=vllm.__version__),
                        "rows": rows}, f, indent=1)
