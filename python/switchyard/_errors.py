@@ -18,15 +18,14 @@ _DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+): "
                          r"(?P<sev>error|warning|note|remark): (?P<msg>.*)$")
 
 
+def _diagnostic(m: "re.Match") -> Diagnostic:
+    return Diagnostic(m["file"], int(m["line"]), int(m["col"]), m["sev"], m["msg"])
+
+
 def parse_diagnostics(text: str) -> List[Diagnostic]:
     """The `file:line:col: error: message` lines of a compiler's output."""
-    found = []
-    for line in text.splitlines():
-        m = _DIAGNOSTIC.match(line.strip())
-        if m:
-            found.append(Diagnostic(m["file"], int(m["line"]), int(m["col"]), m["sev"],
-                                    m["msg"]))
-    return found
+    return [_diagnostic(m) for m in map(_DIAGNOSTIC.match, map(str.strip, text.splitlines()))
+            if m]
 
 
 class CompileError(SwitchyardError):
@@ -64,8 +63,7 @@ def compiler_warnings(text: str) -> List[CompileWarning]:
         if m:
             current = None
             if m["sev"] == "warning":
-                current = [line, Diagnostic(m["file"], int(m["line"]), int(m["col"]),
-                                            m["sev"], m["msg"])]
+                current = [line, _diagnostic(m)]
                 warnings.append(current)
         elif current is not None and not line.startswith("moe-compile:"):
             current[0] += "\n" + line

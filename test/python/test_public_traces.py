@@ -168,10 +168,7 @@ def main():
     checks += [(name, lambda name=name: check_trace(sy, name)) for name in sorted(EXPECTED)]
     checks += [("provenance-checker", lambda: check_checker(sy)),
                ("reproduces", check_reproduces)]
-    check = Checks()
-    for label, fn in checks:
-        check.run(label, fn)
-    return check.summary()
+    return Checks().run_all(checks)
 
 
 if __name__ == "__main__":

@@ -159,10 +159,7 @@ def main():
         ("mixtral_patched_xshare", lambda: check_capture(sy, "mixtral", patch_policy="xshare")),
         ("max_tokens", lambda: check_bound(sy)),
     ]
-    check = Checks()
-    for label, fn in checks:
-        check.run(label, fn)
-    return check.summary()
+    return Checks().run_all(checks)
 
 
 if __name__ == "__main__":

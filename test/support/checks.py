@@ -1,6 +1,7 @@
 """The tests' tally: `check(label, ok, detail)` prints `ok   label` or `FAIL label detail`
 and counts; `check.run(label, fn)` checks that fn() returns (its value is the detail);
-`check.summary()` prints the counts and returns the exit status. Standard library only."""
+`check.summary()` prints the counts and returns the exit status (`check.run_all(pairs)`:
+run() on each (label, fn), then summary()). Standard library only."""
 
 
 class Checks:
@@ -28,6 +29,12 @@ class Checks:
         self.passed += 1
         print(f"ok   {label}: {detail}")
         return True
+
+    def run_all(self, checks) -> int:
+        """Runs every (label, fn) of `checks` with run(), then returns summary()."""
+        for label, fn in checks:
+            self.run(label, fn)
+        return self.summary()
 
     def summary(self) -> int:
         print(f"{self.passed} passed, {self.failed} failed")
