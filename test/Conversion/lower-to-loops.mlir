@@ -15,13 +15,26 @@
 // LANES:     math.exp
 // LANES:     scf.reduce(%{{.*}} : f32) {
 // LANES:       arith.addf
-// The route's rounds: score bits in IEEE total order, +1, above the complemented id.
-// LANES:   scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// The route's rounds: score bits in IEEE total order, +1, above the complemented id;
+// each round below the previous round's key (no flags).
+// LANES:   scf.for %{{.*}} = %c0 to %c2 step %c1 iter_args(%[[BOUND:.*]] = %c-1_i64) -> (i64) {
 // LANES:     scf.parallel (%{{.*}}) = (%c0) to (%c16) step (%c1) init (%c0_i64) -> i64 {
 // LANES:       arith.bitcast %{{.*}} : f32 to i32
-// LANES:       arith.shli %{{.*}}, %c32_i64 : i64
+// LANES:       %[[KEY:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
+// LANES:       arith.cmpi ult, %[[KEY]], %[[BOUND]] : i64
 // LANES:       scf.reduce(%{{.*}} : i64) {
 // LANES:         arith.maxui
+// Expert counts: a histogram per tile of 8 tokens (no atomics), then the tiles' sums.
+// LANES:   %[[TILES:.*]] = arith.divui
+// LANES:   scf.parallel (%[[TILE:.*]]) = (%c0) to (%[[TILES]]) step (%c1) {
+// LANES:     scf.parallel (%[[E:.*]]) = (%c0) to (%c16) step (%c1) {
+// LANES:       scf.for
+// LANES:       memref.store %{{.*}}, %{{.*}}[%[[TILE]], %[[E]]] : memref<?x16xi32>
+// LANES:   } {moe.token_tiles = 8 : i64}
+// LANES:   scf.parallel (%[[E2:.*]]) = (%c0) to (%c16) step (%c1) {
+// LANES:     scf.for %{{.*}} = %c0 to %[[TILES]] step %c1 iter_args
+// LANES:     memref.store %{{.*}}, %{{.*}}[%[[E2]]] : memref<16xi32>
+// LANES-NOT: memref.atomic_rmw
 
 // CHECK-LABEL: func.func @r(
 // CHECK-SAME: %[[T:[a-z0-9]+]]: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xf32>,

@@ -49,7 +49,7 @@
 // Set selection (budget 4) runs on the whole block: 4 rounds of a block arg-max -
 // thread-strided partial keys, warp butterfly, lane 0 of each warp publishes to
 // shared memory, every thread combines the warps' keys in order.
-// WARP: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// WARP: scf.for %{{.*}} = %c0 to %c4 step %c1 iter_args(%{{.*}} = %c-1_i64) -> (i64) {
 // WARP:   scf.for %{{.*}} = %{{.*}} to %c16 step %{{.*}} iter_args(%{{.*}} = %c0_i64) -> (i64) {
 // WARP:   gpu.shuffle xor
 // WARP:   memref.store %{{.*}}, %[[SH]][%{{.*}}] : memref<96xi64, #gpu.address_space<workgroup>>
@@ -59,8 +59,8 @@
 // The winner is marked by thread 0.
 // WARP:   arith.cmpi eq, %[[TID]]
 // The route stage: k rounds of a warp arg-max over packed i64 keys (two 32-bit
-// shuffles per round), lane 0 marks the winner and writes the outputs.
-// WARP: scf.for %{{.*}} = %{{.*}} to %c2 step %c1 {
+// shuffles per round), each below the last round's key; lane 0 writes the outputs.
+// WARP: scf.for %{{.*}} = %{{.*}} to %c2 step %c1 iter_args(%{{.*}} = %c-1_i64) -> (i64) {
 // WARP:   scf.for {{.*}} iter_args(%{{.*}} = %c0_i64) -> (i64) {
 // WARP:     arith.maxui
 // WARP:   gpu.shuffle xor %{{.*}} : i32

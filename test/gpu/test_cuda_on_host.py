@@ -41,11 +41,7 @@ take 2 or 1.
     test_cuda_on_host.py --build BUILD_DIR
 """
 import argparse
-import ctypes
-import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,19 +49,13 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# What NAME.cu includes: switchyard/Cuda/KernelPrelude.h (and CudaOnHost.h on the CPU).
-SWITCHYARD_INCLUDE = os.path.join(ROOT, "runtime", "include")
-sys.path.insert(0, os.path.join(ROOT, "test", "support"))
-from toolchain import cxx  # noqa: E402
 sys.path.insert(0, HERE)
-from gpu_cases import (CaseTally, abi_buffers, differing_outputs, entry_info,  # noqa: E402
-                       example_inputs)
-from policy_shapes import (GPU_ROUTERS as POLICIES, import_switchyard, native_shape,  # noqa: E402
-                           shape_flags)
+from cuda_host import (ROOT, compile_on_host, launch_block, launch_on_host,  # noqa: E402
+                       launcher_blocks)
+from gpu_cases import CaseTally, differing_outputs, entry_info, example_inputs  # noqa: E402
+from policy_shapes import GPU_ROUTERS as POLICIES, import_switchyard, native_shape  # noqa: E402
 
 
-EMULATED_SMS = 3  # the grid size class's SM count in the emulation
 # Batch sizes every case runs (with the one-CTA class's bound M and M + 1 added): one
 # token; with 8 tokens per CTA, 9 and 17 tokens on 2 and 3 CTAs with a 1-token last CTA,
 # 64 on 8 full CTAs and 130 on 17 (XShare-spec's 5-token requests straddle CTAs).
@@ -75,24 +65,6 @@ NARROW_TOKENS = (8, 130)  # the 16-bit logits cases: one CTA and many
 # beyond), T = 60 on 3 CTAs of 24, 24 and 12 tokens.
 GEOMETRY = ("--cta-tokens=16", "--tokens-per-cta=24")
 GEOMETRY_TOKENS = 60
-
-
-def descriptor(arr):
-    """The expanded memref descriptor of a C-order array: ptr, ptr, 0, sizes, strides."""
-    ptr = ctypes.c_void_p(arr.ctypes.data)
-    sizes = list(arr.shape) or [1]
-    strides = [s // arr.itemsize for s in arr.strides] or [1]
-    return [ptr, ptr, ctypes.c_int64(0)] + [ctypes.c_int64(s) for s in sizes] + \
-           [ctypes.c_int64(s) for s in strides]
-
-
-def size_class_for(meta, tokens):
-    """The size class NAME_launch picks for a batch of `tokens` tokens."""
-    for size_class in meta["size_classes"]:
-        if tokens >= size_class.get("min_tokens", 0) and \
-                tokens <= (size_class.get("max_tokens") or tokens):
-            return size_class
-    raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
 
 
 def batch_sizes(meta, narrow):
@@ -109,29 +81,6 @@ def batch_sizes(meta, narrow):
         if per_cta and not narrow and 2 * per_cta[0] + 1 > bound:
             sizes.add(2 * per_cta[0] + 1)
     return sorted(sizes)
-
-
-def launch_block(kernel):
-    """The threads per block of a kernel's launch (NAME.json kernels[].block: x, 1, 1)."""
-    block = kernel["block"]
-    if len(block) != 3 or block[1:] != [1, 1] or block[0] <= 0 or block[0] % 32:
-        raise SystemExit(f"{kernel['name']}: unexpected block {block}")
-    return block[0]
-
-
-def launcher_blocks(path, meta):
-    """Kernel name -> the set of block sizes NAME_launch.cpp launches it with: the rows
-    {"NAME", BLOCK} of its kernel table (kKernels), which the fixed launcher
-    (switchyard/Cuda/Launcher.h) passes to cudaLaunchKernel and the occupancy query."""
-    src = open(path).read()
-    table = re.search(r"kKernels\[\d+\] = \{(.*?)\n\};", src, re.S)
-    blocks = {}
-    for name, block in re.findall(r'\{"([^"]+)", (\d+)\}', table.group(1) if table else ""):
-        blocks.setdefault(name, set()).add(int(block))
-    if sorted(blocks) != sorted(k["name"] for k in meta["kernels"]):
-        raise SystemExit(f"{path}: launches {sorted(blocks)}, NAME.json lists "
-                         f"{[k['name'] for k in meta['kernels']]}")
-    return blocks
 
 
 def fail(tally, message):
@@ -156,18 +105,9 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
              f"{' ' + ' '.join(geometry) if geometry else ''}")
     out = os.path.join(workdir, name + ("-route" if selected else "") +
                        (f"-{narrow}" if narrow else "") + ("-geometry" if geometry else ""))
-    policy = os.path.join(ROOT, "policies", f"{file}.mlir")
-    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
-                    "--entry", name, "-o", out, *geometry]
-                   + (["--outputs", ",".join(selected)] if selected else [])
-                   + ([f"--input-dtype=logits={narrow}"] if narrow else [])
-                   + shape_flags(**native_shape(file)), check=True, capture_output=True)
-    lib_path = os.path.join(out, f"lib{name}_cu.so")
-    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
-                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
-                    os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
-    lib = ctypes.CDLL(lib_path)
-    meta = json.load(open(os.path.join(out, f"{name}.json")))
+    flags = list(geometry) + (["--outputs", ",".join(selected)] if selected else []) \
+        + ([f"--input-dtype=logits={narrow}"] if narrow else [])
+    lib, meta = compile_on_host(build, out, file, name, flags)
     kernels = {k["name"]: k for k in meta["kernels"]}
     # The block the emulation runs is the launch metadata's, which must be the one
     # the shipped launcher launches with.
@@ -175,6 +115,7 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
         if blocks != {launch_block(kernels[kernel])}:
             fail(tally, f"{label}: {name}_launch.cpp launches {kernel} with blocks "
                         f"{sorted(blocks)}, {name}.json says {kernels[kernel]['block']}")
+    policy = os.path.join(ROOT, "policies", f"{file}.mlir")
     router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
     info = entry_info(switchyard, policy, name, **native_shape(file))
     ran = set()
@@ -193,50 +134,14 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                 bits = half.view(np.uint16)
                 inputs["logits"] = half.astype(np.float32)
         expected = router(**inputs)
-        _, keep, outputs = abi_buffers(router, inputs)
-        if narrow:  # logits is the first buffer of every standard router
-            assert info["arguments"][0]["name"] == "logits"
-            keep[0] = np.ascontiguousarray(bits)
-        call = [ctypes.c_int64(tokens)]
-        k = 0
-        for port in info["arguments"]:
-            if port["kind"] == "scalar":
-                call.append(ctypes.c_int32(int(inputs[port["name"]])))
-                continue
-            for _ in range(2 if port["kind"] == "placement" else 1):
-                call += descriptor(keep[k])
-                k += 1
-        for arr in outputs.values():
-            call += descriptor(arr)
-        # Kernel parameters after the outputs: the knobs' defaults.
-        for knob in router.knobs.values():
-            ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
-            call.append(ctype(knob["default"]))
-        size_class = size_class_for(meta, tokens)
-        launches = [kernels[k] for k in size_class["launches"]]
-        workspace = np.zeros(max(k["workspace_bytes"]["per_token"] * tokens +
-                                 k["workspace_bytes"]["fixed"] for k in launches),
-                             dtype=np.int8)
-        # Garbage, not zeros: code that reads what it has not written (or what another
-        # CTA has not written yet) shows.
-        workspace.fill(0x7f)
-        call += descriptor(workspace)
-        per_cta = launches[0].get("tokens_per_cta")
-        if size_class["name"] == "grid":
-            # The launcher's min(ceil(T / warps), SMs x blocks per SM) on a GPU of
-            # EMULATED_SMS one-block SMs: several tokens per warp from T = 25.
-            warps = launch_block(launches[0]) // 32
-            assert launches[0]["warps_per_block"] == warps, launches[0]
-            grid = min(-(-tokens // warps), EMULATED_SMS)
-        else:
-            grid = -(-tokens // per_cta) if per_cta else 1
-        for k in launches:  # <<<grid, block>>> as NAME_launch launches it
-            lib.switchyard_host_launch(ctypes.c_uint(grid), ctypes.c_uint(launch_block(k)))
-            getattr(lib, k["name"])(*call)
+        outputs, size_class, grid, counters = launch_on_host(lib, meta, router, info, inputs,
+                                                             tokens, bits)
+        launches = size_class["launches"]
         ran.add((size_class["name"], grid))
         tally.record(f"{label} T={tokens} ({size_class['name']}, {len(launches)} "
                      f"launch{'es' if len(launches) > 1 else ''} of {grid} x "
-                     f"{launch_block(launches[0])} threads, {time.time() - started:.1f} s)",
+                     f"{launch_block(kernels[launches[0]])} threads, "
+                     f"{time.time() - started:.1f} s)",
                      differing_outputs(expected, outputs))
     if not geometry and not narrow:  # the shipped geometry: every size class, many CTAs
         missing = {c["name"] for c in meta["size_classes"]} - {c for c, _ in ran}

@@ -290,15 +290,36 @@ int main(int argc, char **argv) {
         llvm::outs() << "report @" << info.name << " (" << gpuArch
                      << "): " << meta.getArray("kernels")->size()
                      << " kernels; inputs+outputs = " << perTokenIo << " B/token\n";
+        llvm::StringMap<const llvm::json::Object *> kernelsByName;
+        for (const llvm::json::Value &kernel : *meta.getArray("kernels"))
+          kernelsByName[*kernel.getAsObject()->getString("name")] = kernel.getAsObject();
         for (const llvm::json::Value &sizeClass : *meta.getArray("size_classes")) {
           const llvm::json::Object &c = *sizeClass.getAsObject();
           std::optional<int64_t> maxTokens = c.getInteger("max_tokens");
+          // Per call: a grid-wide step is a launch boundary or a last-CTA ticket; the
+          // barriers are the kernels' static sites (those in loops run more often).
+          int64_t launches = c.getArray("launches")->size(), gridSteps = launches - 1;
+          int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0, perToken = 0;
+          for (const llvm::json::Value &launch : *c.getArray("launches")) {
+            const llvm::json::Object &k = *kernelsByName.lookup(*launch.getAsString());
+            const llvm::json::Object &sync = *k.getObject("sync");
+            gridSteps += sync.getInteger("grid_steps").value_or(0);
+            ctaBarriers += sync.getInteger("cta_barriers").value_or(0);
+            inLoops += sync.getInteger("cta_barriers_in_loops").value_or(0);
+            warpBarriers += sync.getInteger("warp_barriers").value_or(0);
+            perToken = std::max(
+                perToken,
+                k.getObject("workspace_bytes")->getInteger("per_token").value_or(0));
+          }
           llvm::outs() << "  " << *c.getString("name") << " ("
                        << (c.getInteger("min_tokens")
                                ? "T >= " + std::to_string(*c.getInteger("min_tokens"))
                            : maxTokens ? "T <= " + std::to_string(*maxTokens)
                                        : std::string("any T"))
-                       << "): " << c.getArray("launches")->size() << " launch(es)\n";
+                       << "): " << launches << " launch(es), " << gridSteps
+                       << " grid-wide step(s), " << ctaBarriers << " CTA barrier sites ("
+                       << inLoops << " in loops), " << warpBarriers
+                       << " warp barrier sites, workspace " << perToken << " B/token\n";
         }
         for (const llvm::json::Value &kernel : *meta.getArray("kernels")) {
           const llvm::json::Object &k = *kernel.getAsObject();

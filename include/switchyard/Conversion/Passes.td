@@ -101,18 +101,23 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     of set selection) becomes a block reduction: thread-strided partials, warp
     butterflies, per-warp partials in a 96 x i64 workgroup buffer that every thread
     combines in warp order; loops around them run on every thread. Remaining
-    sequential code (alignment, compaction) runs on thread 0 and broadcasts the values
-    later code uses through the same buffer; barriers separate the phases; temporaries
-    live in the workspace (`moe.workspace = [bytes per token, fixed bytes]`).
+    sequential code runs on thread 0 and broadcasts the values later code uses
+    through the same buffer; a loop over token tiles (`moe.token_tiles`: expert counts
+    and block alignment) runs one warp per tile; barriers separate the phases;
+    temporaries live in the workspace (`moe.workspace = [bytes per token, fixed
+    bytes]`).
 
     `@<name>_large_k1` and `@<name>_large_k2` (size class `large`, more than
     `cta-tokens` tokens) run the policy in TWO launches of ceil(T / tokens-per-cta)
     blocks, CTA c owning tokens [c*P, (c+1)*P): kernel 1 runs the token stage on its
     tokens and stores each token fold's partial (batch scores, union of top-k) per
     CTA; kernel 2 combines the partials in CTA order and recomputes the set selection
-    in every CTA (into CTA-private copies), routes its tokens (atomic counts), and the
-    last CTA to take the ticket (device-scope fences around it) runs compaction and
-    block alignment over the whole batch. Phase gates that the size class decides
+    in every CTA (into CTA-private copies) and routes its tokens. Tokens per CTA are
+    whole token tiles: each CTA runs its own tiles of a tile loop (kernel 1 when the
+    ids it reads are made there) and stops a tile scan (`moe.tile_scan`) at its own
+    tiles, so counts and block alignment of ids made in kernel 1 need no last CTA.
+    What is left over the whole batch runs in the last CTA to take the ticket
+    (device-scope fences around it). Phase gates that the size class decides
     (`max_tokens` <= `cta-tokens`) are folded away. A policy whose code does not split
     this way gets a warning saying why, and its one-CTA kernel serves every size.
 

@@ -89,6 +89,7 @@ private:
   Value shuffle(Value v, Value offset, gpu::ShuffleMode mode);
   void warpBarrier() { target.createWarpBarrier(b, loc); }
   void replaceAlloc(memref::AllocOp alloc);
+  int64_t tokensPerRow(Value rows) const;
 
   const GpuTargetInfo &target;
   OpBuilder &b;

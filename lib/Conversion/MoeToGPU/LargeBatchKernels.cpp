@@ -54,6 +54,7 @@ int64_t roundUp16(int64_t n) { return (n + 15) / 16 * 16; }
 struct Prologue {
   Value cta, grid, first, last;
   Value ticket;
+  int64_t tilesPerCta = 0;        // token tiles per CTA (P / S; 0 without tiles)
   SmallVector<Value> partials;    // per fold: memref<? x elem>, [G * C]
   SmallVector<Value> privateCopy; // per privatized buffer: this CTA's copy
   LargeBatchLayout layout;        // what the prologue reserves
@@ -142,6 +143,50 @@ void inCtaZero(OpBuilder &b, Location loc, Value cta, function_ref<void()> body)
 void setTokenRange(scf::ParallelOp loop, Value first, Value last) {
   loop.getLowerBoundMutable()[0].set(first);
   loop.getUpperBoundMutable()[0].set(last);
+}
+
+/// This CTA's tiles of a tile count `tiles`: [cta * P / S, min((cta + 1) * P / S,
+/// tiles)), built before `at` (P = tokens per CTA, a multiple of the tile's S tokens).
+std::pair<Value, Value> ownTiles(Operation *at, const Prologue &p, Value tiles,
+                                 int64_t perCta) {
+  OpBuilder b(at);
+  Location loc = at->getLoc();
+  Value m = arith::ConstantIndexOp::create(b, loc, perCta);
+  Value first = arith::MulIOp::create(b, loc, p.cta, m);
+  Value last =
+      arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, first, m), tiles);
+  return {first, last};
+}
+
+/// A tile loop runs this CTA's tiles only.
+void setOwnTiles(scf::ParallelOp loop, const Prologue &p, int64_t perCta) {
+  auto [first, last] = ownTiles(loop, p, loop.getUpperBound()[0], perCta);
+  setTokenRange(loop, first, last);
+}
+
+/// A tile scan (per expert, a running value over the tiles stored at each tile's row)
+/// stops after this CTA's tiles and stores only at their rows: the rows of the other
+/// tiles are their CTAs'.
+void scanToOwnTiles(scf::ParallelOp scan, const Prologue &p, int64_t perCta) {
+  for (Operation &op : scan.getBody()->without_terminator()) {
+    auto tilesLoop = dyn_cast<scf::ForOp>(op);
+    if (!tilesLoop)
+      continue;
+    auto [first, last] = ownTiles(scan, p, tilesLoop.getUpperBound(), perCta);
+    tilesLoop.getUpperBoundMutable().set(last);
+    Value tile = tilesLoop.getInductionVar();
+    SmallVector<memref::StoreOp> stores;
+    for (Operation &inner : tilesLoop.getBody()->without_terminator())
+      if (auto store = dyn_cast<memref::StoreOp>(inner))
+        stores.push_back(store);
+    for (memref::StoreOp store : stores) {
+      OpBuilder b(store);
+      Value mine =
+          arith::CmpIOp::create(b, store.getLoc(), arith::CmpIPredicate::uge, tile, first);
+      auto guard = scf::IfOp::create(b, store.getLoc(), mine, /*withElseRegion=*/false);
+      store->moveBefore(guard.thenBlock()->getTerminator());
+    }
+  }
 }
 
 /// Moves every top-level memref.alloc (with the pure code of its sizes) to the front of
@@ -342,6 +387,9 @@ LogicalResult finishKernel1(Block &body, Location loc, LargeBatchPlan &plan,
   for (Operation *op : plan.kernel1)
     if (isTokenLoop(op, body.getArgument(0)))
       setTokenRange(cast<scf::ParallelOp>(op), p.first, p.last);
+  for (scf::ParallelOp loop : plan.tileLoops)
+    if (plan.kernel1.contains(loop))
+      setOwnTiles(loop, p, p.tilesPerCta);
   // CTA 0: reset the ticket for kernel 2, run the hoisted initialisations.
   b.setInsertionPoint(body.getTerminator());
   inCtaZero(b, loc, p.cta, [&] {
@@ -443,7 +491,7 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
                             LargeBatchPlan &plan, const Prologue &p) {
   OpBuilder b(body.getParentOp()->getContext());
   for (Operation *op : plan.kernel1)
-    if (isTokenLoop(op, body.getArgument(0)))
+    if (isTokenLoop(op, body.getArgument(0)) || tileTokensOf(op))
       op->erase();
   for (Operation *op : plan.hoisted)
     op->erase();
@@ -467,11 +515,25 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
   }
   for (scf::ParallelOp loop : plan.routeLoops)
     setTokenRange(loop, p.first, p.last);
-  // After set selection: CTA 0 copies the selected outputs out of its private copies.
-  Operation *afterSelection = !plan.routeLoops.empty()
-                                  ? plan.routeLoops.front().getOperation()
-                              : plan.tailStart ? plan.tailStart
-                                               : body.getTerminator();
+  for (scf::ParallelOp loop : plan.tileLoops)
+    if (!plan.kernel1.contains(loop))
+      setOwnTiles(loop, p, p.tilesPerCta);
+  for (scf::ParallelOp scan : plan.tileScans)
+    scanToOwnTiles(scan, p, p.tilesPerCta);
+  // After set selection: CTA 0 copies the selected outputs out of its private copies
+  // before the first routing code (token or tile loops, scans) or the tail.
+  Operation *afterSelection = plan.tailStart ? plan.tailStart : body.getTerminator();
+  auto earlier = [&](Operation *op) {
+    if (op->isBeforeInBlock(afterSelection))
+      afterSelection = op;
+  };
+  for (scf::ParallelOp loop : plan.routeLoops)
+    earlier(loop);
+  for (scf::ParallelOp loop : plan.tileLoops)
+    if (!plan.kernel1.contains(loop) && loop->getBlock() == &body)
+      earlier(loop);
+  for (scf::ParallelOp scan : plan.tileScans)
+    earlier(scan);
   for (auto [buffer, mine] : llvm::zip(plan.privatized, p.privateCopy)) {
     Value copy = mine;
     buffer.replaceUsesWithIf(
@@ -559,7 +621,14 @@ FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
     return failure();
   Operation *routerStart = &body.front(); // the prologue goes in front of it
   OpBuilder b = OpBuilder::atBlockBegin(&body);
+  if (plan->tileTokens && sizeClass != SizeClass::Grid &&
+      tokensPerCta % plan->tileTokens != 0) {
+    whyNot("tokens per CTA (" + llvm::Twine(tokensPerCta) +
+           ") must be a multiple of the token tiles' " + llvm::Twine(plan->tileTokens));
+    return failure();
+  }
   Prologue p = buildPrologue(b, loc, tokens, workspace, *plan, sizeClass, tokensPerCta);
+  p.tilesPerCta = plan->tileTokens ? tokensPerCta / plan->tileTokens : 0;
   p.layout.needsKernel2 = plan->kernel2HasWork;
   LogicalResult done = sizeClass == SizeClass::LargeSecond
                            ? finishKernel2(target, body, loc, *plan, p)

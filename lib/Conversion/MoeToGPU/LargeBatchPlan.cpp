@@ -1,6 +1,8 @@
 //===- LargeBatchPlan.cpp - how a router divides between the pair ---------===//
 #include "LargeBatchPlan.h"
 
+#include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -227,6 +229,21 @@ std::optional<TokenFold> asTokenFold(Operation *op, Value tokens) {
   return fold;
 }
 
+int64_t tileTokensOf(Operation *op) {
+  auto loop = dyn_cast<scf::ParallelOp>(op);
+  auto attr = loop ? loop->getAttrOfType<IntegerAttr>(kTokenTilesAttr) : IntegerAttr();
+  if (!attr || loop.getNumLoops() != 1 || !loop.getInitVals().empty() ||
+      !isIndex(loop.getLowerBound()[0], 0) || !isIndex(loop.getStep()[0], 1))
+    return 0;
+  return attr.getInt();
+}
+
+bool isTileScan(Operation *op) {
+  auto loop = dyn_cast<scf::ParallelOp>(op);
+  return loop && loop->hasAttr(kTileScanAttr) && loop.getNumLoops() == 1 &&
+         loop.getInitVals().empty();
+}
+
 namespace {
 
 /// Values that are the same in every CTA and thread and need no memory: kernel
@@ -286,6 +303,9 @@ FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass si
   llvm::DenseSet<Value> routeRows;   // buffers routing loops write, row-wise
   llvm::DenseSet<Value> hoistedWrites;
   llvm::SetVector<Value> privatized;
+  // Per-tile buffers written by kernel 1's tile loops (whole in kernel 2), and by
+  // kernel 2's tile loops and scans (each CTA its own tiles' rows).
+  llvm::DenseSet<Value> tileRows1, tileRows2;
   Accesses later; // routing loops and the tail
   int selectionOps = 0;
   auto touch = [&](const Accesses &a) {
@@ -303,6 +323,25 @@ FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass si
     }
     if (plan.tailStart) {
       later.add(a);
+      continue;
+    }
+    // A tile loop reads its own tiles' token rows and writes its own tile rows (or
+    // scatters into outputs), by construction (TokenTiles.cpp).
+    int64_t tileTokens = tileTokensOf(&op);
+    if (tileTokens) {
+      if (plan.tileTokens && plan.tileTokens != tileTokens) {
+        whyNot("token tiles of different sizes");
+        return failure();
+      }
+      plan.tileTokens = tileTokens;
+    }
+    if (phase == Phase::TokenStage && tileTokens &&
+        writesOwnRows(cast<scf::ParallelOp>(op)) && !readsAny(a, foldResults) &&
+        !readsAny(a, tileRows1)) {
+      plan.kernel1.insert(&op);
+      plan.tileLoops.push_back(cast<scf::ParallelOp>(op));
+      tileRows1.insert(a.writes.begin(), a.writes.end());
+      touch(a);
       continue;
     }
     if (phase == Phase::TokenStage) {
@@ -344,7 +383,31 @@ FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass si
       touch(a);
       continue;
     }
-    if (isTokenLoop(&op, tokens) && !readsAny(a, acrossRows) &&
+    // Kernel 2's tile scans (over the tiles kernel 1 made, each CTA up to its own) and
+    // tile loops (each CTA its own tiles, reading only their rows of what kernel 2
+    // wrote before).
+    if (isTileScan(&op) && !readsAny(a, acrossRows) && !readsAny(a, tileRows2) &&
+        !readsAny(a, routeRows)) {
+      phase = Phase::Routing;
+      plan.tileScans.push_back(cast<scf::ParallelOp>(op));
+      tileRows2.insert(a.writes.begin(), a.writes.end());
+      later.add(a);
+      touch(a);
+      continue;
+    }
+    if (tileTokens && !readsAny(a, acrossRows)) {
+      phase = Phase::Routing;
+      auto loop = cast<scf::ParallelOp>(op);
+      plan.tileLoops.push_back(loop);
+      if (writesOwnRows(loop))
+        tileRows2.insert(a.writes.begin(), a.writes.end());
+      else
+        acrossRows.insert(a.writes.begin(), a.writes.end());
+      later.add(a);
+      touch(a);
+      continue;
+    }
+    if (isTokenLoop(&op, tokens) && !readsAny(a, acrossRows) && !readsAny(a, tileRows2) &&
         readsOnlyRow(&op, cast<scf::ParallelOp>(op).getInductionVars()[0], routeRows)) {
       phase = Phase::Routing;
       auto loop = cast<scf::ParallelOp>(op);
@@ -372,8 +435,11 @@ FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass si
     }
   }
   plan.privatized.assign(privatized.begin(), privatized.end());
-  plan.kernel2HasWork = !plan.folds.empty() || !plan.routeLoops.empty() || plan.tailStart ||
-                        !plan.privatized.empty() || selectionOps;
+  plan.kernel2HasWork =
+      !plan.folds.empty() || !plan.routeLoops.empty() || plan.tailStart ||
+      !plan.privatized.empty() || selectionOps || !plan.tileScans.empty() ||
+      llvm::any_of(plan.tileLoops,
+                   [&](scf::ParallelOp loop) { return !plan.kernel1.contains(loop); });
   if (sizeClass == SizeClass::Grid && (plan.kernel2HasWork || !plan.folds.empty() ||
                                        !plan.privatized.empty() || !plan.hoisted.empty())) {
     whyNot("the policy is not token loops only");

@@ -82,12 +82,23 @@ struct TokenFold {
 
 std::optional<TokenFold> asTokenFold(mlir::Operation *op, mlir::Value tokens);
 
+/// A parallel loop over token tiles (kTokenTilesAttr, MoeToLoops.h): its tokens per
+/// tile, or 0 when `op` is none.
+int64_t tileTokensOf(mlir::Operation *op);
+/// A scan over the tiles, parallel over experts (kTileScanAttr).
+bool isTileScan(mlir::Operation *op);
+
 /// How the router's top-level code divides between the two kernels.
 struct LargeBatchPlan {
   llvm::SmallPtrSet<mlir::Operation *, 8> kernel1; // token loops and folds of the stage
   llvm::SmallVector<TokenFold> folds;
   llvm::SmallVector<mlir::Operation *> hoisted;        // run by CTA 0 of kernel 1
   llvm::SmallVector<mlir::scf::ParallelOp> routeLoops; // kernel 2, each CTA its tokens
+  // Token tiles: each CTA runs its own tiles of a tile loop (kernel 1 when it is in
+  // `kernel1`, else kernel 2), and stops a tile scan (kernel 2) at its own tiles.
+  llvm::SmallVector<mlir::scf::ParallelOp> tileLoops;
+  llvm::SmallVector<mlir::scf::ParallelOp> tileScans;
+  int64_t tileTokens = 0;                    // tokens per tile (0: no tiles)
   mlir::Operation *tailStart = nullptr;      // kernel 2, the last CTA: this and later
   llvm::SmallVector<mlir::Value> privatized; // buffers set selection writes
   bool kernel2HasWork = false;               // folds, selection, routing or a tail

@@ -1,5 +1,6 @@
 //===- LaunchCostModel.cpp - which size class runs a batch fastest --------===//
 #include "LaunchCostModel.h"
+#include "LargeBatchPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -231,6 +232,11 @@ LaunchCostModel modelLaunches(func::FuncOp f, int64_t blockSize) {
       m.tokenInstr += warpInstructions(*loop.getBody(), experts, perToken);
       return;
     }
+    // A token tile is one warp's work for its tokens, as a token loop's row is.
+    if (int64_t tile = tileTokensOf(loop)) {
+      m.tokenInstr += warpInstructions(*loop.getBody(), experts, perToken) / tile;
+      return;
+    }
     if (tokens && foldsTokens(loop, tokens))
       m.combineValues += tripCount(loop.getLowerBound()[0], loop.getUpperBound()[0],
                                    loop.getStep()[0], perToken, experts);
@@ -242,7 +248,7 @@ LaunchCostModel modelLaunches(func::FuncOp f, int64_t blockSize) {
     double all = 0, folds = 0;
     for (Operation &op : f.getBody().front()) {
       auto loop = dyn_cast<scf::ParallelOp>(op);
-      if (loop && tokens && loopsOver(loop, tokens))
+      if (loop && ((tokens && loopsOver(loop, tokens)) || tileTokensOf(loop)))
         continue;
       double n = 0;
       if (op.getNumRegions()) {

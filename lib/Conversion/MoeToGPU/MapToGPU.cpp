@@ -29,6 +29,7 @@
 #include "LaunchCostModel.h"
 
 #include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
+#include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -282,6 +283,15 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       if (int64_t gate = largestGateBound(f); gate > model.ctaTokens && gate <= 1024)
         model.ctaTokens = gate;
       model.ctaTokens = ctaTokens > 0 ? int64_t(ctaTokens) : model.ctaTokens;
+      // The pair gives each CTA whole token tiles (kTileTokens, TokenTiles.cpp).
+      bool tiled = false;
+      f.walk([&](scf::ParallelOp loop) {
+        tiled |= loop->hasAttr(switchyard::moe::kTokenTilesAttr);
+      });
+      if (tiled)
+        model.tokensPerCta =
+            llvm::divideCeil(model.tokensPerCta, switchyard::moe::kTileTokens) *
+            switchyard::moe::kTileTokens;
       model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
       bool failedToMap = false;
       if (gpu::GPUFuncOp grid =

@@ -7,10 +7,22 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace switchyard::moe::gpu_mapping {
+
+/// S when `rows` is ceil(T / S) = (T + S - 1) / S for the kernel's token count T, else 1.
+int64_t KernelBuilder::tokensPerRow(Value rows) const {
+  auto div = rows.getDefiningOp<arith::DivUIOp>();
+  auto sum = div ? div.getLhs().getDefiningOp<arith::AddIOp>() : arith::AddIOp();
+  std::optional<int64_t> s = div ? getConstantIntValue(div.getRhs()) : std::nullopt;
+  std::optional<int64_t> c = sum ? getConstantIntValue(sum.getRhs()) : std::nullopt;
+  if (!s || !c || *s <= 1 || *c != *s - 1 || sum.getLhs() != tokens)
+    return 1;
+  return *s;
+}
 
 void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
   b.setInsertionPoint(alloc);
@@ -23,11 +35,22 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
     if (!ShapedType::isDynamic(d))
       staticElems *= d;
   Value bytes = arith::ConstantIndexOp::create(b, loc, staticElems * elemBytes);
-  // A temporary's one dynamic dimension is the token count (the caller checks there is
-  // at most one); the workspace formula counts it per token.
-  if (type.getNumDynamicDims() == 1)
-    bytes = arith::MulIOp::create(b, loc, bytes, alloc.getDynamicSizes()[0]);
-  (type.getNumDynamicDims() ? perTokenBytes : fixedBytes) += staticElems * elemBytes;
+  // A temporary's one dynamic dimension (the caller checks there is at most one) is
+  // the token count, or the count of tiles of S tokens, ceil(T / S) <= T / S + 1 (a
+  // [tiles, E] histogram, TokenTiles.cpp); the workspace formula counts it per token.
+  int64_t rowBytes = staticElems * elemBytes;
+  if (type.getNumDynamicDims() == 1) {
+    Value rows = alloc.getDynamicSizes()[0];
+    bytes = arith::MulIOp::create(b, loc, bytes, rows);
+    if (int64_t tile = tokensPerRow(rows); tile > 1) {
+      perTokenBytes += (rowBytes + tile - 1) / tile;
+      fixedBytes += rowBytes;
+    } else {
+      perTokenBytes += rowBytes;
+    }
+  } else {
+    fixedBytes += rowBytes;
+  }
   fixedBytes += 16;
   Value offset =
       workspaceOffset ? workspaceOffset : arith::ConstantIndexOp::create(b, loc, 0);

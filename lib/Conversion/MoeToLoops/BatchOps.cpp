@@ -52,9 +52,8 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
     em.store(next, out, e);
   };
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    Value taken = clearedFlags(L, n);
     topKRow(
-        L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), taken,
+        L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), /*taken=*/Value(),
         [&](Value) { return always(em); },
         [&](Value e) {
           return em.load(x, {t, e});
@@ -215,9 +214,8 @@ void buildRequestSet(RouterLowering &L, SegmentFillOp op, Value leaders, Value r
   L.forEachLane(em.idx(n), [&](Value e) { em.store(em.f32(0), agg, e); });
   em.loop(r, L.tokens(), [&](Value t) {
     em.ifThen(em.cmpI(P::eq, em.load(leaders, t), em.toI32(r)), [&] {
-      Value taken = clearedFlags(L, n);
       topKRow(
-          L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), taken,
+          L, em.idx(n), k0, capacityFor(L.scalar(op.getK0()), n), /*taken=*/Value(),
           [&](Value) { return always(em); },
           [&](Value e) {
             return em.load(x, {t, e});

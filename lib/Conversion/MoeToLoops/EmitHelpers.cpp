@@ -34,24 +34,32 @@ Value clearedFlags(RouterLowering &L, int64_t n) {
 /// them, and calls `onPick(j, id, score)` for each slot j (id -1 when nothing eligible is
 /// left). One pass over the row keeps the best k in a sorted buffer (insertion: a new
 /// entry moves ahead only past strictly worse ones, so ties keep the lower id first),
-/// the usual top-k kernel shape; `capacity` bounds k. On the host `taken` may be null
-/// (nothing excluded, nothing marked).
+/// the usual top-k kernel shape; `capacity` bounds k. `taken` may be null (nothing
+/// excluded, nothing marked): callers that only need the k picks pass none.
 void topKRow(RouterLowering &L, Value n, Value k, int64_t capacity, Value taken,
              function_ref<Value(Value)> eligible, function_ref<Value(Value)> score,
              function_ref<void(Value, Value, Value)> onPick) {
   LoopEmitter &em = L.em();
   OpBuilder &b = em.builder();
   if (L.laneParallelHere() || L.blockParallelHere()) {
-    // The GPU form: k rounds of a parallel arg-max over the ids not taken yet (the same
-    // order: best first, ties to the lower id, -1 once nothing eligible is left); one
-    // warp per token inside token loops, one block for set selection.
-    em.loop(em.idx(0), k, [&](Value j) {
-      auto [id, v] = L.argBest(
-          n, [&](Value e) { return em.andI(em.notI(em.isSet(taken, e)), eligible(e)); },
-          score);
-      Value found = em.cmpI(P::sge, id, em.i32(0));
-      em.ifThen(found, [&] { em.store(em.i8(1), taken, em.toIndex(id)); });
-      onPick(j, id, v);
+    // The GPU form: k rounds of a parallel arg-max, each below the previous round's
+    // packed key (the same order: best first, ties to the lower id, -1 once nothing
+    // eligible is left); one warp per token inside token loops, one block for set
+    // selection. No flags: the bound excludes the earlier winners, so `taken` is
+    // read (ids excluded before this call) and marked only when the caller gives it.
+    em.loopCarried(em.idx(0), k, {em.i64(-1)}, [&](Value j, ValueRange bound) {
+      RouterLowering::Ranked best = L.argBestBelow(
+          n,
+          [&](Value e) {
+            return taken ? em.andI(em.notI(em.isSet(taken, e)), eligible(e)) : eligible(e);
+          },
+          score, bound[0]);
+      if (taken) {
+        Value found = em.cmpI(P::sge, best.id, em.i32(0));
+        em.ifThen(found, [&] { em.store(em.i8(1), taken, em.toIndex(best.id)); });
+      }
+      onPick(j, best.id, best.score);
+      return SmallVector<Value>{best.key};
     });
     return;
   }

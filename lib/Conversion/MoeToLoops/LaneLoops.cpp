@@ -83,6 +83,14 @@ std::pair<Value, Value> RouterLowering::argBest(Value n,
                                                 function_ref<Value(Value)> score) {
   if (!laneParallelHere() && !blockParallelHere())
     return emitter.argBest(n, eligible, score);
+  Ranked best = argBestBelow(n, eligible, score, emitter.i64(-1));
+  return {best.id, best.score};
+}
+
+RouterLowering::Ranked RouterLowering::argBestBelow(Value n,
+                                                    function_ref<Value(Value)> eligible,
+                                                    function_ref<Value(Value)> score,
+                                                    Value below) {
   LoopEmitter &em = emitter;
   Location loc = router.getLoc();
   Value key = reduceLanes(n, em.i64(0), Combine::MaxUI, [&](Value e) {
@@ -96,7 +104,9 @@ std::pair<Value, Value> RouterLowering::argBest(Value n,
     Value low = arith::ExtUIOp::create(
         b, loc, b.getI64Type(), arith::XOrIOp::create(b, loc, em.toI32(e), em.i32(-1)));
     Value packed = em.orI(arith::ShLIOp::create(b, loc, high, em.i64(32)), low);
-    return em.select(eligible(e), packed, em.i64(0));
+    // (rank + 1) < 2^32, so no key is all ones: that bound excludes nothing.
+    Value ok = em.andI(eligible(e), em.cmpI(P::ult, packed, below));
+    return em.select(ok, packed, em.i64(0));
   });
   Value found = em.cmpI(P::ne, key, em.i64(0));
   Value id = arith::XOrIOp::create(
@@ -104,7 +114,7 @@ std::pair<Value, Value> RouterLowering::argBest(Value n,
   id = em.select(found, id, em.i32(-1));
   Value best =
       em.select(found, score(em.toIndex(em.select(found, id, em.i32(0)))), em.f32(0));
-  return {id, best};
+  return {id, best, key};
 }
 
 } // namespace switchyard::moe

@@ -132,6 +132,20 @@ void stableScatter(RouterLowering &L, mlir::Value n, int64_t buckets,
                    llvm::function_ref<mlir::Value(mlir::Value)> base,
                    llvm::function_ref<void(mlir::Value, mlir::Value)> place);
 /// out[i] = value(0) + ... + value(i - 1) (i32) for i in [0, n).
+/// The GPU form's histogram of `ids` (a [T, K] i32 value) per tile of kTileTokens
+/// tokens: a [tiles, E] i32 buffer, made at the first call for `ids` in this block
+/// (TokenTiles.cpp).
+mlir::Value tileHistogram(RouterLowering &L, mlir::Value ids, int64_t experts);
+/// counts[e] = the sum of a tile histogram's column e.
+void countsFromTiles(RouterLowering &L, mlir::Value hist, mlir::Value counts,
+                     int64_t experts);
+/// vLLM's block-aligned order from a tile histogram of `ids` (a [T, K] memref):
+/// sorted[start[e] + rank] = slot for each valid slot (its rank among the batch's
+/// slots of e, in order), and the expert of each block holding a slot.
+void placeByTiles(RouterLowering &L, mlir::Value hist, mlir::Value ids, mlir::Value start,
+                  int64_t block, mlir::Value sorted, mlir::Value sortedSize,
+                  mlir::Value blocks, mlir::Value blockCount);
+
 void exclusiveScan(RouterLowering &L, mlir::Value n, mlir::Value out,
                    llvm::function_ref<mlir::Value(mlir::Value)> value);
 /// value(0) + ... + value(n - 1) (i32), as a block reduction.

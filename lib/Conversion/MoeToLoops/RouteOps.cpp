@@ -27,17 +27,14 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     w = L.rowIn(op.getWeights(), t);
   Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
   RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
-  // The GPU form excludes what earlier rounds took with flags; the host's one pass
-  // needs none.
-  bool rounds = L.laneParallelHere() || L.blockParallelHere();
-  Value taken = rounds ? clearedFlags(L, n) : Value();
   auto eligible = [&](Value e) {
     Value v = L.at(s, e);
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
     return within ? em.andI(ok, em.isSet(within, e)) : ok;
   };
   topKRow(
-      L, em.idx(n), em.idx(k), k, taken, eligible, [&](Value e) { return L.at(s, e); },
+      L, em.idx(n), em.idx(k), k, /*taken=*/Value(), eligible,
+      [&](Value e) { return L.at(s, e); },
       [&](Value j, Value id, Value v) {
         Value found = em.cmpI(P::sge, id, em.i32(0));
         Value weight = v;
@@ -113,10 +110,13 @@ LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
   int64_t n = expertsOf(op.getCounts());
   int64_t k = op.getIds().getType().getDimSize(1);
   Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
-  if (L.blockParallelHere())
-    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), out, e); });
-  else
-    em.fill(out, em.idx(n), em.i32(0));
+  if (L.blockParallelHere()) {
+    // Per-tile histograms, then their sums: no atomics, and block alignment of the
+    // same ids reuses the histogram (TokenTiles.cpp).
+    countsFromTiles(L, tileHistogram(L, op.getIds(), n), out, n);
+    return success();
+  }
+  em.fill(out, em.idx(n), em.i32(0));
   // Token-parallel with atomic increments: integer counts do not depend on the order.
   L.parallelLoop(L.tokens(), [&](Value t) {
     em.loop(k, [&](Value j) {
@@ -183,6 +183,22 @@ LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slo
   Value start = L.temporary(MemRefType::get({n}, em.builder().getI32Type()), {});
   exclusiveScan(L, em.idx(n), start,
                 [&](Value e) { return em.mulI(blocksOf(e), em.i32(block)); });
+  Value lastExpert = em.idx(n - 1);
+  Value total =
+      em.addI(em.load(start, lastExpert), em.mulI(blocksOf(lastExpert), em.i32(block)));
+  // Counts made from these ids here (expert_counts of the same ids): their tile
+  // histogram places the slots.
+  if (auto source = L.resolved(op.getCounts()).getDefiningOp<ExpertCountsOp>();
+      source && L.resolved(source.getIds()) == L.resolved(op.getIds())) {
+    auto hist = L.tileHistograms.find(L.resolved(op.getIds()));
+    if (hist != L.tileHistograms.end() &&
+        hist->second.getParentBlock() == em.builder().getInsertionBlock()) {
+      em.store(total, padded, em.idx(0));
+      placeByTiles(L, hist->second, ids, start, block, sorted, sortedSize, blocks,
+                   blockCount);
+      return success();
+    }
+  }
   L.parallelLoop(em.idx(n), [&](Value e) {
     Value first = em.toIndex(em.divUI(em.load(start, e), em.i32(block)));
     em.loop(em.idx(0), em.toIndex(blocksOf(e)), [&](Value i) {
@@ -202,9 +218,6 @@ LogicalResult alignBlocksParallel(RouterLowering &L, AlignBlocksOp op, Value slo
         em.ifThen(em.cmpI(P::ult, em.toIndex(pos), sortedSize),
                   [&] { em.store(em.toI32(slot), sorted, em.toIndex(pos)); });
       });
-  Value lastExpert = em.idx(n - 1);
-  Value total =
-      em.addI(em.load(start, lastExpert), em.mulI(blocksOf(lastExpert), em.i32(block)));
   em.store(total, padded, em.idx(0));
   return success();
 }

@@ -49,6 +49,8 @@ public:
   mlir::Value tokens() { return numTokens; }
   const Stored &get(mlir::Value v);
   mlir::Value mem(mlir::Value v) { return get(v).mem; }
+  /// The value `v` stands for (through stage and phase-gate results).
+  mlir::Value resolved(mlir::Value v) { return resolve(v); }
   mlir::Value scalar(mlir::Value v) { return get(v).scalar; }
   /// A full buffer for `v` (its router output when it is one).
   mlir::Value allocFull(mlir::Value v);
@@ -85,6 +87,17 @@ public:
   std::pair<mlir::Value, mlir::Value>
   argBest(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
           llvm::function_ref<mlir::Value(mlir::Value)> score);
+  /// The parallel form's arg-max (lane- or block-parallel only): the best id whose
+  /// packed key (see LaneLoops.cpp) is below `below` (an i64, compared unsigned; all
+  /// ones for no bound), its score and its key (0 when none). Successive rounds that
+  /// pass the previous round's key need no flags to exclude the earlier winners: the
+  /// keys of distinct ids differ, so the rounds visit the ranking in order.
+  struct Ranked {
+    mlir::Value id, score, key;
+  };
+  Ranked argBestBelow(mlir::Value n, llvm::function_ref<mlir::Value(mlir::Value)> eligible,
+                      llvm::function_ref<mlir::Value(mlir::Value)> score,
+                      mlir::Value below);
 
   /// A rule relating several scalar operands (ScalarRule::relational), at run time:
   /// when `broken` holds, the C entry returns the status of the first knob among
@@ -92,6 +105,10 @@ public:
   /// clamped values, outputs the caller must not use. With no knob among them the
   /// verifier has checked the constants and nothing is emitted.
   void failIf(mlir::Value broken, mlir::ValueRange operands);
+
+  /// The GPU form's per-tile histograms of routed ids (TokenTiles.cpp): the ids value
+  /// -> its [tiles, E] counts, made once for expert counts and block alignment.
+  llvm::DenseMap<mlir::Value, mlir::Value> tileHistograms;
 
   /// Binds a scalar result (an i64/f32 computed by an op).
   void setScalar(mlir::Value v, mlir::Value scalar) { stored[v].scalar = scalar; }

@@ -39,10 +39,9 @@ LogicalResult topkOpRow(RouterLowering &L, TopKOp op, Value t) {
   int64_t n = expertsOf(op.getInput());
   RowRef x = L.rowIn(op.getInput(), t);
   RowRef vals = L.rowOut(op.getValues(), t), ids = L.rowOut(op.getIndices(), t);
-  Value taken = clearedFlags(L, n);
   topKRow(
-      L, em.idx(n), em.idx(op.getK()), op.getK(), taken, [&](Value) { return always(em); },
-      [&](Value e) { return L.at(x, e); },
+      L, em.idx(n), em.idx(op.getK()), op.getK(), /*taken=*/Value(),
+      [&](Value) { return always(em); }, [&](Value e) { return L.at(x, e); },
       [&](Value j, Value id, Value v) {
         L.put(v, vals, j);
         L.put(id, ids, j);
@@ -55,19 +54,28 @@ LogicalResult groupLimitRow(RouterLowering &L, GroupLimitOp op, Value t) {
   int64_t n = expertsOf(op.getInput()), groups = op.getGroups();
   int64_t size = n / groups;
   RowRef x = L.rowIn(op.getInput(), t), y = L.rowOut(op.getResult(), t);
-  Value taken = clearedFlags(L, n);
   Value groupScore = L.scratch(groups, em.builder().getF32Type());
+  bool parallel = L.laneParallelHere() || L.blockParallelHere();
+  // Sequentially, flags exclude a group's earlier picks; in the parallel form each
+  // round's arg-max stays below the previous round's key (no flags, see argBestBelow).
+  Value taken = parallel ? Value() : clearedFlags(L, n);
   // A group's score: the sum of its group_topk best scores, best first.
   em.loop(groups, [&](Value g) {
     Value base = em.mulI(g, em.idx(size));
+    auto score = [&](Value i) { return L.at(x, em.addI(base, i)); };
     Value sum = em.loopCarried(
-        em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0)}, [&](Value, ValueRange it) {
+        em.idx(0), em.idx(op.getGroupTopk()), {em.f32(0), em.i64(-1)},
+        [&](Value, ValueRange it) {
+          if (parallel) {
+            RouterLowering::Ranked best = L.argBestBelow(
+                em.idx(size), [&](Value) { return always(em); }, score, it[1]);
+            return SmallVector<Value>{em.addF(it[0], best.score), best.key};
+          }
           auto [best, v] = L.argBest(
               em.idx(size),
-              [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); },
-              [&](Value i) { return L.at(x, em.addI(base, i)); });
+              [&](Value i) { return em.notI(em.isSet(taken, em.addI(base, i))); }, score);
           em.store(em.i8(1), taken, em.addI(base, em.toIndex(best)));
-          return SmallVector<Value>{em.addF(it[0], v)};
+          return SmallVector<Value>{em.addF(it[0], v), it[1]};
         })[0];
     em.store(sum, groupScore, g);
   });

@@ -53,6 +53,12 @@ private:
            ">";
   }
   void indent() { os.indent(depth * 2); }
+  /// The prelude's element access for a buffer in `t`'s memory space.
+  static const char *access(MemRefType t) {
+    auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(t.getMemorySpace());
+    return space && space.getValue() == gpu::AddressSpace::Workgroup ? "syAtShared"
+                                                                     : "syAt";
+  }
   void declare(Value v) {
     indent();
     os << (isa<MemRefType>(v.getType()) ? memrefType(cast<MemRefType>(v.getType()))
@@ -349,7 +355,7 @@ LogicalResult Emitter::emitOp(Operation &op) {
       })
       .Case([&](memref::LoadOp l) {
         declare(l.getResult());
-        os << " = syAt(" << name(l.getMemref());
+        os << " = " << access(l.getMemRefType()) << "(" << name(l.getMemref());
         for (Value i : l.getIndices())
           os << ", " << name(i);
         os << ");\n";
@@ -357,7 +363,7 @@ LogicalResult Emitter::emitOp(Operation &op) {
       })
       .Case([&](memref::StoreOp s) {
         indent();
-        os << "syAt(" << name(s.getMemref());
+        os << access(s.getMemRefType()) << "(" << name(s.getMemref());
         for (Value i : s.getIndices())
           os << ", " << name(i);
         os << ") = " << name(s.getValue()) << ";\n";

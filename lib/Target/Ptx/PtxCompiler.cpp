@@ -9,6 +9,8 @@
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -84,6 +86,32 @@ static llvm::json::Value launchModelJson(DictionaryAttr model) {
   return out;
 }
 
+/// What a mapped kernel synchronises on, counted in its IR (NAME.json kernels[].sync):
+/// CTA barriers (and how many of them sit in a loop, so run a data-dependent number of
+/// times), warp barriers, warp shuffles, and device-scope fences (two per last-CTA
+/// ticket, the kernel's grid-wide step). The CUDA-on-host emulation counts what one
+/// call executes (test/gpu/test_kernel_budgets.py).
+static llvm::json::Object syncCounts(gpu::GPUFuncOp kernel) {
+  int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0, shuffles = 0, fences = 0;
+  kernel.walk([&](Operation *op) {
+    if (isa<gpu::BarrierOp>(op)) {
+      ++ctaBarriers;
+      if (op->getParentOfType<LoopLikeOpInterface>())
+        ++inLoops;
+    } else if (isa<NVVM::SyncWarpOp>(op)) {
+      ++warpBarriers;
+    } else if (isa<gpu::ShuffleOp>(op)) {
+      ++shuffles;
+    } else if (isa<NVVM::MembarOp>(op)) {
+      ++fences;
+    }
+  });
+  return llvm::json::Object{
+      {"cta_barriers", ctaBarriers},   {"cta_barriers_in_loops", inLoops},
+      {"warp_barriers", warpBarriers}, {"shuffles", shuffles},
+      {"device_fences", fences},       {"grid_steps", fences / 2}};
+}
+
 bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
                   const moe::MoeMapToGPUOptions &options, GpuArtifacts &out,
                   std::string &error, bool freezeKnobs,
@@ -119,6 +147,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
         {"params", kernelParams(kernel)},
         {"block", llvm::json::Array{k.block, 1, 1}},
         {"shared_memory_bytes", sharedBytes},
+        {"sync", syncCounts(kernel)},
         {"workspace_bytes",
          llvm::json::Object{{"per_token", k.perTokenBytes}, {"fixed", k.fixedBytes}}}};
     if (k.sizeClass == "decode") {
@@ -285,12 +314,15 @@ bool assemblePtx(StringRef ptxPath, StringRef arch, StringRef cubinPath, std::st
   if (resourceUsage)
     if (auto buffer = llvm::MemoryBuffer::getFile(log)) {
       std::string function;
+      // The entry's stack and spills come on a line of their own, without "info".
       for (StringRef line : llvm::split((*buffer)->getBuffer(), '\n')) {
         StringRef info = line.split("info    : ").second;
         if (info.consume_front("Compiling entry function '"))
           function = info.split('\'').first.str();
-        else if (info.contains("Used") || info.contains("spill"))
+        else if (info.contains("Used"))
           *resourceUsage += function + ": " + info.trim().rtrim(',').str() + "; ";
+        else if (!function.empty() && line.contains("bytes spill stores"))
+          *resourceUsage += function + ": " + line.trim().rtrim(',').str() + "; ";
       }
     }
   llvm::sys::fs::remove(log);

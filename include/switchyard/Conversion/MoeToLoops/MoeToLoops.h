@@ -17,6 +17,18 @@ namespace switchyard::moe {
 #define GEN_PASS_DECL_MOENARROWINPUTS
 #include "switchyard/Conversion/Passes.h.inc"
 
+/// Token tiles (lib/Conversion/MoeToLoops/TokenTiles.cpp): the GPU form of the batch
+/// outputs splits the batch into tiles of a fixed number of tokens. A parallel loop
+/// over the tiles carries `kTokenTilesAttr` (the tokens per tile): iteration b reads
+/// only the rows of tokens [b*S, (b+1)*S) of per-token buffers and writes only row b
+/// of per-tile buffers (besides outputs it scatters into). A parallel loop over experts
+/// that scans per-tile rows in tile order carries `kTileScanAttr`. The large-batch
+/// kernels give each CTA its own tiles (moe-map-to-gpu).
+inline constexpr llvm::StringLiteral kTokenTilesAttr = "moe.token_tiles";
+inline constexpr llvm::StringLiteral kTileScanAttr = "moe.tile_scan";
+/// Tokens per tile: the large-batch pair's tokens per CTA is a multiple of it.
+inline constexpr int64_t kTileTokens = 8;
+
 /// The element type an `--input-dtype NAME=DTYPE` names: bf16 / bfloat16, f16 /
 /// float16, f32 / float32; null otherwise.
 mlir::FloatType parseInputDtype(mlir::MLIRContext *context, llvm::StringRef dtype);

@@ -57,6 +57,17 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return check(i && i.getType().isInteger(64) && !i.getValue().isNegative(),
                  "a non-negative i64 integer");
   }
+  // Token tiles of the GPU form of the batch outputs (MoeToLoops.h): on an scf.parallel
+  // over the tiles, the tokens per tile; on one over experts scanning the tiles, unit.
+  if (name == "moe.token_tiles") {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return check(op->getName().getStringRef() == "scf.parallel" && i &&
+                     i.getType().isInteger(64) && i.getValue().isStrictlyPositive(),
+                 "a positive i64 integer on an scf.parallel (tokens per tile)");
+  }
+  if (name == "moe.tile_scan")
+    return check(op->getName().getStringRef() == "scf.parallel" && isa<UnitAttr>(value),
+                 "a unit attribute on an scf.parallel");
   if (name == "moe.launch_model")
     return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
   if (name == "moe.workspace") {

@@ -41,21 +41,63 @@ extern "C" void switchyard_host_launch(unsigned grid, unsigned block) {
   syGridX = grid;
   syBlockX = block;
 }
-static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// What one thread of the launch did, for the static budgets of the kernel design
+// (test/gpu/test_kernel_budgets.py): each counter's maximum over the launch's threads
+// (CTA barriers: over its CTAs) is read and cleared by switchyard_host_counters.
+enum SyCounter : int {
+  kSyCtaBarriers,  // __syncthreads
+  kSyWarpBarriers, // __syncwarp
+  kSyShuffles,     // warp shuffles
+  kSyGlobalOps,    // loads, stores and atomics on global memory (kernel buffers)
+  kSySharedOps,    // loads and stores on block-shared memory
+  kSyFences,       // __threadfence
+  kSyAtomics,      // atomics (also counted in kSyGlobalOps)
+  kSyCounters
+};
+static thread_local int64_t syCount[kSyCounters];
+static std::atomic<int64_t> syMaxCount[kSyCounters];
+static inline void syRecordThread() {
+  for (int c = 0; c < kSyCounters; ++c) {
+    int64_t seen = syMaxCount[c].load();
+    while (syCount[c] > seen && !syMaxCount[c].compare_exchange_weak(seen, syCount[c])) {
+    }
+  }
+}
+// Copies each counter's maximum into out[0, n) (n <= kSyCounters) and clears them;
+// returns kSyCounters.
+extern "C" int switchyard_host_counters(int64_t *out, int n) {
+  for (int c = 0; c < kSyCounters; ++c) {
+    if (c < n)
+      out[c] = syMaxCount[c].load();
+    syMaxCount[c] = 0;
+  }
+  return kSyCounters;
+}
+static inline void __threadfence() {
+  ++syCount[kSyFences];
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 static std::barrier<> *syBarrier = nullptr;
-static inline void __syncthreads() { syBarrier->arrive_and_wait(); }
+static inline void __syncthreads() {
+  ++syCount[kSyCtaBarriers];
+  syBarrier->arrive_and_wait();
+}
 struct SyWarp {
   std::barrier<> bar{32};
   uint64_t slot[2][32]; // shuffles alternate between the two
 };
 static std::vector<std::unique_ptr<SyWarp>> syWarps;
 static inline SyWarp &syMyWarp() { return *syWarps[threadIdx.x / 32]; }
-static inline void __syncwarp(unsigned = 0xffffffffu) { syMyWarp().bar.arrive_and_wait(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) {
+  ++syCount[kSyWarpBarriers];
+  syMyWarp().bar.arrive_and_wait();
+}
 // The lanes of a warp run the same shuffles (a converged warp): a lane writes the slots
 // of shuffle n + 2 only after the barrier of shuffle n + 1, which every lane reaches
 // after reading shuffle n's, so one barrier per shuffle suffices.
 static thread_local unsigned syShuffles = 0;
 template <typename T> static T syShuffle(T v, unsigned srcLane) {
+  ++syCount[kSyShuffles];
   SyWarp &w = syMyWarp();
   uint64_t *slot = w.slot[syShuffles++ % 2];
   uint64_t bits = 0;
@@ -74,6 +116,7 @@ template <typename T> static T __shfl_sync(unsigned, T v, int srcLane, int = 32)
   return syShuffle(v, (unsigned)srcLane);
 }
 static inline int32_t atomicAdd(int32_t *p, int32_t v) {
+  ++syCount[kSyAtomics]; // (its syAt counted the global access)
   return std::atomic_ref<int32_t>(*p).fetch_add(v);
 }
 static inline float __int_as_float(int32_t i) {
@@ -94,7 +137,10 @@ template <typename F> static void syRunBlock(unsigned block, unsigned n, F body)
       blockDim.x = n;
       blockIdx.x = block;
       gridDim.x = syGridX;
+      for (int64_t &c : syCount)
+        c = 0;
       body();
+      syRecordThread();
     });
   for (auto &t : threads)
     t.join();

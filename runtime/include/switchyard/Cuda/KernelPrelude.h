@@ -25,12 +25,25 @@ template <typename T, int R> struct SyMemRef {
   int64_t sizes[R > 0 ? R : 1];
   int64_t strides[R > 0 ? R : 1];
 };
+// Element access: syAt for the kernel's buffers (global memory), syAtShared for
+// block-shared memory; the same on the GPU, counted apart on the CPU (CudaOnHost.h).
+#ifdef SWITCHYARD_CUDA_ON_HOST
+#define SY_COUNT(counter) ++syCount[counter]
+#else
+#define SY_COUNT(counter)
+#endif
 template <typename T> __device__ inline T &syAt(const SyMemRef<T, 1> &m, int64_t i) {
+  SY_COUNT(kSyGlobalOps);
   return m.base[m.offset + i * m.strides[0]];
 }
 template <typename T>
 __device__ inline T &syAt(const SyMemRef<T, 2> &m, int64_t i, int64_t j) {
+  SY_COUNT(kSyGlobalOps);
   return m.base[m.offset + i * m.strides[0] + j * m.strides[1]];
+}
+template <typename T> __device__ inline T &syAtShared(const SyMemRef<T, 1> &m, int64_t i) {
+  SY_COUNT(kSySharedOps);
+  return m.base[m.offset + i * m.strides[0]];
 }
 template <typename To, typename From> __device__ inline To syBitcast(From f) {
   To t;

@@ -1,0 +1,147 @@
+"""Runs the generated CUDA C++ of a router (NAME.cu, compiled as plain C++ with
+-DSWITCHYARD_CUDA_ON_HOST) on CPU threads, launched as NAME_launch.cpp would launch it:
+each kernel of the batch's size class with its <<<grid, block>>>, the PTX entry's
+parameters (expanded memref descriptors, the knobs, the workspace). Shared by
+test_cuda_on_host.py (outputs = the host target's) and test_kernel_budgets.py (what
+each launch's threads did: barriers, shuffles, memory operations).
+"""
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# What NAME.cu includes: switchyard/Cuda/KernelPrelude.h (and CudaOnHost.h on the CPU).
+SWITCHYARD_INCLUDE = os.path.join(ROOT, "runtime", "include")
+sys.path.insert(0, os.path.join(ROOT, "test", "support"))
+from toolchain import cxx  # noqa: E402
+from gpu_cases import abi_buffers  # noqa: E402
+from policy_shapes import native_shape, shape_flags  # noqa: E402
+
+EMULATED_SMS = 3  # the grid size class's SM count in the emulation
+WORKSPACE_GUARD = 1 << 16  # bytes after the workspace that must stay untouched
+# CudaOnHost.h's SyCounter, in order: per launch, each one's maximum over the threads
+# (CTA barriers: over the CTAs).
+COUNTERS = ("cta_barriers", "warp_barriers", "shuffles", "global_ops", "shared_ops",
+            "fences", "atomics")
+
+
+def descriptor(arr):
+    """The expanded memref descriptor of a C-order array: ptr, ptr, 0, sizes, strides."""
+    ptr = ctypes.c_void_p(arr.ctypes.data)
+    sizes = list(arr.shape) or [1]
+    strides = [s // arr.itemsize for s in arr.strides] or [1]
+    return [ptr, ptr, ctypes.c_int64(0)] + [ctypes.c_int64(s) for s in sizes] + \
+           [ctypes.c_int64(s) for s in strides]
+
+
+def size_class_for(meta, tokens):
+    """The size class NAME_launch picks for a batch of `tokens` tokens."""
+    for size_class in meta["size_classes"]:
+        if tokens >= size_class.get("min_tokens", 0) and \
+                tokens <= (size_class.get("max_tokens") or tokens):
+            return size_class
+    raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
+
+
+def launch_block(kernel):
+    """The threads per block of a kernel's launch (NAME.json kernels[].block: x, 1, 1)."""
+    block = kernel["block"]
+    if len(block) != 3 or block[1:] != [1, 1] or block[0] <= 0 or block[0] % 32:
+        raise SystemExit(f"{kernel['name']}: unexpected block {block}")
+    return block[0]
+
+
+def launcher_blocks(path, meta):
+    """Kernel name -> the set of block sizes NAME_launch.cpp launches it with: the rows
+    {"NAME", BLOCK} of its kernel table (kKernels), which the fixed launcher
+    (switchyard/Cuda/Launcher.h) passes to cudaLaunchKernel and the occupancy query."""
+    src = open(path).read()
+    table = re.search(r"kKernels\[\d+\] = \{(.*?)\n\};", src, re.S)
+    blocks = {}
+    for name, block in re.findall(r'\{"([^"]+)", (\d+)\}', table.group(1) if table else ""):
+        blocks.setdefault(name, set()).add(int(block))
+    if sorted(blocks) != sorted(k["name"] for k in meta["kernels"]):
+        raise SystemExit(f"{path}: launches {sorted(blocks)}, NAME.json lists "
+                         f"{[k['name'] for k in meta['kernels']]}")
+    return blocks
+
+
+
+
+def compile_on_host(build, out, file, name, flags=()):
+    """moe-compile --target=all of policies/FILE.mlir's router NAME at its native shape
+    into OUT (`flags`: more moe-compile flags), and its NAME.cu built as a shared
+    library for the CPU; returns (the library, NAME.json)."""
+    policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
+                    "--entry", name, "-o", out, *flags] + shape_flags(**native_shape(file)),
+                   check=True, capture_output=True)
+    lib_path = os.path.join(out, f"lib{name}_cu.so")
+    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
+                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
+                    os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
+    return ctypes.CDLL(lib_path), json.load(open(os.path.join(out, f"{name}.json")))
+
+
+def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
+                   emulated_sms=EMULATED_SMS):
+    """Runs the kernels of the size class that takes `tokens` on `inputs` (logits given
+    as `logits_bits`, 16-bit patterns, when the router reads them narrow), as
+    NAME_launch would on a GPU of `emulated_sms` one-block SMs; returns (outputs, size
+    class, grid, [each launch's counters])."""
+    kernels = {k["name"]: k for k in meta["kernels"]}
+    _, keep, outputs = abi_buffers(router, inputs)
+    if logits_bits is not None:  # logits is the first buffer of every standard router
+        assert info["arguments"][0]["name"] == "logits"
+        keep[0] = np.ascontiguousarray(logits_bits)
+    call = [ctypes.c_int64(tokens)]
+    k = 0
+    for port in info["arguments"]:
+        if port["kind"] == "scalar":
+            call.append(ctypes.c_int32(int(inputs[port["name"]])))
+            continue
+        for _ in range(2 if port["kind"] == "placement" else 1):
+            call += descriptor(keep[k])
+            k += 1
+    for arr in outputs.values():
+        call += descriptor(arr)
+    # Kernel parameters after the outputs: the knobs' defaults.
+    for knob in router.knobs.values():
+        ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
+        call.append(ctype(knob["default"]))
+    size_class = size_class_for(meta, tokens)
+    launches = [kernels[k] for k in size_class["launches"]]
+    needed = max(k["workspace_bytes"]["per_token"] * tokens + k["workspace_bytes"]["fixed"]
+                 for k in launches)
+    # Garbage, not zeros: code that reads what it has not written (or what another
+    # CTA has not written yet) shows. A guard region after the bytes the launch
+    # metadata asks for must stay untouched (a workspace formula that is too small).
+    workspace = np.full(needed + WORKSPACE_GUARD, 0x7f, dtype=np.int8)
+    call += descriptor(workspace[:needed])
+    per_cta = launches[0].get("tokens_per_cta")
+    if size_class["name"] == "grid":
+        # The launcher's min(ceil(T / warps), SMs x blocks per SM) on a GPU of
+        # `emulated_sms` one-block SMs (3: several tokens per warp from T = 25).
+        warps = launch_block(launches[0]) // 32
+        assert launches[0]["warps_per_block"] == warps, launches[0]
+        grid = min(-(-tokens // warps), emulated_sms)
+    else:
+        grid = -(-tokens // per_cta) if per_cta else 1
+    counted = (ctypes.c_int64 * len(COUNTERS))()
+    lib.switchyard_host_counters(counted, len(COUNTERS))  # cleared
+    counters = []
+    for k in launches:  # <<<grid, block>>> as NAME_launch launches it
+        lib.switchyard_host_launch(ctypes.c_uint(grid), ctypes.c_uint(launch_block(k)))
+        getattr(lib, k["name"])(*call)
+        lib.switchyard_host_counters(counted, len(COUNTERS))
+        counters.append(dict(zip(COUNTERS, counted)))
+    if (workspace[needed:] != 0x7f).any():
+        raise SystemExit(f"{meta['router']} T={tokens}: the kernels wrote past the "
+                         f"{needed} workspace bytes NAME.json asks for")
+    return outputs, size_class, grid, counters
