@@ -50,16 +50,20 @@ struct MissingLibdevice : PassWrapper<MissingLibdevice, OperationPass<>> {
 };
 } // namespace
 
-void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
-                                       const MoeMapToGPUOptions &mapping, bool freezeKnobs,
-                                       llvm::ArrayRef<std::string> inputDtypes) {
+void switchyard::moe::buildGpuMappingPipeline(OpPassManager &pm,
+                                              const MoeMapToGPUOptions &mapping,
+                                              bool freezeKnobs,
+                                              llvm::ArrayRef<std::string> inputDtypes) {
+  buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs, inputDtypes);
+  pm.addPass(createMoeMapToGPU(mapping));
+}
+
+void switchyard::moe::buildNvvmPipeline(OpPassManager &pm, StringRef chip) {
   std::string libdevice = libdevicePath();
   if (libdevice.empty() || !llvm::sys::fs::exists(libdevice)) {
     pm.addPass(std::make_unique<MissingLibdevice>(libdevice));
     return;
   }
-  buildLoopPipeline(pm, /*laneParallel=*/true, freezeKnobs, inputDtypes);
-  pm.addPass(createMoeMapToGPU(mapping));
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -76,6 +80,17 @@ void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";
   pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void switchyard::moe::buildPtxPipeline(OpPassManager &pm, StringRef chip,
+                                       const MoeMapToGPUOptions &mapping, bool freezeKnobs,
+                                       llvm::ArrayRef<std::string> inputDtypes) {
+  if (libdevicePath().empty() || !llvm::sys::fs::exists(libdevicePath())) {
+    pm.addPass(std::make_unique<MissingLibdevice>(libdevicePath()));
+    return;
+  }
+  buildGpuMappingPipeline(pm, mapping, freezeKnobs, inputDtypes);
+  buildNvvmPipeline(pm, chip);
 }
 
 void switchyard::moe::registerPtxPipeline() {

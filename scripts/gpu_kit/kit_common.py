@@ -11,6 +11,10 @@ CASE_TOKENS = (1, 16, 64, 256, 1024, 1025, 4096)
 # Where the CUDA-graph step re-parameterises knobs: one-CTA class and the large pair.
 GRAPH_TOKENS = (1, 1024)
 BENCH_TOKENS = (1, 16, 64, 256, 1024, 4096)
+# topk_softmax beside the hand-written baselines (step_baselines.py): also 32 -> 33 (one
+# CTA of 32 tokens to two: the cost of the grid-wide step) and 4224 (past 4096).
+BASELINE_VARIANT = "topk_softmax"
+BASELINE_TOKENS = (1, 16, 32, 33, 64, 256, 1024, 1025, 4096, 4224)
 
 
 def input_digest(tokens, arrays):

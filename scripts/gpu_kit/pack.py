@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
 from gpu_cases import abi_arrays, entry_info, example_inputs, result_shape  # noqa: E402
 from policy_shapes import GPU_ROUTERS, import_switchyard, native_shape, shape_flags  # noqa: E402
-from kit_common import CASE_TOKENS, GRAPH_TOKENS, input_digest  # noqa: E402
+from kit_common import (BASELINE_TOKENS, BASELINE_VARIANT, CASE_TOKENS, GRAPH_TOKENS,  # noqa: E402
+                        input_digest)
 from pack_exec import pack_exec  # noqa: E402
 
 # Extra builds beside the native ones: (variant, policy file, entry, shape, extra
@@ -47,6 +48,7 @@ KEEP_SUFFIXES = ("_launch.cpp", "_launch.h", ".ptx", ".json", ".cu", ".h")
 # The fixed part of the launchers, built once on the GPU machine (build_kit.py).
 LAUNCHER_SOURCE = os.path.join("runtime", "lib", "Cuda", "Launcher.cpp")
 LAUNCHER_HEADERS = os.path.join("runtime", "include", "switchyard", "Cuda")
+BASELINES_SOURCE = os.path.join("bench", "gpu_baselines", "topk_softmax_baselines.cu")
 
 
 def pack_launcher(kit):
@@ -58,7 +60,11 @@ def pack_launcher(kit):
     shutil.copy2(os.path.join(ROOT, LAUNCHER_SOURCE), os.path.join(out, "Launcher.cpp"))
     for name in sorted(os.listdir(os.path.join(ROOT, LAUNCHER_HEADERS))):
         shutil.copy2(os.path.join(ROOT, LAUNCHER_HEADERS, name), os.path.join(headers, name))
-    return {"source": "launcher/Launcher.cpp", "include": "launcher/include"}
+    # The hand-written baselines step_baselines.py builds with nvcc there.
+    os.makedirs(os.path.join(kit, "baselines"))
+    shutil.copy2(os.path.join(ROOT, BASELINES_SOURCE), os.path.join(kit, "baselines"))
+    return {"source": "launcher/Launcher.cpp", "include": "launcher/include",
+            "baselines": "baselines/" + os.path.basename(BASELINES_SOURCE)}
 
 
 def seed_of(entry, shape_key, tokens):
@@ -109,7 +115,9 @@ def pack_variant(sy, kit, variant, file, entry, shape, flags, build):
     params = router.signature["params"]
     shape_key = json.dumps({k: os.path.basename(str(v)) for k, v in sorted(shape.items())})
     cases = []
-    for tokens in CASE_TOKENS:
+    tokens_list = set(CASE_TOKENS) | (set(BASELINE_TOKENS) if variant == BASELINE_VARIANT
+                                      else set())
+    for tokens in sorted(tokens_list):
         seed = seed_of(entry, shape_key, tokens)
         inputs = example_inputs(info, tokens, np.random.default_rng(seed))
         _, arrays, outputs = abi_arrays(params, result_shape, inputs)

@@ -22,6 +22,7 @@ STEP_WHAT = {
     "executor": "CUDA executor layer vs host executor (5 families); device expert memory",
     "profile": "Nsight Compute: per-kernel time, registers, occupancy limits",
     "bench": "time per call vs PyTorch and the floor",
+    "baselines": "topk_softmax vs the hand-written baselines (outputs = host, then timed)",
     "fit": "the launch cost model's constants fitted to the bench",
 }
 
@@ -67,6 +68,25 @@ def compact(bench, tokens=(1, 64, 1024, 4096)):
     return 0
 
 
+def baselines_table(results):
+    """topk_softmax beside the hand-written baselines (step_baselines.py), µs."""
+    print("\ntopk_softmax beside the hand-written baselines (bench/gpu_baselines; µs, "
+          "one-call graph replay):\n")
+    print("| T | ours | best (2 launches) | prod3 (3 launches) | ours / best |\n"
+          "| ---: | ---: | ---: | ---: | ---: |")
+    for row in results["rows"]:
+        ours = row.get("ours_graph_us")
+        cells = []
+        for name in ("best", "prod3"):
+            b = row.get(name, {})
+            cells.append(f"{b['graph_us']:.1f}" if "graph_us" in b
+                         else f"wrong: {b['error']}" if "error" in b else "–")
+        best = row.get("best", {}).get("graph_us")
+        ratio = f"{ours / best:.2f}×" if ours and best else "–"
+        print(f"| {row['tokens']} | {f'{ours:.1f}' if ours else '–'} | {cells[0]} | "
+              f"{cells[1]} | {ratio} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
@@ -81,6 +101,9 @@ def main():
     for name, step in r["steps"].items():
         print(f"| {name} | {STEP_WHAT.get(name, '')} | {step['status']}"
               f"{': ' + summary(step) if summary(step) else ''} |")
+    against = (r["steps"].get("baselines") or {}).get("results")
+    if against and against.get("rows"):
+        baselines_table(against)
     bench = (r["steps"].get("bench") or {}).get("results")
     if not bench:
         return 0

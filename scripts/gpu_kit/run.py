@@ -15,6 +15,7 @@ and the whole output to OUTDIR/gpu-kit.log.
   5 executor   moe-exec --device cuda vs host (5 families); device expert memory
   - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves
   6 bench      time per call vs PyTorch and the floor
+  7 baselines  topk_softmax vs the hand-written baselines (bench/gpu_baselines)
   - fit        the launch cost model's constants fitted to the bench (CPU)
 
     run.py --kit KIT [--dry] [--budget SECONDS] [--only a,b] OUTDIR
@@ -81,6 +82,8 @@ def steps(kit, out, py, work):
                       "--json", f"{work}/profile.json"], None),
         ("bench", True, 300, [py, os.path.join(HERE, "step_bench.py"), "--kit", kit,
                               "--json", f"{work}/bench.json"], "bench.json"),
+        ("baselines", True, 120, [py, os.path.join(HERE, "step_baselines.py"), "--kit", kit,
+                                  "--json", f"{work}/baselines.json"], "baselines.json"),
         # CPU only, after the bench: the launch cost model's constants fitted to it.
         ("fit", True, 60, [py, os.path.join(HERE, "fit_model.py"), f"{work}/results-so-far.json",
                            "--kit", kit, "--json", f"{work}/fit.json"], "fit.json"),

@@ -12,7 +12,7 @@
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="block-size=128 cta-tokens=64 tokens-per-cta=32" | FileCheck %s --check-prefix=LARGE
 // RUN: moe-opt %s --moe-form-stages --moe-lower-to-loops="lane-parallel=true" --canonicalize --moe-map-to-gpu="large-batch=false" | FileCheck %s --check-prefix=ONLYONE
 // ONLYONE: gpu.func @r(
-// ONLYONE-SAME: moe.max_tokens = 0
+// ONLYONE-SAME: moe.launch = #moe.launch<size_class = decode, min_tokens = 1, max_tokens = 0, tokens_per_cta = 0,
 // ONLYONE-NOT: gpu.func
 // RUN: not moe-opt %s --moe-form-stages --moe-lower-to-loops --moe-map-to-gpu="block-size=100" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // BLOCK: error: moe-map-to-gpu: block-size must be a multiple of 32 in [32, 1024], got 100
@@ -72,10 +72,11 @@
 // WARP: gpu.barrier
 // WARP: gpu.return
 
+// Each kernel's launch contract, in one typed attribute.
 // LARGE: gpu.func @r(
-// LARGE-SAME: moe.max_tokens = 64 : i64, moe.size_class = "decode"
+// LARGE-SAME: moe.launch = #moe.launch<size_class = decode, min_tokens = 1, max_tokens = 64, tokens_per_cta = 0,
 // LARGE: gpu.func @r_large_k1(%[[T:[^:]*]]: index,
-// LARGE-SAME: moe.min_tokens = 65 : i64, moe.size_class = "large", moe.tokens_per_cta = 32 : i64
+// LARGE-SAME: moe.launch = #moe.launch<size_class = large, min_tokens = 65, max_tokens = 0, tokens_per_cta = 32,
 // This CTA's tokens [first, last).
 // LARGE: %[[CTA:.*]] = gpu.block_id x
 // LARGE: %[[AT:.*]] = arith.muli %[[CTA]], %c32{{.*}} : index
@@ -134,7 +135,7 @@
 // CHECK: gpu.module @r_kernels {
 // CHECK: gpu.func @r(%[[T:.*]]: index, %{{.*}}: memref<?x16xf32>, %{{.*}}: memref<?x2xi32>, %{{.*}}: memref<?x2xf32>, %{{.*}}: memref<16xi8>, %[[WS:.*]]: memref<?xi8>) workgroup(%{{.*}} : memref<96xi64, #gpu.address_space<workgroup>>) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK-SAME: moe.workspace = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+// CHECK-SAME: workspace_per_token = {{[0-9]+}}, workspace_fixed = {{[0-9]+}}>
 // CHECK: %[[TID:.*]] = gpu.thread_id x
 // CHECK: %[[NT:.*]] = gpu.block_dim x
 // The softmax rows live in the workspace.

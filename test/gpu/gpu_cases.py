@@ -109,3 +109,33 @@ class CaseTally:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed")
         return 1 if self.failed else 0
+
+
+def baseline_differences(name, expected, got, block=64):
+    """What differs between a hand-written baseline's outputs (bench/gpu_baselines) and
+    the host router's, as (output, message) pairs: everything exactly (weights within
+    1e-5), but for `prod3` (atomic cursors) only which slots each expert's segment of
+    sorted_token_ids holds."""
+    bad = []
+    for key, want in expected.items():
+        have = got[key]
+        if key == "topk_weights":
+            if not np.allclose(have, want, atol=1e-5, rtol=0):
+                bad.append((key, f"max error {np.abs(have - want).max():g}"))
+        elif key == "sorted_token_ids" and name == "prod3":
+            # Atomic cursors: each expert's segment holds the same slots, in any order.
+            padded = int(expected["num_tokens_post_padded"][0])
+            starts = range(0, padded, block)
+            experts = expected["expert_ids"]
+            for e in np.unique(experts[experts >= 0]):
+                rows = [s for s, x in zip(starts, experts) if x == e]
+                seg = lambda a: np.sort(np.concatenate([a[s:s + block] for s in rows]))  # noqa: E731
+                if not np.array_equal(seg(have), seg(want)):
+                    bad.append((key, f"expert {e}'s segment holds other slots"))
+                    break
+            if not np.array_equal(have[padded:], want[padded:]):
+                bad.append((key, "the sentinels after the padded total differ"))
+        elif not np.array_equal(have.reshape(want.shape), want):
+            bad.append((key, f"{np.count_nonzero(have.reshape(want.shape) != want)} "
+                             f"of {want.size} differ"))
+    return bad

@@ -106,32 +106,19 @@ static std::string path(llvm::StringRef dir, llvm::StringRef file) {
 }
 
 /// The launch size classes of a GPU entry, from the launcher metadata JSON.
-static bool describeSizeClasses(const std::string &json,
-                                std::vector<runtime::SizeClass> &classes,
-                                std::string &error) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  const llvm::json::Array *list = parsed && parsed->getAsObject()
-                                      ? parsed->getAsObject()->getArray("size_classes")
-                                      : nullptr;
-  if (!list) {
-    if (!parsed)
-      llvm::consumeError(parsed.takeError());
-    error = "internal error: the GPU launch metadata has no size classes";
-    return false;
-  }
-  for (const llvm::json::Value &value : *list) {
-    const llvm::json::Object *c = value.getAsObject();
-    if (!c)
-      continue;
+/// The manifest's size classes of a router's GPU launch.
+static std::vector<runtime::SizeClass>
+describeSizeClasses(const ptx::LaunchMetadata &launch) {
+  std::vector<runtime::SizeClass> classes;
+  for (const ptx::SizeClassMetadata &c : launch.sizeClasses) {
     runtime::SizeClass sizeClass;
-    sizeClass.name = c->getString("name").value_or("").str();
-    sizeClass.minTokens = c->getInteger("min_tokens").value_or(0);
-    sizeClass.maxTokens = c->getInteger("max_tokens").value_or(-1);
-    if (const llvm::json::Array *launches = c->getArray("launches"))
-      sizeClass.launches = launches->size();
+    sizeClass.name = moe::stringifySizeClass(c.sizeClass).str();
+    sizeClass.minTokens = c.minTokens;
+    sizeClass.maxTokens = c.maxTokens ? c.maxTokens : -1;
+    sizeClass.launches = c.launches.size();
     classes.push_back(sizeClass);
   }
-  return true;
+  return classes;
 }
 
 int main(int argc, char **argv) {
@@ -257,8 +244,7 @@ int main(int argc, char **argv) {
         llvm::outs() << " (no cubin: " << error << ")";
       }
       llvm::outs() << "\n";
-      if (!describeSizeClasses(artifacts.json, described.sizeClasses, error))
-        return fail(error);
+      described.sizeClasses = describeSizeClasses(artifacts.launch);
       // The launcher as a library the runtime can dlopen.
       if (launcherLibrary) {
         std::string gpuLibrary = path("lib" + info.name + "_gpu.so");
@@ -285,51 +271,38 @@ int main(int argc, char **argv) {
         for (const compiler::Port &port : info.outputs)
           if (!port.shape.empty() && port.shape[0] < 0)
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
-        llvm::json::Value parsed = *llvm::json::parse(artifacts.json);
-        const llvm::json::Object &meta = *parsed.getAsObject();
+        const ptx::LaunchMetadata &launch = artifacts.launch;
         llvm::outs() << "report @" << info.name << " (" << gpuArch
-                     << "): " << meta.getArray("kernels")->size()
+                     << "): " << launch.kernels.size()
                      << " kernels; inputs+outputs = " << perTokenIo << " B/token\n";
-        llvm::StringMap<const llvm::json::Object *> kernelsByName;
-        for (const llvm::json::Value &kernel : *meta.getArray("kernels"))
-          kernelsByName[*kernel.getAsObject()->getString("name")] = kernel.getAsObject();
-        for (const llvm::json::Value &sizeClass : *meta.getArray("size_classes")) {
-          const llvm::json::Object &c = *sizeClass.getAsObject();
-          std::optional<int64_t> maxTokens = c.getInteger("max_tokens");
-          // Per call: a grid-wide step is a launch boundary or a last-CTA ticket; the
-          // barriers are the kernels' static sites (those in loops run more often).
-          int64_t launches = c.getArray("launches")->size(), gridSteps = launches - 1;
-          int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0, perToken = 0;
-          for (const llvm::json::Value &launch : *c.getArray("launches")) {
-            const llvm::json::Object &k = *kernelsByName.lookup(*launch.getAsString());
-            const llvm::json::Object &sync = *k.getObject("sync");
-            gridSteps += sync.getInteger("grid_steps").value_or(0);
-            ctaBarriers += sync.getInteger("cta_barriers").value_or(0);
-            inLoops += sync.getInteger("cta_barriers_in_loops").value_or(0);
-            warpBarriers += sync.getInteger("warp_barriers").value_or(0);
-            perToken = std::max(
-                perToken,
-                k.getObject("workspace_bytes")->getInteger("per_token").value_or(0));
+        // Per size class and call: a grid-wide step is a launch boundary or a last-CTA
+        // ticket; the barriers are the kernels' static sites (those in loops run more
+        // often).
+        for (const ptx::SizeClassMetadata &c : launch.sizeClasses) {
+          int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0;
+          for (const std::string &name : c.launches) {
+            const ptx::KernelSync &sync = launch.kernel(name)->sync;
+            ctaBarriers += sync.ctaBarriers;
+            inLoops += sync.ctaBarriersInLoops;
+            warpBarriers += sync.warpBarriers;
           }
-          llvm::outs() << "  " << *c.getString("name") << " ("
-                       << (c.getInteger("min_tokens")
-                               ? "T >= " + std::to_string(*c.getInteger("min_tokens"))
-                           : maxTokens ? "T <= " + std::to_string(*maxTokens)
-                                       : std::string("any T"))
-                       << "): " << launches << " launch(es), " << gridSteps
+          llvm::outs() << "  " << moe::stringifySizeClass(c.sizeClass) << " ("
+                       << (c.sizeClass == moe::SizeClass::large
+                               ? "T >= " + std::to_string(c.minTokens)
+                           : c.maxTokens ? "T <= " + std::to_string(c.maxTokens)
+                                         : std::string("any T"))
+                       << "): " << c.launches.size() << " launch(es), " << c.gridSteps
                        << " grid-wide step(s), " << ctaBarriers << " CTA barrier sites ("
                        << inLoops << " in loops), " << warpBarriers
-                       << " warp barrier sites, workspace " << perToken << " B/token\n";
+                       << " warp barrier sites, workspace " << c.perTokenBytes
+                       << " B/token\n";
         }
-        for (const llvm::json::Value &kernel : *meta.getArray("kernels")) {
-          const llvm::json::Object &k = *kernel.getAsObject();
-          const llvm::json::Object &ws = *k.getObject("workspace_bytes");
-          llvm::outs() << "  " << *k.getString("name") << ": grid " << *k.getString("grid")
-                       << ", block " << (*k.getArray("block"))[0].getAsInteger().value_or(0)
-                       << ", workspace " << ws.getInteger("per_token").value_or(0)
-                       << " B/token + " << ws.getInteger("fixed").value_or(0) << " B\n";
+        for (const ptx::KernelMetadata &k : launch.kernels) {
+          llvm::outs() << "  " << k.name << ": grid " << k.gridText() << ", block "
+                       << k.block << ", workspace " << k.perTokenBytes << " B/token + "
+                       << k.fixedBytes << " B\n";
         }
-        if (const llvm::json::Object *model = meta.getObject("launch_model")) {
+        if (const llvm::json::Object *model = launch.launchModel.getAsObject()) {
           // Modeled, not measured (LaunchCostModel.h: sm_90's limits, constants fitted
           // to the GPU kit's measurements on an H200).
           llvm::outs() << llvm::formatv(

@@ -52,6 +52,14 @@ void buildPtxPipeline(mlir::OpPassManager &pm, llvm::StringRef chip,
                       const MoeMapToGPUOptions &mapping = {}, bool freezeKnobs = false,
                       llvm::ArrayRef<std::string> inputDtypes = {});
 
+/// Its two halves: the loop lowering in the lane-parallel form and moe-map-to-gpu (what
+/// the launch metadata and the CUDA C++ are read from), then NVVM and the NVPTX
+/// backend (one clear error when CUDA's libdevice is missing).
+void buildGpuMappingPipeline(mlir::OpPassManager &pm, const MoeMapToGPUOptions &mapping,
+                             bool freezeKnobs = false,
+                             llvm::ArrayRef<std::string> inputDtypes = {});
+void buildNvvmPipeline(mlir::OpPassManager &pm, llvm::StringRef chip);
+
 /// Registers `moe-ptx-pipeline` (chip sm_90).
 void registerPtxPipeline();
 

@@ -104,8 +104,11 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     sequential code runs on thread 0 and broadcasts the values later code uses
     through the same buffer; a loop over token tiles (`moe.token_tiles`: expert counts
     and block alignment) runs one warp per tile; barriers separate the phases;
-    temporaries live in the workspace (`moe.workspace = [bytes per token, fixed
-    bytes]`).
+    temporaries live in the workspace. Every kernel carries its launch contract as
+    one typed attribute, `moe.launch = #moe.launch<size_class = decode | grid |
+    large, min_tokens, max_tokens, tokens_per_cta, workspace_per_token,
+    workspace_fixed>`, which the launch metadata (NAME.json, the launcher's kernel
+    table, `moe-compile --report`) is read from.
 
     `@<name>_large_k1` and `@<name>_large_k2` (size class `large`, more than
     `cta-tokens` tokens) run the policy in TWO launches of ceil(T / tokens-per-cta)

@@ -61,8 +61,7 @@ struct Prologue {
 };
 
 Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace,
-                       const LargeBatchPlan &plan, SizeClass sizeClass,
-                       int64_t tokensPerCta) {
+                       const LargeBatchPlan &plan, KernelRole role, int64_t tokensPerCta) {
   Prologue p;
   LargeBatchLayout &layout = p.layout;
   auto idx = [&](int64_t v) {
@@ -70,7 +69,7 @@ Prologue buildPrologue(OpBuilder &b, Location loc, Value tokens, Value workspace
   };
   p.cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value per;
-  if (sizeClass == SizeClass::Grid) {
+  if (role == KernelRole::Grid) {
     // Token loops only (no partials, nothing shared between CTAs): the launcher picks
     // the grid (enough CTAs to fill the GPU), each CTA takes ceil(T / G) tokens.
     p.grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
@@ -605,9 +604,9 @@ LogicalResult finishKernel2(const GpuTargetInfo &target, Block &body, Location l
 } // namespace
 
 FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
-                                                  gpu::GPUFuncOp kernel,
-                                                  SizeClass sizeClass, int64_t tokensPerCta,
-                                                  int64_t minTokens, WhyNot whyNot) {
+                                                  gpu::GPUFuncOp kernel, KernelRole role,
+                                                  int64_t tokensPerCta, int64_t minTokens,
+                                                  WhyNot whyNot) {
   Block &body = kernel.getBody().front();
   Location loc = kernel.getLoc();
   Value tokens = body.getArgument(0);
@@ -616,21 +615,21 @@ FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
   assumeLargeBatch(kernel, tokens, minTokens);
   hoistAllocs(body);
   hoistTokenWork(body, tokens);
-  FailureOr<LargeBatchPlan> plan = planLargeBatch(body, tokens, sizeClass, whyNot);
+  FailureOr<LargeBatchPlan> plan = planLargeBatch(body, tokens, role, whyNot);
   if (failed(plan))
     return failure();
   Operation *routerStart = &body.front(); // the prologue goes in front of it
   OpBuilder b = OpBuilder::atBlockBegin(&body);
-  if (plan->tileTokens && sizeClass != SizeClass::Grid &&
+  if (plan->tileTokens && role != KernelRole::Grid &&
       tokensPerCta % plan->tileTokens != 0) {
     whyNot("tokens per CTA (" + llvm::Twine(tokensPerCta) +
            ") must be a multiple of the token tiles' " + llvm::Twine(plan->tileTokens));
     return failure();
   }
-  Prologue p = buildPrologue(b, loc, tokens, workspace, *plan, sizeClass, tokensPerCta);
+  Prologue p = buildPrologue(b, loc, tokens, workspace, *plan, role, tokensPerCta);
   p.tilesPerCta = plan->tileTokens ? tokensPerCta / plan->tileTokens : 0;
   p.layout.needsKernel2 = plan->kernel2HasWork;
-  LogicalResult done = sizeClass == SizeClass::LargeSecond
+  LogicalResult done = role == KernelRole::LargeSecond
                            ? finishKernel2(target, body, loc, *plan, p)
                            : finishKernel1(body, loc, *plan, p, routerStart, whyNot);
   if (failed(done))

@@ -28,7 +28,7 @@ struct LargeBatchLayout {
 };
 
 /// Rewrites `kernel` (whose body is a clone of a lowered router, T its first argument,
-/// the workspace its last) into the kernel `sizeClass` names, following the plan
+/// the workspace its last) into the kernel `role` names, following the plan
 /// (LargeBatchPlan.h) for its body:
 ///   - LargeFirst / LargeSecond: kernel 1 / 2 of the large-batch pair for batches of at
 ///     least `minTokens` tokens, `tokensPerCta` tokens per CTA. When the layout's
@@ -41,7 +41,7 @@ struct LargeBatchLayout {
 /// unusable) when the policy does not split.
 mlir::FailureOr<LargeBatchLayout> buildLargeBatchKernel(const GpuTargetInfo &target,
                                                         mlir::gpu::GPUFuncOp kernel,
-                                                        SizeClass sizeClass,
+                                                        KernelRole role,
                                                         int64_t tokensPerCta,
                                                         int64_t minTokens, WhyNot whyNot);
 

@@ -292,7 +292,7 @@ std::string typeText(Type type) {
 
 } // namespace
 
-FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass sizeClass,
+FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, KernelRole role,
                                          WhyNot whyNot) {
   LargeBatchPlan plan;
   enum class Phase { TokenStage, Selection, Routing } phase = Phase::TokenStage;
@@ -440,8 +440,8 @@ FailureOr<LargeBatchPlan> planLargeBatch(Block &body, Value tokens, SizeClass si
       !plan.privatized.empty() || selectionOps || !plan.tileScans.empty() ||
       llvm::any_of(plan.tileLoops,
                    [&](scf::ParallelOp loop) { return !plan.kernel1.contains(loop); });
-  if (sizeClass == SizeClass::Grid && (plan.kernel2HasWork || !plan.folds.empty() ||
-                                       !plan.privatized.empty() || !plan.hoisted.empty())) {
+  if (role == KernelRole::Grid && (plan.kernel2HasWork || !plan.folds.empty() ||
+                                   !plan.privatized.empty() || !plan.hoisted.empty())) {
     whyNot("the policy is not token loops only");
     return failure();
   }

@@ -24,7 +24,7 @@
 namespace switchyard::moe {
 
 /// Which kernel of a size class beyond one CTA is built.
-enum class SizeClass {
+enum class KernelRole {
   /// One kernel for a policy of token loops only: its CTAs split any batch evenly over
   /// the launch's grid (ceil(T / gridDim) tokens each).
   Grid,
@@ -104,11 +104,11 @@ struct LargeBatchPlan {
   bool kernel2HasWork = false;               // folds, selection, routing or a tail
 };
 
-/// The plan for `body` (a router's top-level code, T = `tokens`) in `sizeClass`; a
+/// The plan for `body` (a router's top-level code, T = `tokens`) for kernel `role`; a
 /// failure, said to `whyNot`, when the code does not split that way (Grid: when it is
 /// not token loops only).
 mlir::FailureOr<LargeBatchPlan> planLargeBatch(mlir::Block &body, mlir::Value tokens,
-                                               SizeClass sizeClass, WhyNot whyNot);
+                                               KernelRole role, WhyNot whyNot);
 
 } // namespace switchyard::moe
 

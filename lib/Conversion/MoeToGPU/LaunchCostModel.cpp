@@ -180,7 +180,10 @@ double LaunchCostModel::gridUs(int64_t tokens) const {
   return launchUs + cycles / (clockGHz * 1e3);
 }
 
-DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx, Classes classes) const {
+DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx,
+                                       ArrayRef<SizeClass> classes) const {
+  bool grid = llvm::is_contained(classes, SizeClass::grid);
+  bool pair = llvm::is_contained(classes, SizeClass::large);
   Builder b(ctx);
   SmallVector<NamedAttribute> fields{
       b.getNamedAttr("token_instructions", b.getF64FloatAttr(tokenInstr)),
@@ -203,14 +206,14 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx, Classes classes) const 
   fields.push_back(b.getNamedAttr("batch_instructions_pair", table(batchPair)));
   SmallVector<Attribute> points;
   for (int64_t t : {1, 64, 1024, 4096, 65536}) {
-    double us = classes == Classes::Grid                       ? gridUs(t)
-                : classes == Classes::OneCta || t <= ctaTokens ? oneCtaUs(t)
-                                                               : pairUs(t, tokensPerCta);
+    double us = grid                      ? gridUs(t)
+                : !pair || t <= ctaTokens ? oneCtaUs(t)
+                                          : pairUs(t, tokensPerCta);
     points.push_back(b.getDictionaryAttr({b.getNamedAttr("tokens", b.getI64IntegerAttr(t)),
                                           b.getNamedAttr("us", b.getF64FloatAttr(us))}));
   }
   fields.push_back(b.getNamedAttr("modeled", b.getArrayAttr(points)));
-  if (classes == Classes::Pair) {
+  if (pair) {
     fields.push_back(b.getNamedAttr("cta_tokens", b.getI64IntegerAttr(ctaTokens)));
     fields.push_back(b.getNamedAttr("tokens_per_cta", b.getI64IntegerAttr(tokensPerCta)));
   }

@@ -52,6 +52,8 @@
 #ifndef SWITCHYARD_LIB_CONVERSION_MOETOGPU_LAUNCHCOSTMODEL_H
 #define SWITCHYARD_LIB_CONVERSION_MOETOGPU_LAUNCHCOSTMODEL_H
 
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -83,12 +85,11 @@ struct LaunchCostModel {
   double oneCtaUs(int64_t tokens) const;
   double pairUs(int64_t tokens, int64_t perCta) const;
   double gridUs(int64_t tokens) const;
-  /// Which kernels the router got: the grid kernel, the one-CTA kernel alone (the
-  /// policy does not split), or the one-CTA kernel and the pair.
-  enum class Classes { Grid, OneCta, Pair };
   /// The model's inputs and numbers as `moe.launch_model` (what --report prints and
-  /// what the GPU kit fits the constants to).
-  mlir::DictionaryAttr toAttr(mlir::MLIRContext *ctx, Classes classes) const;
+  /// what the GPU kit fits the constants to), for the size classes the router got:
+  /// grid alone, decode alone (the policy does not split), or decode and large.
+  mlir::DictionaryAttr toAttr(mlir::MLIRContext *ctx,
+                              llvm::ArrayRef<SizeClass> classes) const;
 };
 
 /// The model of `f` (a router lowered to loops in the lane-parallel form, T its first

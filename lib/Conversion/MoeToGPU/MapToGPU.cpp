@@ -42,6 +42,7 @@ namespace switchyard::moe {
 
 using namespace mlir;
 using namespace switchyard::moe::gpu_mapping;
+using switchyard::moe::SizeClass;
 
 namespace {
 
@@ -105,10 +106,28 @@ gpu::GPUFuncOp cloneIntoKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, Strin
   return kernel;
 }
 
-/// Maps the body of `kernel` onto threads (see the file comment). `reserved`, when
-/// given, is the workspace the large-batch pair keeps in front of the temporaries.
-LogicalResult mapKernel(const switchyard::moe::GpuTargetInfo &target, gpu::GPUFuncOp kernel,
-                        func::FuncOp f, const switchyard::moe::LargeBatchLayout *reserved) {
+/// The workspace a mapped kernel needs: perToken * T + fixed bytes.
+struct WorkspaceBytes {
+  int64_t perToken = 0, fixed = 0;
+};
+
+/// The kernel's launch contract (#moe.launch, the one place the launch metadata is
+/// read from).
+void setLaunch(gpu::GPUFuncOp kernel, switchyard::moe::SizeClass sizeClass,
+               int64_t minTokens, int64_t maxTokens, int64_t tokensPerCta,
+               WorkspaceBytes workspace) {
+  kernel->setAttr(switchyard::moe::KernelLaunchAttr::getAttrName(),
+                  switchyard::moe::KernelLaunchAttr::get(
+                      kernel.getContext(), sizeClass, minTokens, maxTokens, tokensPerCta,
+                      workspace.perToken, workspace.fixed));
+}
+
+/// Maps the body of `kernel` onto threads (see the file comment); returns the workspace
+/// it needs. `reserved`, when given, is the workspace the large-batch pair keeps in
+/// front of the temporaries.
+FailureOr<WorkspaceBytes> mapKernel(const switchyard::moe::GpuTargetInfo &target,
+                                    gpu::GPUFuncOp kernel, func::FuncOp f,
+                                    const switchyard::moe::LargeBatchLayout *reserved) {
   MLIRContext *ctx = kernel.getContext();
   Location loc = kernel.getLoc();
   Block &entry = kernel.getBody().front();
@@ -142,9 +161,7 @@ LogicalResult mapKernel(const switchyard::moe::GpuTargetInfo &target, gpu::GPUFu
   if (builder.unsupported)
     return f.emitError() << "a warp shuffle cannot carry a value of type "
                          << builder.unsupported;
-  kernel->setAttr("moe.workspace",
-                  inner.getDenseI64ArrayAttr({builder.perTokenBytes, builder.fixedBytes}));
-  return success();
+  return WorkspaceBytes{builder.perTokenBytes, builder.fixedBytes};
 }
 
 /// The largest batch bound of a phase gate of `f`: T <= M (or T < M + 1) in the
@@ -194,12 +211,11 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   /// does not split.
   bool addLargeBatchKernels(gpu::GPUModuleOp gpuModule, func::FuncOp f, int64_t ctaTokens,
                             int64_t tokensPerCta, bool &failed) {
-    OpBuilder b(f.getContext());
-    using switchyard::moe::SizeClass;
+    using switchyard::moe::KernelRole;
     SmallVector<gpu::GPUFuncOp> pair;
-    for (SizeClass which : {SizeClass::LargeFirst, SizeClass::LargeSecond}) {
+    for (KernelRole which : {KernelRole::LargeFirst, KernelRole::LargeSecond}) {
       std::string name =
-          (f.getName() + "_large_k" + (which == SizeClass::LargeFirst ? "1" : "2")).str();
+          (f.getName() + "_large_k" + (which == KernelRole::LargeFirst ? "1" : "2")).str();
       gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, name, blockSize);
       pair.push_back(kernel);
       FailureOr<switchyard::moe::LargeBatchLayout> layout =
@@ -213,13 +229,13 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
           k.erase();
         return false;
       }
-      if (mlir::failed(mapKernel(target, kernel, f, &*layout))) {
+      FailureOr<WorkspaceBytes> workspace = mapKernel(target, kernel, f, &*layout);
+      if (mlir::failed(workspace)) {
         failed = true;
         return false;
       }
-      kernel->setAttr("moe.size_class", b.getStringAttr("large"));
-      kernel->setAttr("moe.tokens_per_cta", b.getI64IntegerAttr(tokensPerCta));
-      kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(ctaTokens + 1));
+      setLaunch(kernel, switchyard::moe::SizeClass::large, ctaTokens + 1, /*maxTokens=*/0,
+                tokensPerCta, *workspace);
       if (!layout->needsKernel2)
         break; // token loops only: one launch serves large batches too
     }
@@ -230,22 +246,21 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
   /// fill the GPU at every batch size, in one launch); null when the policy has more
   /// than token loops.
   gpu::GPUFuncOp addGridKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, bool &failed) {
-    OpBuilder b(f.getContext());
     gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
     FailureOr<switchyard::moe::LargeBatchLayout> layout =
         switchyard::moe::buildLargeBatchKernel(
-            target, kernel, switchyard::moe::SizeClass::Grid,
+            target, kernel, switchyard::moe::KernelRole::Grid,
             /*tokensPerCta=*/0, /*minTokens=*/1, [](const Twine &) {}); // silently one-CTA
     if (mlir::failed(layout) || layout->needsKernel2) {
       kernel.erase();
       return {};
     }
-    if (mlir::failed(mapKernel(target, kernel, f, &*layout))) {
+    FailureOr<WorkspaceBytes> workspace = mapKernel(target, kernel, f, &*layout);
+    if (mlir::failed(workspace)) {
       failed = true;
       return {};
     }
-    kernel->setAttr("moe.size_class", b.getStringAttr("grid"));
-    kernel->setAttr("moe.min_tokens", b.getI64IntegerAttr(1));
+    setLaunch(kernel, switchyard::moe::SizeClass::grid, 1, 0, 0, *workspace);
     return kernel;
   }
 
@@ -296,26 +311,24 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       bool failedToMap = false;
       if (gpu::GPUFuncOp grid =
               largeBatch ? addGridKernel(gpuModule, f, failedToMap) : gpu::GPUFuncOp()) {
-        grid->setAttr("moe.launch_model",
-                      model.toAttr(ctx, switchyard::moe::LaunchCostModel::Classes::Grid));
+        grid->setAttr("moe.launch_model", model.toAttr(ctx, {SizeClass::grid}));
         continue;
       }
       if (failedToMap)
         return signalPassFailure();
       gpu::GPUFuncOp kernel = cloneIntoKernel(gpuModule, f, f.getName(), blockSize);
-      if (failed(mapKernel(target, kernel, f, nullptr)))
+      FailureOr<WorkspaceBytes> workspace = mapKernel(target, kernel, f, nullptr);
+      if (failed(workspace))
         return signalPassFailure();
-      kernel->setAttr("moe.size_class", b.getStringAttr("decode"));
       bool split = largeBatch && addLargeBatchKernels(gpuModule, f, model.ctaTokens,
                                                       model.tokensPerCta, failedToMap);
       if (failedToMap)
         return signalPassFailure();
-      kernel->setAttr(
-          "moe.launch_model",
-          model.toAttr(ctx, split ? switchyard::moe::LaunchCostModel::Classes::Pair
-                                  : switchyard::moe::LaunchCostModel::Classes::OneCta));
+      kernel->setAttr("moe.launch_model",
+                      split ? model.toAttr(ctx, {SizeClass::decode, SizeClass::large})
+                            : model.toAttr(ctx, {SizeClass::decode}));
       // Without the pair the one-CTA kernel takes every batch (no upper bound).
-      kernel->setAttr("moe.max_tokens", b.getI64IntegerAttr(split ? model.ctaTokens : 0));
+      setLaunch(kernel, SizeClass::decode, 1, split ? model.ctaTokens : 0, 0, *workspace);
     }
   }
 };

@@ -2,7 +2,8 @@
 //
 // A kernel cannot allocate: every temporary of the lowered router becomes a view into
 // the caller-provided i8 workspace at a 16-byte aligned offset, and the kernel records
-// the bytes it needs (per token and fixed) as `moe.workspace`.
+// the bytes it needs (per token and fixed), which moe-map-to-gpu records in the
+// kernel's #moe.launch.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"

@@ -21,26 +21,14 @@ using host::emitKnobStruct;
 using host::knobCheckText;
 using host::knobDefaultText;
 
-/// One kernel of a size class, as the launcher needs it.
-struct KernelLaunch {
-  std::string name;
-  // "decode" (grid 1), "large" (grid ceil(T / tokensPerCta)) or "grid" (the only
-  // kernel of a token-loops-only policy; grid chosen at launch to fill the GPU).
-  std::string sizeClass;
-  int64_t block = 0, tokensPerCta = 0, maxTokens = 0, minTokens = 0;
-  int64_t perTokenBytes = 0, fixedBytes = 0;
-};
-
 /// The C ABI launcher: NAME_launch.h and NAME_launch.cpp. The source holds only what is
 /// particular to the router, its kernel table and the packing of its arguments (and
 /// the knob checks); loading the embedded PTX with cudart (cudaLibraryLoadData, never
 /// -lcuda), picking the size class, the grids and the launches on the stream are
 /// switchyard::launch::Launcher (runtime/lib/Cuda/Launcher.cpp), compiled once into
 /// libSwitchyardLauncher.a and linked with it (linkLauncherLibrary).
-void emitLauncher(llvm::StringRef name, llvm::StringRef arch,
-                  const std::vector<AbiParam> &abi, const std::vector<runtime::Knob> &knobs,
-                  const std::vector<KernelLaunch> &kernels, llvm::StringRef ptx,
-                  GpuArtifacts &out);
+void emitLauncher(const std::vector<AbiParam> &abi, const std::vector<runtime::Knob> &knobs,
+                  const LaunchMetadata &launch, llvm::StringRef ptx, GpuArtifacts &out);
 
 } // namespace switchyard::ptx
 

@@ -2121,3 +2121,35 @@ moe.router @arith_on_tensor(%x: tensor<?x8xf32>) -> (topk_ids: tensor<?x2xi32>, 
   %ids, %w = moe.route %y k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// -----
+
+// A GPU kernel's launch contract (#moe.launch, set by moe-map-to-gpu).
+// expected-error @+1 {{attribute 'moe.launch' must be a #moe.launch<...> (a kernel's launch)}}
+func.func private @launch_not_typed() attributes {moe.launch = "large"}
+
+// -----
+
+// expected-error @+1 {{tokens_per_cta must be positive for a large-batch kernel and 0 otherwise, got 0 for size class large}}
+func.func private @launch_large_without_ctas() attributes {moe.launch = #moe.launch<size_class = large, min_tokens = 9, max_tokens = 0, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
+
+// -----
+
+// expected-error @+1 {{a kernel serves T in [min_tokens >= 1, max_tokens] (max_tokens 0: unbounded), got [9, 8]}}
+func.func private @launch_empty_range() attributes {moe.launch = #moe.launch<size_class = decode, min_tokens = 9, max_tokens = 8, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
+
+// -----
+
+// expected-error @+1 {{only a decode kernel has a max_tokens bound}}
+func.func private @launch_grid_bounded() attributes {moe.launch = #moe.launch<size_class = grid, min_tokens = 1, max_tokens = 8, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
+
+// -----
+
+// expected-error @+2 {{failed to parse Moe_KernelLaunchAttr parameter 'size_class'}}
+// expected-error @+1 {{expected one of [decode, grid, large] for which batches a GPU kernel serves, got: huge}}
+func.func private @launch_unknown_class() attributes {moe.launch = #moe.launch<size_class = huge, min_tokens = 1, max_tokens = 0, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
+
+// -----
+
+// expected-error @+1 {{attribute 'moe.token_tiles' must be a positive i64 integer on an scf.parallel (tokens per tile)}}
+func.func private @tiles_not_on_a_loop() attributes {moe.token_tiles = 8 : i64}

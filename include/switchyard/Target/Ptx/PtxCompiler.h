@@ -11,6 +11,7 @@
 
 #include "switchyard/Compiler/Pipelines.h"
 #include "switchyard/Compiler/Policy.h"
+#include "switchyard/Target/Ptx/LaunchMetadata.h"
 
 namespace switchyard::ptx {
 
@@ -18,8 +19,9 @@ using compiler::AbiParam;
 
 /// What the GPU path produces for one router.
 struct GpuArtifacts {
-  std::string ptx;  // the PTX module (one .entry per kernel)
-  std::string json; // launch metadata: kernels, parameters, block size, grid, workspace
+  std::string ptx;                        // the PTX module (one .entry per kernel)
+  LaunchMetadata launch;                  // the kernels' launch contract, as one record
+  std::string json;                       // launch.toJson(): NAME.json
   std::string launchHeader, launchSource; // NAME_launch.h / NAME_launch.cpp (cudart)
   std::string cuda; // NAME.cu: the same kernel as CUDA C++ (same parameters as the PTX)
 };

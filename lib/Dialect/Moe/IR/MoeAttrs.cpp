@@ -26,6 +26,26 @@ void MoeDialect::registerAttributes() {
       >();
 }
 
+LogicalResult KernelLaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                       SizeClass sizeClass, int64_t minTokens,
+                                       int64_t maxTokens, int64_t tokensPerCta,
+                                       int64_t workspacePerToken, int64_t workspaceFixed) {
+  if (minTokens < 1 || maxTokens < 0 || (maxTokens && maxTokens < minTokens))
+    return emitError() << "a kernel serves T in [min_tokens >= 1, max_tokens] (max_tokens "
+                          "0: unbounded), got ["
+                       << minTokens << ", " << maxTokens << "]";
+  if ((sizeClass == SizeClass::large) != (tokensPerCta > 0) || tokensPerCta < 0)
+    return emitError() << "tokens_per_cta must be positive for a large-batch kernel and 0 "
+                          "otherwise, got "
+                       << tokensPerCta << " for size class "
+                       << stringifySizeClass(sizeClass);
+  if (sizeClass != SizeClass::decode && maxTokens != 0)
+    return emitError() << "only a decode kernel has a max_tokens bound";
+  if (workspacePerToken < 0 || workspaceFixed < 0)
+    return emitError() << "workspace bytes must be non-negative";
+  return success();
+}
+
 LogicalResult AbiParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringAttr name, AbiRole role, AbiKind kind, Type type,
                                    DenseI64ArrayAttr size, StringAttr values,

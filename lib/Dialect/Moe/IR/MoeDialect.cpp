@@ -49,10 +49,11 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return success();
     return op->emitError() << "attribute '" << name << "' must be " << what;
   };
-  if (name == "moe.kind" || name == "moe.size_class")
+  if (name == "moe.kind")
     return check(isa<StringAttr>(value), "a string");
-  if (name == "moe.top_k" || name == "moe.experts" || name == "moe.tokens_per_cta" ||
-      name == "moe.min_tokens" || name == "moe.max_tokens") {
+  if (name == KernelLaunchAttr::getAttrName())
+    return check(isa<KernelLaunchAttr>(value), "a #moe.launch<...> (a kernel's launch)");
+  if (name == "moe.top_k" || name == "moe.experts") {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isInteger(64) && !i.getValue().isNegative(),
                  "a non-negative i64 integer");
@@ -70,11 +71,6 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                  "a unit attribute on an scf.parallel");
   if (name == "moe.launch_model")
     return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
-  if (name == "moe.workspace") {
-    auto a = dyn_cast<DenseI64ArrayAttr>(value);
-    return check(a && a.size() == 2 && a[0] >= 0 && a[1] >= 0,
-                 "array<i64: bytes per token, fixed bytes>");
-  }
   if (name == MoeDialect::AbiAttrHelper::getNameStr())
     return check(isa<AbiAttr>(value), "a #moe.abi<[...]> (the router's C ABI)");
   return op->emitError() << "unknown attribute '" << name << "' in the moe namespace";

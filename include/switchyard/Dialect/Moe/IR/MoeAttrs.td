@@ -65,6 +65,15 @@ def Moe_AbiKind : I32EnumAttr<"AbiKind", "what a parameter of the C entry carrie
   let genSpecializedAttr = 0;
 }
 
+def Moe_SizeClass : I32EnumAttr<"SizeClass", "which batches a GPU kernel serves", [
+    I32EnumAttrCase<"decode", 0>,
+    I32EnumAttrCase<"grid", 1>,
+    I32EnumAttrCase<"large", 2>
+  ]> {
+  let cppNamespace = "::switchyard::moe";
+  let genSpecializedAttr = 0;
+}
+
 class Moe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Moe_Dialect, name, traits> {
   let mnemonic = attrMnemonic;
@@ -149,6 +158,44 @@ def Moe_AbiAttr : Moe_Attr<"Abi", "abi"> {
   let parameters = (ins ArrayRefParameter<"AbiParamAttr", "the parameters">:$params);
   let assemblyFormat = "`<` `[` qualified($params) `]` `>`";
   let genVerifyDecl = 1;
+}
+
+def Moe_KernelLaunchAttr : Moe_Attr<"KernelLaunch", "launch"> {
+  let summary = "the launch contract of one GPU kernel of a router";
+  let description = [{
+    Attached by moe-map-to-gpu to every kernel it makes (discardable attribute
+    `moe.launch`), and the one place the launch metadata (NAME.json, the generated
+    launcher's kernel table, `moe-compile --report`, the GPU kit) is read from:
+
+    * `size_class`: `decode`, one CTA holds the whole batch, for T in
+      [`min_tokens`, `max_tokens`] (`max_tokens` = 0: any T, when the router has no
+      large-batch kernels); `grid`, the only kernel of a router of token loops only,
+      any T, its grid chosen at launch to fill the GPU; `large`, one kernel of the
+      large-batch pair (launched in name order), T >= `min_tokens`, ceil(T /
+      `tokens_per_cta`) CTAs;
+    * `workspace_per_token`, `workspace_fixed`: the workspace the kernel needs for T
+      tokens is `workspace_per_token * T + workspace_fixed` bytes.
+
+    ```mlir
+    moe.launch = #moe.launch<size_class = large, min_tokens = 9, max_tokens = 0,
+                             tokens_per_cta = 8, workspace_per_token = 564,
+                             workspace_fixed = 4768>
+    ```
+  }];
+  let parameters = (ins
+    "::switchyard::moe::SizeClass":$size_class,
+    "int64_t":$min_tokens,
+    "int64_t":$max_tokens,
+    "int64_t":$tokens_per_cta,
+    "int64_t":$workspace_per_token,
+    "int64_t":$workspace_fixed
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The discardable attribute's name on a kernel.
+    static constexpr ::llvm::StringLiteral getAttrName() { return "moe.launch"; }
+  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEATTRS_TD
