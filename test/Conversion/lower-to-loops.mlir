@@ -24,17 +24,25 @@
 // LANES:       arith.cmpi ult, %[[KEY]], %[[BOUND]] : i64
 // LANES:       scf.reduce(%{{.*}} : i64) {
 // LANES:         arith.maxui
-// Expert counts: a histogram per tile of 8 tokens (no atomics), then the tiles' sums.
+// Expert counts only returned: atomic increments.
+// LANES:   memref.atomic_rmw addi
+// LANES-LABEL: func.func @aligned(
+// Expert counts the policy reads (block alignment of the same ids): a histogram per
+// tile of 8 tokens (no atomics), the tiles' sums; the alignment scans the tiles per
+// expert and places each tile's slots.
 // LANES:   %[[TILES:.*]] = arith.divui
 // LANES:   scf.parallel (%[[TILE:.*]]) = (%c0) to (%[[TILES]]) step (%c1) {
 // LANES:     scf.parallel (%[[E:.*]]) = (%c0) to (%c16) step (%c1) {
 // LANES:       scf.for
-// LANES:       memref.store %{{.*}}, %{{.*}}[%[[TILE]], %[[E]]] : memref<?x16xi32>
+// LANES:       memref.store %{{.*}}, %[[HIST:.*]][%[[TILE]], %[[E]]] : memref<?x16xi32>
 // LANES:   } {moe.token_tiles = 8 : i64}
 // LANES:   scf.parallel (%[[E2:.*]]) = (%c0) to (%c16) step (%c1) {
 // LANES:     scf.for %{{.*}} = %c0 to %[[TILES]] step %c1 iter_args
 // LANES:     memref.store %{{.*}}, %{{.*}}[%[[E2]]] : memref<16xi32>
+// LANES:   } {moe.tile_scan}
+// LANES:   } {moe.token_tiles = 8 : i64}
 // LANES-NOT: memref.atomic_rmw
+// LANES: return
 
 // CHECK-LABEL: func.func @r(
 // CHECK-SAME: %[[T:[a-z0-9]+]]: index, %[[LOGITS:[a-z0-9]+]]: memref<?x16xf32>,
@@ -80,6 +88,19 @@ moe.router @r(%logits: tensor<?x16xf32>)
   %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<16xi32>
   moe.yield %ids, %w, %sel, %counts
       : tensor<?x2xi32>, tensor<?x2xf32>, !moe.set<16>, tensor<16xi32>
+}
+
+moe.router @aligned(%logits: tensor<?x16xf32>)
+    -> (topk_ids: tensor<?x2xi32>, expert_counts: tensor<16xi32>,
+        sorted_token_ids: tensor<?xi32>, expert_ids: tensor<?xi32>,
+        num_tokens_post_padded: tensor<1xi32>)
+    attributes {experts = 16, top_k = 2} {
+  %ids, %w = moe.route %logits k = 2 : tensor<?x16xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<16xi32>
+  %sorted, %blocks, %padded = moe.align_blocks %ids, %counts block_size = 4
+      : tensor<?x2xi32>, tensor<16xi32> -> tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
+  moe.yield %ids, %counts, %sorted, %blocks, %padded
+      : tensor<?x2xi32>, tensor<16xi32>, tensor<?xi32>, tensor<?xi32>, tensor<1xi32>
 }
 
 // A phase gate is an scf.if on the token count and the phase, both branches writing

@@ -74,18 +74,29 @@ def launcher_blocks(path, meta):
 
 
 
-def compile_on_host(build, out, file, name, flags=()):
+def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
     """moe-compile --target=all of policies/FILE.mlir's router NAME at its native shape
     into OUT (`flags`: more moe-compile flags), and its NAME.cu built as a shared
-    library for the CPU; returns (the library, NAME.json)."""
+    library for the CPU (`sanitize`: a -fsanitize= value, e.g. "thread"; `edit`: a
+    function of the source text, to break it on purpose); returns (the library,
+    NAME.json)."""
     policy = os.path.join(ROOT, "policies", f"{file}.mlir")
     subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
                     "--entry", name, "-o", out, *flags] + shape_flags(**native_shape(file)),
                    check=True, capture_output=True)
     lib_path = os.path.join(out, f"lib{name}_cu.so")
+    if edit:
+        source = os.path.join(out, f"{name}.cu")
+        with open(source) as f:
+            text = edit(f.read())
+        with open(source, "w") as f:
+            f.write(text)
     subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
-                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
-                    os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
+                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC"]
+                   # (the emulated __threadfence is a fence ThreadSanitizer does not model:
+                   # the blocks of a grid run one after another, joined)
+                   + ([f"-fsanitize={sanitize}", "-g", "-Wno-tsan"] if sanitize else [])
+                   + [os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
     return ctypes.CDLL(lib_path), json.load(open(os.path.join(out, f"{name}.json")))
 
 

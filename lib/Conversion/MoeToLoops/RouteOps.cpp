@@ -105,18 +105,38 @@ LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
   return success();
 }
 
+/// Whether code of the policy reads `v` (through stage and phase-gate results), not
+/// only returns it.
+bool readByPolicy(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    auto yield = dyn_cast<YieldOp>(use.getOwner());
+    if (!yield)
+      return true;
+    Operation *parent = yield->getParentOp();
+    if (isa<StageOp, WhenOp>(parent) &&
+        readByPolicy(parent->getResult(use.getOperandNumber())))
+      return true;
+  }
+  return false;
+}
+
 LogicalResult expertCounts(RouterLowering &L, ExpertCountsOp op) {
   LoopEmitter &em = L.em();
   int64_t n = expertsOf(op.getCounts());
   int64_t k = op.getIds().getType().getDimSize(1);
   Value out = L.allocFull(op.getCounts()), ids = L.mem(op.getIds());
-  if (L.blockParallelHere()) {
-    // Per-tile histograms, then their sums: no atomics, and block alignment of the
-    // same ids reuses the histogram (TokenTiles.cpp).
+  if (L.blockParallelHere() && readByPolicy(op.getCounts())) {
+    // Counts the policy reads (compaction, block alignment): per-tile histograms, then
+    // their sums, complete where the tiles are (no atomics that only the end of the
+    // grid completes); block alignment of the same ids reuses the histogram
+    // (TokenTiles.cpp). Counts that are only returned keep the atomics.
     countsFromTiles(L, tileHistogram(L, op.getIds(), n), out, n);
     return success();
   }
-  em.fill(out, em.idx(n), em.i32(0));
+  if (L.blockParallelHere())
+    L.parallelLoop(em.idx(n), [&](Value e) { em.store(em.i32(0), out, e); });
+  else
+    em.fill(out, em.idx(n), em.i32(0));
   // Token-parallel with atomic increments: integer counts do not depend on the order.
   L.parallelLoop(L.tokens(), [&](Value t) {
     em.loop(k, [&](Value j) {
