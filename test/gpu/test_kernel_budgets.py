@@ -11,8 +11,8 @@ launch keeps the maximum over its threads), and statically from the launch metad
 and shipped geometry, at:
 
 * T = 1 (the decode class),
-* T_a = 8P and T_b = 64P tokens, P the large class's tokens per CTA (for a router of
-  token loops only, the grid class: T_a = 64, T_b = 512, one token per warp), where a
+* T_a = 4P and T_b = 32P tokens, P the large class's tokens per CTA (for a router of
+  token loops only, the grid class: T_a = 32, T_b = 256, one token per warp), where a
   design whose per-thread work does not grow with the batch keeps the same counts
   (the whole-batch tail that one CTA walks grows 8x).
 
@@ -79,7 +79,7 @@ def measure(build, switchyard, workdir, tally, file, name):
     kernels = {k["name"]: k for k in meta["kernels"]}
     per_cta = [k["tokens_per_cta"] for k in meta["kernels"] if k.get("tokens_per_cta")]
     grid_only = all(c["name"] == "grid" for c in meta["size_classes"])
-    t_a, t_b = (64, 512) if grid_only or not per_cta else (8 * per_cta[0], 64 * per_cta[0])
+    t_a, t_b = (32, 256) if grid_only or not per_cta else (4 * per_cta[0], 32 * per_cta[0])
     rng = np.random.default_rng(7)
     result = {"T_a": t_a, "T_b": t_b}
     for label, tokens in (("T=1", 1), ("T_a", t_a), ("T_b", t_b)):

@@ -124,8 +124,11 @@ static inline float __int_as_float(int32_t i) {
   __builtin_memcpy(&f, &i, 4);
   return f;
 }
-template <typename F> static void syRunBlock(unsigned block, unsigned n, F body) {
-  std::barrier<> bar(n);
+// The grid's blocks, one after another, on one set of `n` threads (made once per
+// launch, not per block): each thread runs its part of block 0, waits for the whole
+// block to finish, then block 1, ...
+template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
+  std::barrier<> bar(n), blockDone(n);
   syBarrier = &bar;
   syWarps.clear();
   for (unsigned w = 0; w < n / 32; ++w)
@@ -135,12 +138,16 @@ template <typename F> static void syRunBlock(unsigned block, unsigned n, F body)
     threads.emplace_back([&, i] {
       threadIdx.x = i;
       blockDim.x = n;
-      blockIdx.x = block;
-      gridDim.x = syGridX;
-      for (int64_t &c : syCount)
-        c = 0;
-      body();
-      syRecordThread();
+      gridDim.x = grid;
+      for (unsigned block = 0; block < grid; ++block) {
+        blockIdx.x = block;
+        syShuffles = 0;
+        for (int64_t &c : syCount)
+          c = 0;
+        body();
+        syRecordThread();
+        blockDone.arrive_and_wait();
+      }
     });
   for (auto &t : threads)
     t.join();
@@ -159,8 +166,7 @@ static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
       std::fprintf(stderr, "(block: a multiple of 32 in [32, 1024])\n");
     std::abort();
   }
-  for (unsigned block = 0; block < syGridX; ++block)
-    syRunBlock(block, syBlockX, body);
+  syRunBlocks(syGridX, syBlockX, body);
 }
 
 #endif
