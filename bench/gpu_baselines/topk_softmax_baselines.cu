@@ -196,6 +196,27 @@ __device__ inline int32_t blockExclusiveScan(int32_t v, int32_t *scratch, int32_
   return inclusive - v;
 }
 
+/// The per-expert outputs of a block that knows every expert's count (thread e < kE
+/// holds expert e's `count`, the others 0) and the padded total: counts, selected,
+/// the active experts in id order (-1 after them), their number, the padded total.
+__device__ inline void writeExpertOutputs(Outputs out, int32_t count, int32_t total,
+                                          int32_t *scratch) {
+  int32_t has = count > 0 ? 1 : 0, active = 0;
+  int32_t at = blockExclusiveScan(has, scratch, active);
+  if (threadIdx.x < kE) {
+    out.counts[threadIdx.x] = count;
+    out.selected[threadIdx.x] = int8_t(has);
+    out.active[threadIdx.x] = -1;
+  }
+  __syncthreads();
+  if (has)
+    out.active[at] = int32_t(threadIdx.x);
+  if (threadIdx.x == 0) {
+    out.numActive[0] = active;
+    out.padded[0] = total;
+  }
+}
+
 /// best, launch 2: every CTA sums the CTAs' counts (and those before it), scans the
 /// padded counts, and places its own slots; CTA 0 writes the per-expert outputs, each CTA
 /// the padding of its share of the experts.
@@ -247,20 +268,7 @@ __global__ void bestPlace(int64_t tokens, Outputs out, const int32_t *ctaCounts,
     out.sorted[p] = int32_t(tokens * kK);
   for (int64_t b = total / kB + threadIdx.x; b < out.blockCount; b += blockDim.x)
     out.blocks[b] = -1;
-  int32_t has = threadIdx.x < kE && count[threadIdx.x] > 0 ? 1 : 0, active = 0;
-  int32_t at = blockExclusiveScan(has, scratch, active);
-  if (threadIdx.x < kE) {
-    out.counts[threadIdx.x] = count[threadIdx.x];
-    out.selected[threadIdx.x] = int8_t(has);
-    out.active[threadIdx.x] = -1;
-  }
-  __syncthreads();
-  if (has)
-    out.active[at] = int32_t(threadIdx.x);
-  if (threadIdx.x == 0) {
-    out.numActive[0] = active;
-    out.padded[0] = total;
-  }
+  writeExpertOutputs(out, threadIdx.x < kE ? count[threadIdx.x] : 0, total, scratch);
 }
 
 /// prod3, launch 1: top-K, one warp per token.
@@ -291,7 +299,7 @@ __global__ void prodCount(int64_t tokens, Outputs out, int32_t *cursor) {
       atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  int32_t c = threadIdx.x < kE ? count[threadIdx.x] : 0, total = 0, active = 0;
+  int32_t c = threadIdx.x < kE ? count[threadIdx.x] : 0, total = 0;
   int32_t start = blockExclusiveScan((c + kB - 1) / kB * kB, scratch, total);
   for (int64_t p = threadIdx.x; p < out.sortedSize; p += blockDim.x)
     out.sorted[p] = int32_t(tokens * kK);
@@ -304,20 +312,7 @@ __global__ void prodCount(int64_t tokens, Outputs out, int32_t *cursor) {
         out.blocks[b] = int32_t(threadIdx.x);
     cursor[threadIdx.x] = start;
   }
-  int32_t has = c > 0 ? 1 : 0;
-  int32_t at = blockExclusiveScan(has, scratch, active);
-  if (threadIdx.x < kE) {
-    out.counts[threadIdx.x] = c;
-    out.selected[threadIdx.x] = int8_t(has);
-    out.active[threadIdx.x] = -1;
-  }
-  __syncthreads();
-  if (has)
-    out.active[at] = int32_t(threadIdx.x);
-  if (threadIdx.x == 0) {
-    out.numActive[0] = active;
-    out.padded[0] = total;
-  }
+  writeExpertOutputs(out, c, total, scratch);
 }
 
 /// prod3, launch 3: each slot takes the next place of its expert (atomic cursor).

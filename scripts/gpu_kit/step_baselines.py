@@ -27,7 +27,7 @@ from cases import CaseInputs, DeviceCall, load_kit, load_launcher  # noqa: E402
 from cudart import Cudart, cuda_home  # noqa: E402
 from gpu_cases import baseline_differences  # noqa: E402
 from kit_common import BASELINE_TOKENS, BASELINE_VARIANT, save, step_arguments  # noqa: E402
-from step_bench import timed  # noqa: E402
+from step_bench import own_stream, timed  # noqa: E402
 
 BASELINES = ("best", "prod3")
 
@@ -81,10 +81,7 @@ def main():
     args = step_arguments(__doc__).parse_args()
     kit = load_kit(args.kit)
     cuda = Cudart()
-    torch.cuda.init()
-    stream = torch.cuda.Stream()
-    torch.cuda.set_stream(stream)
-    handle = ctypes.c_void_p(stream.cuda_stream)
+    handle = own_stream()
     lib = build(args.kit)
     router = next(r for r in kit["routers"] if r["variant"] == BASELINE_VARIANT)
     launcher = load_launcher(args.kit, router)

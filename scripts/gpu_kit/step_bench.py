@@ -47,6 +47,15 @@ def timed(enqueue, calls=CALLS):
     return 1e3 * statistics.median(a.elapsed_time(b) for a, b in zip(starts, stops))
 
 
+def own_stream():
+    """Makes a stream of our own torch's current one (the legacy default stream cannot
+    be captured into a graph); returns its handle for the launchers."""
+    torch.cuda.init()
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
+    return ctypes.c_void_p(stream.cuda_stream)
+
+
 def torch_graph(fn):
     fn()
     torch.cuda.synchronize()
@@ -75,11 +84,7 @@ def main():
     args = step_arguments().parse_args()
     kit = load_kit(args.kit)
     cuda = Cudart()
-    torch.cuda.init()
-    # A stream of our own: the legacy default stream cannot be captured into a graph.
-    stream = torch.cuda.Stream()
-    torch.cuda.set_stream(stream)
-    handle = ctypes.c_void_p(stream.cuda_stream)
+    handle = own_stream()
     bw = hbm_bandwidth()
     empty = timed(lambda: torch.cuda._sleep(0))
     results = {"hbm_bytes_per_s": bw, "empty_kernel_us": empty, "rows": []}
