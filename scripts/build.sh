@@ -24,13 +24,14 @@ ninja -C "$build" -j "$jobs" "$@"
 
 # A full build also installs the Python package into .venv (a wheel packed from this
 # tree: only packing is done; the tests import that installed copy) and into vLLM's
-# environment .venv-vllm when it exists (the vLLM plugin's tests run there).
+# environment .venv-vllm when it exists (the vLLM plugin's tests run there) unless
+# SWITCHYARD_INSTALL_VLLM=0.
 if [ $# -eq 0 ] && [ "$python" = "$root/.venv/bin/python" ]; then
   rm -rf "$build/wheels"
   "$python" -m pip wheel --quiet --no-build-isolation --no-deps \
     --config-settings=build-dir="$build" -w "$build/wheels" "$root"
   "$python" -m pip install --quiet --no-deps --force-reinstall "$build"/wheels/switchyard-*.whl
-  if [ -x "$root/.venv-vllm/bin/python" ]; then
+  if [ -x "$root/.venv-vllm/bin/python" ] && [ "${SWITCHYARD_INSTALL_VLLM:-1}" != 0 ]; then
     "$root/.venv-vllm/bin/python" -m pip install --quiet --no-deps --force-reinstall \
       "$build"/wheels/switchyard-*.whl
   fi

@@ -5,9 +5,32 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SWITCHYARD_BUILD_DIR:-$root/build}"
 
-bash "$root/scripts/setup.sh"
+SWITCHYARD_SKIP_VLLM=1 bash "$root/scripts/setup.sh"   # what the build needs
+# vLLM's environment (mostly downloads) installs while the build compiles; the build
+# leaves it alone (SWITCHYARD_INSTALL_VLLM=0) and the package goes in after. Its
+# Python exists before the build configures (test/CMakeLists.txt runs vllm/engine
+# with it when it exists).
+vllm=0
+if [ "${SWITCHYARD_SKIP_VLLM:-0}" != 1 ]; then
+  vllm=1
+  [ -x "$root/.venv-vllm/bin/python" ] || /usr/bin/python3 -m venv "$root/.venv-vllm"
+  mkdir -p "$build"
+  vllm_log="$build/setup-vllm.log"
+  bash "$root/scripts/setup.sh" --vllm-only > "$vllm_log" 2>&1 &
+  vllm_setup=$!
+  trap 'kill "$vllm_setup" 2>/dev/null || true' EXIT   # a failed build stops it too
+fi
 start=$(date +%s)
-bash "$root/scripts/build.sh"
+SWITCHYARD_INSTALL_VLLM=0 bash "$root/scripts/build.sh"
 echo "build: $(( $(date +%s) - start )) s"
+if [ "$vllm" = 1 ]; then
+  if ! wait "$vllm_setup"; then
+    cat "$vllm_log" >&2
+    exit 1
+  fi
+  cat "$vllm_log"
+  "$root/.venv-vllm/bin/python" -m pip install --quiet --no-deps --force-reinstall \
+    "$build"/wheels/switchyard-*.whl
+fi
 cd "$build"
 ctest --output-on-failure -j "$(nproc)"

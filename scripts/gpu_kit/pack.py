@@ -44,7 +44,7 @@ EXTRA_VARIANTS = [
     ("deepseek_v3_p32", "deepseek_v3", "deepseek_v3", None, ["--tokens-per-cta", "32"]),
     ("deepseek_v3_p128", "deepseek_v3", "deepseek_v3", None, ["--tokens-per-cta", "128"]),
 ]
-KEEP_SUFFIXES = ("_launch.cpp", "_launch.h", ".ptx", ".json", ".cu", ".h")
+KEEP_SUFFIXES = ("_launch.cpp", "_launch.h", ".ptx", ".json", ".cu")
 # The fixed part of the launchers, built once on the GPU machine (build_kit.py).
 LAUNCHER_SOURCE = os.path.join("runtime", "lib", "Cuda", "Launcher.cpp")
 LAUNCHER_HEADERS = os.path.join("runtime", "include", "switchyard", "Cuda")
@@ -104,10 +104,11 @@ def pack_variant(sy, kit, variant, file, entry, shape, flags, build):
     shape = shape or native_shape(file)
     out = os.path.join(kit, "routers", variant)
     os.makedirs(out, exist_ok=True)
-    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
-                    "--entry", entry, "-o", out] + shape_flags(**shape) + flags,
-                   check=True, capture_output=True)
-    for name in os.listdir(out):   # the host build, IR and cubin stay here
+    # (PTX only: the GPU step loads the PTX, and the host outputs come from `sy`)
+    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=cuda",
+                    "--cubin=false", "--entry", entry, "-o", out] + shape_flags(**shape)
+                   + flags, check=True, capture_output=True)
+    for name in os.listdir(out):   # the manifest stays here
         if not name.endswith(KEEP_SUFFIXES) or name == "manifest.json":
             os.remove(os.path.join(out, name))
     router = sy.compile(policy, entry=entry, **shape)

@@ -82,7 +82,9 @@ def pack_exec(kit, build):
                    "libraries": sorted(os.listdir(os.path.join(stage, "lib"))),
                    "requests": len(set(keys))}, f, indent=1)
     out = os.path.join(kit, "exec.tar.xz")
-    with tarfile.open(out, "w:xz", preset=6) as tar:
+    # (preset 1: a third of preset 6's time for 13 MiB instead of 9, well inside the
+    # transfer budget)
+    with tarfile.open(out, "w:xz", preset=1) as tar:
         tar.add(stage, arcname="exec")
     shutil.rmtree(stage, ignore_errors=True)
     return out

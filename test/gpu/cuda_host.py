@@ -75,15 +75,20 @@ def launcher_blocks(path, meta):
 
 
 def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
-    """moe-compile --target=all of policies/FILE.mlir's router NAME at its native shape
+    """moe-compile --target=cuda of policies/FILE.mlir's router NAME at its native shape
     into OUT (`flags`: more moe-compile flags), and its NAME.cu built as a shared
     library for the CPU (`sanitize`: a -fsanitize= value, e.g. "thread"; `edit`: a
     function of the source text, to break it on purpose); returns (the library,
-    NAME.json)."""
+    NAME.json). moe-compile's output is kept in OUT/moe-compile.log; PTX is not
+    assembled into a cubin unless `flags` ask for --report (ptxas -v)."""
     policy = os.path.join(ROOT, "policies", f"{file}.mlir")
-    subprocess.run([os.path.join(build, "bin", "moe-compile"), policy, "--target=all",
-                    "--entry", name, "-o", out, *flags] + shape_flags(**native_shape(file)),
-                   check=True, capture_output=True)
+    cubin = [] if "--report" in flags else ["--cubin=false"]
+    compiled = subprocess.run([os.path.join(build, "bin", "moe-compile"), policy,
+                               "--target=cuda", "--entry", name, "-o", out, *flags, *cubin]
+                              + shape_flags(**native_shape(file)),
+                              check=True, capture_output=True, text=True)
+    with open(os.path.join(out, "moe-compile.log"), "w") as f:
+        f.write(compiled.stdout)
     lib_path = os.path.join(out, f"lib{name}_cu.so")
     if edit:
         source = os.path.join(out, f"{name}.cu")
@@ -96,6 +101,9 @@ def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
                    # (the emulated __threadfence is a fence ThreadSanitizer does not model:
                    # the blocks of a grid run one after another, joined)
                    + ([f"-fsanitize={sanitize}", "-g", "-Wno-tsan"] if sanitize else [])
+                   # ThreadSanitizer sees races between real threads only (CudaOnHost.h:
+                   # fibers otherwise)
+                   + (["-DSWITCHYARD_HOST_THREADS"] if sanitize == "thread" else [])
                    + [os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
     return ctypes.CDLL(lib_path), json.load(open(os.path.join(out, f"{name}.json")))
 

@@ -42,6 +42,7 @@ take 2 or 1.
 """
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,8 +51,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cuda_host import (ROOT, compile_on_host, launch_block, launch_on_host,  # noqa: E402
-                       launcher_blocks)
+from cuda_host import (ROOT, SWITCHYARD_INCLUDE, compile_on_host, cxx,  # noqa: E402
+                       launch_block, launch_on_host, launcher_blocks)
 from gpu_cases import CaseTally, differing_outputs, entry_info, example_inputs  # noqa: E402
 from policy_shapes import GPU_ROUTERS as POLICIES, import_switchyard, native_shape  # noqa: E402
 
@@ -151,6 +152,38 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
     return meta
 
 
+# A block whose thread 0 alone waits at a barrier: the emulation must stop with a
+# message, not hang or carry on.
+DIVERGENT_BARRIER = r"""
+#include "switchyard/Cuda/KernelPrelude.h"
+static void body() {
+  if (threadIdx.x == 0)
+    __syncthreads();
+}
+SY_EXPORT void divergent() { syRunGrid("divergent", 0, [] { body(); }); }
+"""
+
+
+def check_divergent_barrier(build, workdir, tally):
+    """A barrier only some threads reach stops the run with CudaOnHost.h's message."""
+    source = os.path.join(workdir, "divergent.cu")
+    with open(source, "w") as f:
+        f.write(DIVERGENT_BARRIER)
+    lib = os.path.join(workdir, "libdivergent.so")
+    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-DSWITCHYARD_CUDA_ON_HOST",
+                    f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC", source, "-o", lib],
+                   check=True)
+    run = subprocess.run([sys.executable, "-c",
+                          "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                          "lib.switchyard_host_launch(1, 64); lib.divergent()", lib],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0 and "deadlocked" in run.stderr:
+        tally.record("a barrier in divergent code stops the run", [])
+    else:
+        fail(tally, f"a barrier in divergent code: exit {run.returncode}, stderr "
+                    f"{run.stderr[-300:]!r}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
@@ -161,6 +194,7 @@ def main():
     rng = np.random.default_rng(1)
     tally = CaseTally()
     common = (args.build, switchyard, workdir, rng, tally)
+    check_divergent_barrier(args.build, workdir, tally)
     # The shipped geometry: every GPU router, and the route-only builds of the two
     # standard routers (token loops only: the grid size class, one launch at every size).
     metas = {}

@@ -76,6 +76,11 @@ static cl::opt<bool> launcherLibrary(
     cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
              "cudart from the CUDA toolkit): what the runtime loads for --device cuda"),
     cl::cat(tools::category()));
+static cl::opt<bool> assembleCubin(
+    "cubin",
+    cl::desc("with a GPU target, assemble NAME.cubin with ptxas (--cubin=false: NAME.ptx "
+             "only, which the driver compiles when it loads it)"),
+    cl::init(true), cl::cat(tools::category()));
 static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"),
                              cl::cat(tools::category()));
 static cl::opt<bool> report("report",
@@ -237,7 +242,9 @@ int main(int argc, char **argv) {
       described.gpuArch = gpuArch;
       described.launchMetadata = info.name + ".json"; // a copy of described.launch
       described.launch = artifacts.json;
-      if (ptx::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
+      if (!assembleCubin) {
+        llvm::outs() << " (no cubin: --cubin=false)";
+      } else if (ptx::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
         llvm::outs() << ", " << cubin;
         described.cubin = info.name + ".cubin";
       } else {

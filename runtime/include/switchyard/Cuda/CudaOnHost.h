@@ -1,8 +1,8 @@
-//===- CudaOnHost.h - the CUDA C++ of a policy run on CPU threads -*- C++ -*-===//
+//===- CudaOnHost.h - the CUDA C++ of a policy run on the CPU ------*- C++ -*-===//
 //
 // What KernelPrelude.h adds when the generated NAME.cu is compiled as plain C++
-// (-DSWITCHYARD_CUDA_ON_HOST, C++20 for std::barrier and std::atomic_ref): how the
-// tests check the emitted code on a CPU. Included once per NAME.cu, never on its own.
+// (-DSWITCHYARD_CUDA_ON_HOST, C++20): how the tests check the emitted code on a CPU.
+// Included once per NAME.cu, never on its own.
 //
 // The launch on a CPU: switchyard_host_launch(grid, block) before the kernel call is
 // the <<<grid, block>>> of the launcher (NAME_launch.cpp's kernel table; NAME.json
@@ -11,7 +11,8 @@
 // kernel body with their own threadIdx: __syncthreads is a barrier of the block, __syncwarp
 // one of the thread's 32-thread warp, a shuffle an exchange through the warp's slots across
 // a warp barrier; atomics are atomic. The grid's blocks run one after another, a valid
-// schedule of independent CTAs.
+// schedule of independent CTAs. A block's threads are fibers of one OS thread, or real
+// threads with -DSWITCHYARD_HOST_THREADS (see below).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_CUDA_CUDAONHOST_H
@@ -19,23 +20,39 @@
 
 #include <stdint.h>
 
-#include <atomic>
-#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+// (few headers: every test compiles a NAME.cu, and <atomic>, <thread> or <vector>
+// would double the time; atomics are the compiler's __atomic builtins)
+#ifdef SWITCHYARD_HOST_THREADS
+#include <barrier>
 #include <thread>
 #include <vector>
+#else
+#include <sys/mman.h>
+#include <ucontext.h>
+#endif
 #define __global__
 #define __device__
+// A block's threads run as fibers by default: one OS thread switches between them
+// whenever one waits at a barrier (__syncthreads, __syncwarp, a shuffle), in order
+// 0, 1, ..., so a barrier costs one switch per thread instead of waking 256 OS
+// threads. -DSWITCHYARD_HOST_THREADS makes them real threads with real barriers: what
+// ThreadSanitizer needs to see a race (test/gpu/test_cuda_races.py).
+#ifdef SWITCHYARD_HOST_THREADS
+#define SY_THREAD_LOCAL thread_local
+#else
+#define SY_THREAD_LOCAL
+#endif
 struct SyDim {
   unsigned x;
 };
-static thread_local SyDim threadIdx = {0};
-static thread_local SyDim blockDim = {1};
-static thread_local SyDim blockIdx = {0};
-static thread_local SyDim gridDim = {1};
+// Fibers share these; the scheduler sets threadIdx (and syMe) when it switches.
+static SY_THREAD_LOCAL SyDim threadIdx = {0};
+static SY_THREAD_LOCAL SyDim blockDim = {1};
+static SY_THREAD_LOCAL SyDim blockIdx = {0};
+static SY_THREAD_LOCAL SyDim gridDim = {1};
 static unsigned syGridX = 0, syBlockX = 0;
 extern "C" void switchyard_host_launch(unsigned grid, unsigned block) {
   syGridX = grid;
@@ -54,12 +71,20 @@ enum SyCounter : int {
   kSyAtomics,      // atomics (also counted in kSyGlobalOps)
   kSyCounters
 };
-static thread_local int64_t syCount[kSyCounters];
-static std::atomic<int64_t> syMaxCount[kSyCounters];
+// One emulated thread's own state: its counters and how many shuffles it has done.
+struct SyThreadState {
+  int64_t count[kSyCounters];
+  unsigned shuffles;
+};
+static SY_THREAD_LOCAL SyThreadState *syMe = nullptr;
+static inline void syCountOp(int counter) { ++syMe->count[counter]; }
+static int64_t syMaxCount[kSyCounters];
 static inline void syRecordThread() {
   for (int c = 0; c < kSyCounters; ++c) {
-    int64_t seen = syMaxCount[c].load();
-    while (syCount[c] > seen && !syMaxCount[c].compare_exchange_weak(seen, syCount[c])) {
+    int64_t seen = __atomic_load_n(&syMaxCount[c], __ATOMIC_SEQ_CST);
+    while (syMe->count[c] > seen &&
+           !__atomic_compare_exchange_n(&syMaxCount[c], &seen, syMe->count[c], true,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }
   }
 }
@@ -68,38 +93,100 @@ static inline void syRecordThread() {
 extern "C" int switchyard_host_counters(int64_t *out, int n) {
   for (int c = 0; c < kSyCounters; ++c) {
     if (c < n)
-      out[c] = syMaxCount[c].load();
+      out[c] = syMaxCount[c];
     syMaxCount[c] = 0;
   }
   return kSyCounters;
 }
 static inline void __threadfence() {
-  ++syCount[kSyFences];
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  syCountOp(kSyFences);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
-static std::barrier<> *syBarrier = nullptr;
+
+#ifdef SWITCHYARD_HOST_THREADS
+using SyBarrier = std::barrier<>;
+#else
+// The fibers of the running block. Each has its own stack (with a guard page below
+// it: an overflow faults rather than corrupting the next fiber's stack).
+struct SyFiber {
+  ucontext_t context;
+  SyThreadState state;
+  bool done;
+};
+struct SyFibers {
+  static constexpr size_t kStack = 256 << 10, kGuard = 4096;
+  SyFiber fibers[1024];
+  char *stacks = nullptr;
+  size_t mapped = 0;
+  ucontext_t scheduler;
+  unsigned current = 0;
+  uint64_t progress = 0; // arrivals at barriers and finished fibers, for deadlocks
+  char *stack(unsigned i) { return stacks + i * (kStack + kGuard) + kGuard; }
+  void reserve(unsigned n) { // stacks for n fibers, kept for later launches
+    if (n * (kStack + kGuard) <= mapped)
+      return;
+    if (stacks)
+      munmap(stacks, mapped);
+    mapped = n * (kStack + kGuard);
+    void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+      std::fprintf(stderr, "CUDA-on-host: cannot map the stacks of %u threads\n", n);
+      std::abort();
+    }
+    stacks = static_cast<char *>(m);
+    for (unsigned i = 0; i < n; ++i)
+      mprotect(stack(i) - kGuard, kGuard, PROT_NONE);
+  }
+};
+static SyFibers syFibers;
+// The running fiber waits: back to the scheduler, which runs the next one.
+static inline void syYield() {
+  SyFiber &me = syFibers.fibers[syFibers.current];
+  swapcontext(&me.context, &syFibers.scheduler);
+}
+struct SyBarrier {
+  explicit SyBarrier(unsigned expected) : expected(expected) {}
+  void arrive_and_wait() {
+    ++syFibers.progress;
+    uint64_t seen = generation;
+    if (++arrived == expected) {
+      arrived = 0;
+      ++generation;
+      return;
+    }
+    while (generation == seen)
+      syYield();
+  }
+  unsigned expected, arrived = 0;
+  uint64_t generation = 0;
+};
+#endif
+
+static SyBarrier *syBarrier = nullptr;
 static inline void __syncthreads() {
-  ++syCount[kSyCtaBarriers];
+  syCountOp(kSyCtaBarriers);
   syBarrier->arrive_and_wait();
 }
 struct SyWarp {
-  std::barrier<> bar{32};
+  SyBarrier bar{32};
   uint64_t slot[2][32]; // shuffles alternate between the two
 };
-static std::vector<std::unique_ptr<SyWarp>> syWarps;
-static inline SyWarp &syMyWarp() { return *syWarps[threadIdx.x / 32]; }
+// (a barrier is back at its start after each complete round, so the warps' serve
+// every block and launch)
+static SyWarp syWarps[1024 / 32];
+static inline SyWarp &syMyWarp() { return syWarps[threadIdx.x / 32]; }
 static inline void __syncwarp(unsigned = 0xffffffffu) {
-  ++syCount[kSyWarpBarriers];
+  syCountOp(kSyWarpBarriers);
   syMyWarp().bar.arrive_and_wait();
 }
 // The lanes of a warp run the same shuffles (a converged warp): a lane writes the slots
 // of shuffle n + 2 only after the barrier of shuffle n + 1, which every lane reaches
 // after reading shuffle n's, so one barrier per shuffle suffices.
-static thread_local unsigned syShuffles = 0;
 template <typename T> static T syShuffle(T v, unsigned srcLane) {
-  ++syCount[kSyShuffles];
+  syCountOp(kSyShuffles);
   SyWarp &w = syMyWarp();
-  uint64_t *slot = w.slot[syShuffles++ % 2];
+  uint64_t *slot = w.slot[syMe->shuffles++ % 2];
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof v);
   slot[threadIdx.x % 32] = bits;
@@ -116,34 +203,32 @@ template <typename T> static T __shfl_sync(unsigned, T v, int srcLane, int = 32)
   return syShuffle(v, (unsigned)srcLane);
 }
 static inline int32_t atomicAdd(int32_t *p, int32_t v) {
-  ++syCount[kSyAtomics]; // (its syAt counted the global access)
-  return std::atomic_ref<int32_t>(*p).fetch_add(v);
+  syCountOp(kSyAtomics); // (its syAt counted the global access)
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
 static inline float __int_as_float(int32_t i) {
   float f;
   __builtin_memcpy(&f, &i, 4);
   return f;
 }
+#ifdef SWITCHYARD_HOST_THREADS
 // The grid's blocks, one after another, on one set of `n` threads (made once per
 // launch, not per block): each thread runs its part of block 0, waits for the whole
 // block to finish, then block 1, ...
 template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
   std::barrier<> bar(n), blockDone(n);
   syBarrier = &bar;
-  syWarps.clear();
-  for (unsigned w = 0; w < n / 32; ++w)
-    syWarps.push_back(std::make_unique<SyWarp>());
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       threadIdx.x = i;
       blockDim.x = n;
       gridDim.x = grid;
+      SyThreadState state;
+      syMe = &state;
       for (unsigned block = 0; block < grid; ++block) {
         blockIdx.x = block;
-        syShuffles = 0;
-        for (int64_t &c : syCount)
-          c = 0;
+        state = SyThreadState{};
         body();
         syRecordThread();
         blockDone.arrive_and_wait();
@@ -152,6 +237,64 @@ template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body)
   for (auto &t : threads)
     t.join();
 }
+#else
+template <typename F> static void syFiberMain(unsigned lo, unsigned hi) {
+  uintptr_t bodyAddress = (uintptr_t)hi << 32 | lo;
+  (*reinterpret_cast<F *>(bodyAddress))();
+  syRecordThread();
+  syFibers.fibers[syFibers.current].done = true;
+  ++syFibers.progress;
+}
+// The grid's blocks one after another; a block's `n` threads as fibers, each run
+// until it waits, in turn, until all have finished.
+template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
+  SyFibers &f = syFibers;
+  f.reserve(n);
+  SyBarrier bar(n);
+  syBarrier = &bar;
+  blockDim.x = n;
+  gridDim.x = grid;
+  uintptr_t bodyAddress = reinterpret_cast<uintptr_t>(&body);
+  for (unsigned block = 0; block < grid; ++block) {
+    blockIdx.x = block;
+    bar = SyBarrier(n);
+    for (unsigned i = 0; i < n; ++i) {
+      SyFiber &fiber = f.fibers[i];
+      fiber = SyFiber{};
+      getcontext(&fiber.context);
+      fiber.context.uc_stack.ss_sp = f.stack(i);
+      fiber.context.uc_stack.ss_size = SyFibers::kStack;
+      fiber.context.uc_link = &f.scheduler;
+      makecontext(&fiber.context, (void (*)())syFiberMain<F>, 2, (unsigned)bodyAddress,
+                  (unsigned)(bodyAddress >> 32));
+    }
+    unsigned live = n;
+    uint64_t progressAtPass = ~0ull;
+    while (live) {
+      // A whole pass over the waiting threads with no arrival and no finish: they
+      // wait at barriers not all of the block reaches (a barrier in divergent code).
+      if (f.progress == progressAtPass) {
+        std::fprintf(stderr,
+                     "CUDA-on-host: block %u deadlocked: its threads wait at "
+                     "barriers the others do not reach\n",
+                     block);
+        std::abort();
+      }
+      progressAtPass = f.progress;
+      live = 0;
+      for (unsigned i = 0; i < n; ++i) {
+        if (f.fibers[i].done)
+          continue;
+        f.current = i;
+        threadIdx.x = i;
+        syMe = &f.fibers[i].state;
+        swapcontext(&f.scheduler, &f.fibers[i].context);
+        live += !f.fibers[i].done;
+      }
+    }
+  }
+}
+#endif
 // `kernel` built for `knownBlock`-thread blocks (0: any block size).
 template <typename F>
 static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {

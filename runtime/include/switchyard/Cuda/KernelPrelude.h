@@ -28,7 +28,7 @@ template <typename T, int R> struct SyMemRef {
 // Element access: syAt for the kernel's buffers (global memory), syAtShared for
 // block-shared memory; the same on the GPU, counted apart on the CPU (CudaOnHost.h).
 #ifdef SWITCHYARD_CUDA_ON_HOST
-#define SY_COUNT(counter) ++syCount[counter]
+#define SY_COUNT(counter) syCountOp(counter)
 #else
 #define SY_COUNT(counter)
 #endif
