@@ -40,6 +40,15 @@ scf::ForOp toStridedLoop(OpBuilder &b, Location loc, scf::ParallelOp loop, Value
 scf::IfOp guardOps(OpBuilder &b, Location loc, ArrayRef<Operation *> run, Value cond,
                    SmallVector<Value> &escaping);
 
+/// The discardable attribute on a memref.view of the workspace that holds one
+/// temporary (Workspace.cpp): its bytes overlap no other view's, so accesses through
+/// it never conflict with accesses through another (BarrierElimination.cpp).
+constexpr llvm::StringLiteral kWorkspaceTemporaryAttr = "moe.workspace_temporary";
+
+/// Erases the barriers of `kernel`'s body block that order no conflicting pair of
+/// memory accesses (BarrierElimination.cpp); returns how many.
+int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &target);
+
 class KernelBuilder {
 public:
   KernelBuilder(const GpuTargetInfo &target, OpBuilder &b, Location loc, Value tid,

@@ -161,6 +161,7 @@ FailureOr<WorkspaceBytes> mapKernel(const switchyard::moe::GpuTargetInfo &target
   if (builder.unsupported)
     return f.emitError() << "a warp shuffle cannot carry a value of type "
                          << builder.unsupported;
+  eliminateRedundantBarriers(kernel, target);
   return WorkspaceBytes{builder.perTokenBytes, builder.fixedBytes};
 }
 

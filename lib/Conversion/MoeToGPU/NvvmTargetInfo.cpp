@@ -22,6 +22,7 @@ public:
   bool runsOnEveryThread(Operation *op) const override {
     return isa<NVVM::MembarOp, gpu::BarrierOp>(op);
   }
+  bool isWarpBarrier(Operation *op) const override { return isa<NVVM::SyncWarpOp>(op); }
 };
 
 } // namespace

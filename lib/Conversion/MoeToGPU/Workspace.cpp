@@ -57,6 +57,7 @@ void KernelBuilder::replaceAlloc(memref::AllocOp alloc) {
       workspaceOffset ? workspaceOffset : arith::ConstantIndexOp::create(b, loc, 0);
   auto view =
       memref::ViewOp::create(b, loc, type, workspace, offset, alloc.getDynamicSizes());
+  view->setAttr(kWorkspaceTemporaryAttr, b.getUnitAttr());
   // Next offset: rounded up to 16 bytes.
   Value end = arith::AddIOp::create(b, loc, offset, bytes);
   Value c15 = arith::ConstantIndexOp::create(b, loc, 15);

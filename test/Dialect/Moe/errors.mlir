@@ -2153,3 +2153,11 @@ func.func private @launch_unknown_class() attributes {moe.launch = #moe.launch<s
 
 // expected-error @+1 {{attribute 'moe.token_tiles' must be a positive i64 integer on an scf.parallel (tokens per tile)}}
 func.func private @tiles_not_on_a_loop() attributes {moe.token_tiles = 8 : i64}
+
+// -----
+
+func.func @temporary_not_on_a_view(%m: memref<4xi8>) {
+  // expected-error @+1 {{attribute 'moe.workspace_temporary' must be a unit attribute on a memref.view}}
+  %c = memref.cast %m {moe.workspace_temporary} : memref<4xi8> to memref<?xi8>
+  return
+}

@@ -26,6 +26,9 @@ public:
   virtual void createDeviceFence(mlir::OpBuilder &b, mlir::Location loc) const = 0;
   /// True for the fences and barriers every thread runs (never inside a thread-0 run).
   virtual bool runsOnEveryThread(mlir::Operation *op) const = 0;
+  /// True for a barrier among one warp's lanes (createWarpBarrier's op): it orders
+  /// nothing between warps, so a CTA barrier's need is decided without it.
+  virtual bool isWarpBarrier(mlir::Operation *op) const = 0;
 };
 
 /// NVIDIA GPUs through the NVVM dialect: bar.warp.sync, membar.gl.

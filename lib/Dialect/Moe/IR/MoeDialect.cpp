@@ -69,6 +69,11 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == "moe.tile_scan")
     return check(op->getName().getStringRef() == "scf.parallel" && isa<UnitAttr>(value),
                  "a unit attribute on an scf.parallel");
+  // A memref.view of the GPU workspace that holds one temporary, its bytes its own
+  // (lib/Conversion/MoeToGPU/Workspace.cpp; the barrier elimination reads it).
+  if (name == "moe.workspace_temporary")
+    return check(op->getName().getStringRef() == "memref.view" && isa<UnitAttr>(value),
+                 "a unit attribute on a memref.view");
   if (name == "moe.launch_model")
     return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
   if (name == MoeDialect::AbiAttrHelper::getNameStr())
