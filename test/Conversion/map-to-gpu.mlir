@@ -46,18 +46,18 @@
 // WARP: gpu.barrier
 // Batch reductions keep one thread per expert.
 // WARP: scf.for %{{.*}} = %{{.*}} to %c16 step %[[NT]] {
-// Set selection (budget 4) runs on the whole block: 4 rounds of a block arg-max -
-// thread-strided partial keys, warp butterfly, lane 0 of each warp publishes to
-// shared memory, every thread combines the warps' keys in order.
+// Set selection (budget 4) runs on warp 0 alone: 4 rounds of a warp arg-max -
+// lane-strided partial keys and a butterfly, no CTA barrier per round - and lane 0
+// marks each winner; the results reach the block through shared memory after it.
+// WARP: arith.cmpi ult, %[[TID]], %c32
+// WARP: scf.if
 // WARP: scf.for %{{.*}} = %c0 to %c4 step %c1 iter_args(%{{.*}} = %c-1_i64) -> (i64) {
 // WARP:   scf.for %{{.*}} = %{{.*}} to %c16 step %{{.*}} iter_args(%{{.*}} = %c0_i64) -> (i64) {
 // WARP:   gpu.shuffle xor
-// WARP:   memref.store %{{.*}}, %[[SH]][%{{.*}}] : memref<96xi64, #gpu.address_space<workgroup>>
-// WARP:   gpu.barrier
-// WARP:   memref.load %[[SH]]
-// WARP:   gpu.barrier
-// The winner is marked by thread 0.
-// WARP:   arith.cmpi eq, %[[TID]]
+// WARP-NOT: gpu.barrier
+// WARP:   arith.cmpi eq, %[[LANE]]
+// WARP:   nvvm.bar.warp.sync
+// WARP: gpu.barrier
 // The route stage: k rounds of a warp arg-max over packed i64 keys (two 32-bit
 // shuffles per round), each below the last round's key; lane 0 writes the outputs.
 // WARP: scf.for %{{.*}} = %{{.*}} to %c2 step %c1 iter_args(%{{.*}} = %c-1_i64) -> (i64) {
@@ -119,7 +119,7 @@
 // LARGE: scf.for %{{.*}} = %c0{{.*}} to %[[GRID]] step %c8{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
 // LARGE:   memref.load %[[MASS2]]
 // LARGE:   arith.addf
-// Greedy fill rounds: block arg-max, the winner marked in the private copy.
+// Greedy fill rounds on warp 0 (warp arg-max), the winner marked in the private copy.
 // LARGE: scf.for %{{.*}} = %c0{{.*}} to %c4 step
 // LARGE: memref.store %c1_i8, %[[MINE]]
 // CTA 0 copies it out, a thread an element.

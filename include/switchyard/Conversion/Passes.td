@@ -97,13 +97,20 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     remaining sequential row code runs on lane 0 and is broadcast with
     `gpu.shuffle idx`, and `nvvm.bar.warp.sync` follows each step that wrote memory.
     Other parallel loops (over tokens or experts) become block-strided loops, one
-    thread per iteration; a parallel reduction outside token loops (the arg-max rounds
-    of set selection) becomes a block reduction: thread-strided partials, warp
-    butterflies, per-warp partials in a 96 x i64 workgroup buffer that every thread
-    combines in warp order; loops around them run on every thread. Remaining
+    thread per iteration. Set selection — a loop of rounds around expert-sized
+    (static-bound) parallel reductions: fill, union, difference, per-device fills —
+    runs on warp 0 alone as warp code (lane-strided partials, butterflies, lane 0 marks
+    the winners), with no CTA barrier per round, and its results reach the block
+    through shared memory; any other parallel reduction outside token loops becomes a
+    block reduction: thread-strided partials, warp butterflies, per-warp partials in a
+    96 x i64 workgroup buffer that every thread combines in warp order; loops around
+    them run on every thread. Remaining
     sequential code runs on thread 0 and broadcasts the values later code uses
     through the same buffer; a loop over token tiles (`moe.token_tiles`: expert counts
-    and block alignment) runs one warp per tile; barriers separate the phases;
+    and block alignment) runs one warp per tile; barriers separate the phases, and a
+    barrier of the kernel body is then erased when no access since the last kept
+    barrier conflicts with one before the next (the same buffer, one a write; each
+    workspace temporary, tagged `moe.workspace_temporary`, is a buffer of its own);
     temporaries live in the workspace. Every kernel carries its launch contract as
     one typed attribute, `moe.launch = #moe.launch<size_class = decode | grid |
     large, min_tokens, max_tokens, tokens_per_cta, workspace_per_token,

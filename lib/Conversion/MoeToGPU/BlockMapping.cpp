@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -106,6 +107,11 @@ void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
   // slots (control flow around block reductions is uniform, so every thread needs them).
   SmallVector<Value> escaping;
   scf::IfOp guard = guardOps(b, loc, run, first, escaping);
+  broadcastFromThreadZero(guard, escaping, /*storeIf=*/Value());
+}
+
+void KernelBuilder::broadcastFromThreadZero(scf::IfOp guard, SmallVector<Value> &escaping,
+                                            Value storeIf) {
   if (escaping.size() > kSharedSlots - kBroadcastBase) {
     tooManySlots = true;
     escaping.clear();
@@ -113,11 +119,16 @@ void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
   if (!escaping.empty()) {
     OpBuilder::InsertionGuard keep(b);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    if (storeIf) {
+      auto store = scf::IfOp::create(b, loc, storeIf, /*withElseRegion=*/false);
+      b.setInsertionPoint(store.thenBlock()->getTerminator());
+    }
     for (auto [i, v] : llvm::enumerate(escaping))
       memref::StoreOp::create(
           b, loc, toBits(v), shared,
           ValueRange{arith::ConstantIndexOp::create(b, loc, kBroadcastBase + i)});
   }
+  b.setInsertionPointAfter(guard);
   barrier();
   if (escaping.empty())
     return;
@@ -130,6 +141,41 @@ void KernelBuilder::guardRun(ArrayRef<Operation *> run) {
     });
   }
   barrier(); // every thread has read the slots before they are written again
+}
+
+bool KernelBuilder::runsOnOneWarp(Operation *op) const {
+  if (!isa<scf::ForOp, scf::WhileOp>(op))
+    return false;
+  bool fits = true;
+  op->walk([&](Operation *inner) {
+    if (isa<memref::AllocOp>(inner) || target.runsOnEveryThread(inner))
+      fits = false;
+    auto loop = dyn_cast<scf::ParallelOp>(inner);
+    if (!loop)
+      return;
+    // Expert-sized loops only (static bounds), none nested in another.
+    if (!getConstantIntValue(loop.getUpperBound()[0]) ||
+        !getConstantIntValue(loop.getLowerBound()[0]))
+      fits = false;
+    loop.getBody()->walk([&](scf::ParallelOp) { fits = false; });
+  });
+  return fits;
+}
+
+void KernelBuilder::mapOnWarpZero(Operation *op) {
+  b.setInsertionPointAfter(op);
+  Value warpSize = arith::ConstantIndexOp::create(b, loc, kWarpSize);
+  Value firstWarp = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tid, warpSize);
+  SmallVector<Value> escaping;
+  scf::IfOp guard = guardOps(b, loc, {op}, firstWarp, escaping);
+  for (Region &region : op->getRegions())
+    for (Block &nested : region)
+      mapWarpBlock(nested);
+  // Every lane of warp 0 holds the results; lane 0 (thread 0) publishes them.
+  b.setInsertionPoint(guard.thenBlock()->getTerminator());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value firstLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  broadcastFromThreadZero(guard, escaping, firstLane);
 }
 
 Value KernelBuilder::toBits(Value v) {
@@ -257,8 +303,16 @@ void KernelBuilder::mapBlock(Block &block) {
       workspaceOffset = saved;
       continue;
     }
-    // Loops around block reductions (set selection rounds) run on every thread: their
-    // bounds and carried values are uniform (thread-0 values are broadcast).
+    // Set selection (a loop of rounds around expert-sized reductions: fill, union,
+    // difference, per-device fills) runs on warp 0 alone, lane-strided with butterfly
+    // reductions and no CTA barrier per round; its results are broadcast.
+    if (op.getNumRegions() && containsParallel(&op) && runsOnOneWarp(&op)) {
+      flush();
+      mapOnWarpZero(&op);
+      continue;
+    }
+    // Other loops around block reductions run on every thread: their bounds and
+    // carried values are uniform (thread-0 values are broadcast).
     if (op.getNumRegions() && containsParallel(&op)) {
       flush();
       for (Region &region : op.getRegions())

@@ -83,6 +83,14 @@ private:
   void mapParallel(scf::ParallelOp loop);
   void mapBlockReduction(scf::ParallelOp loop);
   void guardRun(ArrayRef<Operation *> run);
+  /// After `guard` (run by thread 0, or by warp 0 with `storeIf` its lane 0): the
+  /// `escaping` values through shared slots to every thread, between two barriers.
+  void broadcastFromThreadZero(scf::IfOp guard, SmallVector<Value> &escaping,
+                               Value storeIf);
+  /// A loop of set-selection rounds that warp 0 runs alone: a loop around expert-sized
+  /// (static-bound, unnested) parallel loops, with no temporaries, fences or barriers.
+  bool runsOnOneWarp(Operation *op) const;
+  void mapOnWarpZero(Operation *op);
   Value toBits(Value v);
   Value fromBits(Value bits, Type type);
   Value sharedSlot(Value slot) { return memref::LoadOp::create(b, loc, shared, slot); }
