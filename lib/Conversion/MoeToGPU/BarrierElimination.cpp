@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -27,22 +28,66 @@ namespace switchyard::moe::gpu_mapping {
 
 namespace {
 
-/// What a run of ops reads and writes.
+/// What a run of ops reads and writes: by every thread, and by warp 0 alone (inside a
+/// thread-0 run or a warp-0 set selection).
 struct Footprint {
-  llvm::SmallPtrSet<void *, 8> reads, writes;
+  using Buffers = llvm::SmallPtrSet<void *, 8>;
+  Buffers reads, writes;                 // accesses every thread may make
+  Buffers warpZeroReads, warpZeroWrites; // accesses of warp 0 alone
   bool unknown = false;
 
   void clear() { *this = Footprint(); }
-  bool conflictsWith(const Footprint &o) const {
-    if (unknown || o.unknown)
-      return true;
-    auto meets = [](const llvm::SmallPtrSet<void *, 8> &a,
-                    const llvm::SmallPtrSet<void *, 8> &b) {
-      return llvm::any_of(a, [&](void *x) { return b.contains(x); });
-    };
-    return meets(writes, o.writes) || meets(writes, o.reads) || meets(reads, o.writes);
-  }
 };
+
+enum class Ordering { None, WarpZero, Block };
+
+/// What must order `a` (before) and `b` (after): nothing, a barrier of warp 0 (every
+/// conflicting pair is between accesses of warp 0 alone), or the whole block.
+Ordering needed(const Footprint &a, const Footprint &b) {
+  if (a.unknown || b.unknown)
+    return Ordering::Block;
+  using Buffers = Footprint::Buffers;
+  auto meets = [](const Buffers &x, const Buffers &y) {
+    return llvm::any_of(x, [&](void *v) { return y.contains(v); });
+  };
+  auto conflict = [&](const Buffers &aReads, const Buffers &aWrites, const Buffers &bReads,
+                      const Buffers &bWrites) {
+    return meets(aWrites, bWrites) || meets(aWrites, bReads) || meets(aReads, bWrites);
+  };
+  auto all = [](const Buffers &x, const Buffers &y) {
+    Buffers both = x;
+    both.insert(y.begin(), y.end());
+    return both;
+  };
+  Buffers aReads = all(a.reads, a.warpZeroReads), aWrites = all(a.writes, a.warpZeroWrites);
+  Buffers bReads = all(b.reads, b.warpZeroReads), bWrites = all(b.writes, b.warpZeroWrites);
+  if (conflict(a.reads, a.writes, bReads, bWrites) ||
+      conflict(aReads, aWrites, b.reads, b.writes))
+    return Ordering::Block; // a pair with an access any thread may make
+  if (conflict(a.warpZeroReads, a.warpZeroWrites, b.warpZeroReads, b.warpZeroWrites))
+    return Ordering::WarpZero;
+  return Ordering::None;
+}
+
+/// True when `op` runs on warp 0 alone: inside the then-branch of an scf.if on
+/// `thread_id.x == 0` or `thread_id.x < 32` (the mapping's thread-0 runs and warp-0
+/// set selection).
+bool onWarpZeroOnly(Operation *op) {
+  for (Operation *child = op; Operation *parent = child->getParentOp(); child = parent) {
+    auto branch = dyn_cast<scf::IfOp>(parent);
+    if (!branch || child->getParentRegion() != &branch.getThenRegion())
+      continue;
+    auto cmp = branch.getCondition().getDefiningOp<arith::CmpIOp>();
+    if (!cmp || !cmp.getLhs().getDefiningOp<gpu::ThreadIdOp>() ||
+        cmp.getLhs().getDefiningOp<gpu::ThreadIdOp>().getDimension() != gpu::Dimension::x)
+      continue;
+    std::optional<int64_t> bound = getConstantIntValue(cmp.getRhs());
+    if ((cmp.getPredicate() == arith::CmpIPredicate::eq && bound == 0) ||
+        (cmp.getPredicate() == arith::CmpIPredicate::ult && bound && *bound <= kWarpSize))
+      return true;
+  }
+  return false;
+}
 
 /// The buffer a memref value accesses (see the file comment).
 Value bufferOf(Value memref) {
@@ -80,10 +125,11 @@ void addFootprint(Operation *root, const GpuTargetInfo &target, Footprint &footp
         continue;
       }
       void *buffer = bufferOf(v).getAsOpaquePointer();
-      if (isa<MemoryEffects::Write>(e.getEffect()))
-        footprint.writes.insert(buffer);
+      bool write = isa<MemoryEffects::Write>(e.getEffect());
+      if (onWarpZeroOnly(op))
+        (write ? footprint.warpZeroWrites : footprint.warpZeroReads).insert(buffer);
       else
-        footprint.reads.insert(buffer);
+        (write ? footprint.writes : footprint.reads).insert(buffer);
     }
   });
 }
@@ -111,7 +157,8 @@ int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &targe
       if (containsBarrier(after))
         break;
     }
-    if (sinceKept.conflictsWith(next)) {
+    Ordering ordering = needed(sinceKept, next);
+    if (ordering == Ordering::Block) {
       sinceKept.clear();
       // (an op that contains a barrier counts on both sides of this one)
       for (Operation *before = op.getPrevNode(); before && !isa<gpu::BarrierOp>(before);
@@ -119,6 +166,10 @@ int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &targe
         if (containsBarrier(before))
           addFootprint(before, target, sinceKept);
       continue;
+    }
+    if (ordering == Ordering::WarpZero) { // a warp barrier suffices (every warp runs it)
+      OpBuilder b(&op);
+      target.createWarpBarrier(b, op.getLoc());
     }
     op.erase();
     ++erased;
