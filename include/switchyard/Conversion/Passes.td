@@ -108,8 +108,10 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     sequential code runs on thread 0 and broadcasts the values later code uses
     through the same buffer; a loop over token tiles (`moe.token_tiles`: expert counts
     and block alignment) runs one warp per tile; barriers separate the phases, and a
-    barrier of the kernel body is then erased when no access since the last kept
-    barrier conflicts with one before the next (the same buffer, one a write; each
+    barrier of the kernel body or of a phase gate's branch is then erased when no
+    access since the last kept barrier conflicts with one before the next, or becomes
+    a warp barrier when every conflicting pair is warp 0's (the same buffer, one a
+    write; each
     workspace temporary, tagged `moe.workspace_temporary`, is a buffer of its own);
     temporaries live in the workspace. Every kernel carries its launch contract as
     one typed attribute, `moe.launch = #moe.launch<size_class = decode | grid |

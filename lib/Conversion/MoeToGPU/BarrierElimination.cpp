@@ -13,9 +13,11 @@
 // scratch, or one temporary of the workspace (a view tagged kWorkspaceTemporaryAttr:
 // Workspace.cpp gives each its own bytes); other views of the workspace count as the
 // workspace. An op whose effects are unknown (a fence, a call) conflicts with
-// everything; an op that contains a barrier counts whole on both sides. Barriers
-// inside loops and branches are kept. (Upstream's gpu-eliminate-barriers is the general
-// form; it cannot see that two views of one workspace are disjoint.)
+// everything; an op that contains a barrier counts whole on both sides. The branches
+// of a phase gate are decided in the same way (their condition is uniform), with what
+// comes before and after the gate; barriers inside loops are kept. (Upstream's
+// gpu-eliminate-barriers is the general form; it cannot see that two views of one workspace
+// are disjoint.)
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -37,6 +39,13 @@ struct Footprint {
   bool unknown = false;
 
   void clear() { *this = Footprint(); }
+  void merge(const Footprint &o) {
+    reads.insert(o.reads.begin(), o.reads.end());
+    writes.insert(o.writes.begin(), o.writes.end());
+    warpZeroReads.insert(o.warpZeroReads.begin(), o.warpZeroReads.end());
+    warpZeroWrites.insert(o.warpZeroWrites.begin(), o.warpZeroWrites.end());
+    unknown |= o.unknown;
+  }
 };
 
 enum class Ordering { None, WarpZero, Block };
@@ -138,33 +147,47 @@ bool containsBarrier(Operation *op) {
   return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); }).wasInterrupted();
 }
 
-} // namespace
+/// The accesses from `from` to the next barrier of its block (an op that contains one
+/// counts whole), plus `after` when the block ends first.
+Footprint upToNextBarrier(Operation *from, const Footprint &after,
+                          const GpuTargetInfo &target) {
+  Footprint next;
+  for (Operation *op = from; op; op = op->getNextNode()) {
+    if (isa<gpu::BarrierOp>(op))
+      return next;
+    addFootprint(op, target, next);
+    if (containsBarrier(op))
+      return next;
+  }
+  next.merge(after);
+  return next;
+}
 
-int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &target) {
-  Block &body = kernel.getBody().front();
-  Footprint sinceKept; // since the last kept barrier (or the kernel's start)
-  int erased = 0;
-  for (Operation &op : llvm::make_early_inc_range(body)) {
+/// Decides the barriers of `block`: `sinceKept` holds the accesses since the last kept
+/// barrier before the block starts, `after` those from the block's end to the next
+/// barrier of the code around it. The branches of an scf.if with barriers (a phase
+/// gate: a uniform condition) are decided the same way; a loop with barriers counts
+/// whole. Returns the accesses since the last kept barrier at the block's end.
+Footprint decideBlock(Block &block, Footprint sinceKept, const Footprint &after,
+                      const GpuTargetInfo &target, int &erased) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto branch = dyn_cast<scf::IfOp>(op); branch && containsBarrier(branch)) {
+      Footprint afterBranch = upToNextBarrier(branch->getNextNode(), after, target);
+      Footprint merged;
+      for (Region &region : branch->getRegions())
+        merged.merge(region.empty() ? sinceKept
+                                    : decideBlock(region.front(), sinceKept, afterBranch,
+                                                  target, erased));
+      sinceKept = merged;
+      continue;
+    }
     if (!isa<gpu::BarrierOp>(op)) {
       addFootprint(&op, target, sinceKept);
       continue;
     }
-    Footprint next; // up to the next barrier of the body (or its end)
-    for (Operation *after = op.getNextNode(); after; after = after->getNextNode()) {
-      if (isa<gpu::BarrierOp>(after))
-        break;
-      addFootprint(after, target, next);
-      if (containsBarrier(after))
-        break;
-    }
-    Ordering ordering = needed(sinceKept, next);
+    Ordering ordering = needed(sinceKept, upToNextBarrier(op.getNextNode(), after, target));
     if (ordering == Ordering::Block) {
       sinceKept.clear();
-      // (an op that contains a barrier counts on both sides of this one)
-      for (Operation *before = op.getPrevNode(); before && !isa<gpu::BarrierOp>(before);
-           before = before->getPrevNode())
-        if (containsBarrier(before))
-          addFootprint(before, target, sinceKept);
       continue;
     }
     if (ordering == Ordering::WarpZero) { // a warp barrier suffices (every warp runs it)
@@ -174,6 +197,15 @@ int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &targe
     op.erase();
     ++erased;
   }
+  return sinceKept;
+}
+
+} // namespace
+
+int eliminateRedundantBarriers(gpu::GPUFuncOp kernel, const GpuTargetInfo &target) {
+  int erased = 0;
+  // (nothing runs before the kernel's start or after its end)
+  decideBlock(kernel.getBody().front(), Footprint(), Footprint(), target, erased);
   return erased;
 }
 
