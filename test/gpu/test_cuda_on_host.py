@@ -184,6 +184,29 @@ def check_divergent_barrier(build, workdir, tally):
                     f"{run.stderr[-300:]!r}")
 
 
+def check_missing_barrier(build, switchyard, workdir, tally):
+    """topk_softmax's kernel with its second barrier removed must differ from the host:
+    the emulation runs every other launch's threads last to first, so a read of what
+    another thread writes with no barrier between sees the stale value."""
+    def edit(text):
+        first, second, rest = text.split("__syncthreads();", 2)
+        return first + "__syncthreads();" + second + "/* removed */" + rest
+    out = os.path.join(workdir, "topk_softmax-missing-barrier")
+    lib, meta = compile_on_host(build, out, "topk_softmax", "topk_softmax", edit=edit)
+    policy = os.path.join(ROOT, "policies", "topk_softmax.mlir")
+    router = switchyard.compile(policy, entry="topk_softmax", **native_shape("topk_softmax"))
+    info = entry_info(switchyard, policy, "topk_softmax", **native_shape("topk_softmax"))
+    caught = []
+    for tokens in (1, 8):
+        inputs = example_inputs(info, tokens, np.random.default_rng(tokens))
+        outputs, *_ = launch_on_host(lib, meta, router, info, inputs, tokens)
+        caught += differing_outputs(router(**inputs), outputs)
+    if caught:
+        tally.record("a kernel with a barrier removed differs from the host", [])
+    else:
+        fail(tally, "topk_softmax with its second barrier removed still equals the host")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", required=True)
@@ -195,6 +218,7 @@ def main():
     tally = CaseTally()
     common = (args.build, switchyard, workdir, rng, tally)
     check_divergent_barrier(args.build, workdir, tally)
+    check_missing_barrier(args.build, switchyard, workdir, tally)
     # The shipped geometry: every GPU router, and the route-only builds of the two
     # standard routers (token loops only: the grid size class, one launch at every size).
     metas = {}

@@ -246,7 +246,7 @@ template <typename F> static void syFiberMain(unsigned lo, unsigned hi) {
   ++syFibers.progress;
 }
 // The grid's blocks one after another; a block's `n` threads as fibers, each run
-// until it waits, in turn, until all have finished.
+// until it waits, in turn (0 to n - 1, or n - 1 to 0), until all have finished.
 template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
   SyFibers &f = syFibers;
   f.reserve(n);
@@ -255,9 +255,15 @@ template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body)
   blockDim.x = n;
   gridDim.x = grid;
   uintptr_t bodyAddress = reinterpret_cast<uintptr_t>(&body);
+  static unsigned launches = 0;
+  ++launches;
   for (unsigned block = 0; block < grid; ++block) {
     blockIdx.x = block;
     bar = SyBarrier(n);
+    // Every other block (and launch) runs its threads last to first: a thread reading
+    // what another writes with no barrier between sees the stale value in one of the
+    // two orders, and the outputs differ from the host's.
+    bool reverse = (launches + block) % 2;
     for (unsigned i = 0; i < n; ++i) {
       SyFiber &fiber = f.fibers[i];
       fiber = SyFiber{};
@@ -282,7 +288,8 @@ template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body)
       }
       progressAtPass = f.progress;
       live = 0;
-      for (unsigned i = 0; i < n; ++i) {
+      for (unsigned k = 0; k < n; ++k) {
+        unsigned i = reverse ? n - 1 - k : k;
         if (f.fibers[i].done)
           continue;
         f.current = i;
