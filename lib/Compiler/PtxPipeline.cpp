@@ -1,8 +1,11 @@
 //===- PtxPipeline.cpp - moe -> PTX through NVVM and LLVM's NVPTX backend -===//
 #include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -48,6 +51,20 @@ struct MissingLibdevice : PassWrapper<MissingLibdevice, OperationPass<>> {
   }
   std::string path;
 };
+/// A kernel built for exactly its block (moe-map-to-gpu sets nvvm.reqntid besides the
+/// known block size) keeps .reqntid only: PTX allows one of the two, and with
+/// .maxntid ptxas caps the registers and spills (see MapToGPU.cpp).
+struct KeepRequiredBlockSize
+    : PassWrapper<KeepRequiredBlockSize, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(KeepRequiredBlockSize)
+  StringRef getArgument() const override { return "moe-keep-required-block-size"; }
+  void runOnOperation() override {
+    getOperation().walk([](LLVM::LLVMFuncOp f) {
+      if (f->hasAttr(NVVM::NVVMDialect::getReqntidAttrName()))
+        f->removeAttr(NVVM::NVVMDialect::getMaxntidAttrName());
+    });
+  }
+};
 } // namespace
 
 void switchyard::moe::buildGpuMappingPipeline(OpPassManager &pm,
@@ -64,6 +81,7 @@ void switchyard::moe::buildNvvmPipeline(OpPassManager &pm, StringRef chip) {
     pm.addPass(std::make_unique<MissingLibdevice>(libdevice));
     return;
   }
+  pm.addNestedPass<gpu::GPUModuleOp>(createMoeGridBarrierToNVVM());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -75,6 +93,7 @@ void switchyard::moe::buildNvvmPipeline(OpPassManager &pm, StringRef chip) {
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
   device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(std::make_unique<KeepRequiredBlockSize>());
   device.addPass(createCanonicalizerPass());
   device.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions binary;

@@ -32,11 +32,20 @@ def launch_metadata(kit, router):
     return next(e["launch"] for e in entries if e["entry"] == router["entry"])
 
 
+def size_classes(meta, tokens):
+    """The classes that take a batch of `tokens`: one, or the large pair and the
+    cooperative kernel (the launcher picks the latter when the GPU holds its CTAs)."""
+    taking = [c for c in meta["size_classes"]   # a bound may be absent or null: unbounded
+              if (c.get("min_tokens") or 0) <= tokens <= (c.get("max_tokens") or 1 << 62)]
+    if not taking:
+        raise ValueError(f"no size class for T={tokens}")
+    return taking
+
+
 def size_class(meta, tokens):
-    for c in meta["size_classes"]:   # a bound may be absent or null: unbounded
-        if tokens >= (c.get("min_tokens") or 0) and tokens <= (c.get("max_tokens") or 1 << 62):
-            return c
-    raise ValueError(f"no size class for T={tokens}")
+    """The class of the fewest launches that takes `tokens` (the launcher's choice
+    when the GPU holds its CTAs)."""
+    return min(size_classes(meta, tokens), key=lambda c: len(c["launches"]))
 
 
 class CaseInputs:

@@ -96,8 +96,9 @@ def samples(kit, inputs_kit, results):
             continue
         meta = launch_metadata(kit, routers[row["variant"]])
         klass = size_class(meta, row["tokens"])
+        # (the cooperative kernel does the pair's work: modeled as the pair)
         name = "grid" if klass["name"] == "grid" else \
-            "one" if len(klass["launches"]) == 1 else "pair"
+            "one" if klass["name"] == "decode" else "pair"
         per_cta = next((k.get("tokens_per_cta") for k in meta["kernels"]
                         if k.get("tokens_per_cta")), None)
         model = models.get(row["variant"])

@@ -14,7 +14,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cases import (CaseInputs, DeviceCall, compare, launch_metadata, load_kit,  # noqa: E402
-                   load_launcher, size_class)
+                   load_launcher, size_class, size_classes)
 from cudart import Cudart  # noqa: E402
 from kit_common import finish, save, step_arguments  # noqa: E402
 
@@ -65,7 +65,11 @@ def main():
                 ok = not bad
                 if not args.no_count:
                     kernels, nodes = count_launches(cuda, call, stream)
-                    designed = size_class(meta, case["tokens"])
+                    # The cooperative class, or the pair when the GPU cannot hold
+                    # the cooperative grid: the one whose launches were captured.
+                    taking = size_classes(meta, case["tokens"])
+                    designed = next((c for c in taking if len(c["launches"]) == kernels),
+                                    size_class(meta, case["tokens"]))
                     row["launches"] = kernels
                     row["designed_launches"] = len(designed["launches"])
                     row["size_class"] = designed["name"]

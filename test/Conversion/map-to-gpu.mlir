@@ -130,6 +130,16 @@
 // LARGE: scf.for %{{.*}} = %{{.*}} to %[[LAST2]] step
 // LARGE: memref.load %[[MINE]]
 // LARGE: gpu.return
+// The pair as one cooperative kernel: kernel 1's body, a grid barrier, kernel 2's.
+// LARGE: gpu.func @r_large_coop(
+// LARGE-SAME: moe.launch = #moe.launch<size_class = cooperative, min_tokens = 65, max_tokens = 0, tokens_per_cta = 32,
+// LARGE-SAME: nvvm.minctasm = 8 : i32, nvvm.reqntid = array<i32: 128, 1, 1>
+// LARGE: math.exp
+// LARGE: memref.store %c0_i32{{.*}}, %{{.*}}[%c0
+// LARGE: moe.grid_barrier
+// LARGE-NOT: moe.grid_barrier
+// LARGE: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c8{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// LARGE: gpu.return
 
 // CHECK: module attributes {gpu.container_module}
 // The host function stays.

@@ -24,11 +24,14 @@ from gpu_cases import abi_buffers  # noqa: E402
 from policy_shapes import native_shape, shape_flags  # noqa: E402
 
 EMULATED_SMS = 3  # the grid size class's SM count in the emulation
+# The CTAs the emulated GPU holds at once, for the cooperative class: 8 (the large pair
+# beyond), so that the tests' batch sizes run both.
+EMULATED_RESIDENT = 8
 WORKSPACE_GUARD = 1 << 16  # bytes after the workspace that must stay untouched
 # CudaOnHost.h's SyCounter, in order: per launch, each one's maximum over the threads
 # (CTA barriers: over the CTAs).
 COUNTERS = ("cta_barriers", "warp_barriers", "shuffles", "global_ops", "shared_ops",
-            "fences", "atomics")
+            "fences", "atomics", "grid_barriers")
 
 
 def descriptor(arr):
@@ -40,13 +43,20 @@ def descriptor(arr):
            [ctypes.c_int64(s) for s in strides]
 
 
-def size_class_for(meta, tokens):
-    """The size class NAME_launch picks for a batch of `tokens` tokens."""
-    for size_class in meta["size_classes"]:
-        if tokens >= size_class.get("min_tokens", 0) and \
-                tokens <= (size_class.get("max_tokens") or tokens):
-            return size_class
-    raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
+def size_class_for(meta, tokens, resident=EMULATED_RESIDENT):
+    """The size class NAME_launch picks for a batch of `tokens` tokens on a GPU that
+    holds `resident` CTAs at once: the last class that takes T; a cooperative class
+    only when its grid is resident, else the class before it (the pair)."""
+    taking = [c for c in meta["size_classes"]
+              if c.get("min_tokens", 0) <= tokens <= (c.get("max_tokens") or tokens)]
+    if not taking:
+        raise SystemExit(f"no size class of {meta['router']} takes T={tokens}")
+    chosen = taking[-1]
+    if chosen["name"] == "cooperative" and len(taking) > 1:
+        kernel = next(k for k in meta["kernels"] if k["name"] == chosen["launches"][0])
+        if -(-tokens // kernel["tokens_per_cta"]) > resident:
+            chosen = taking[-2]
+    return chosen
 
 
 def launch_block(kernel):
@@ -109,11 +119,13 @@ def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
 
 
 def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
-                   emulated_sms=EMULATED_SMS):
+                   emulated_sms=EMULATED_SMS, resident=EMULATED_RESIDENT):
     """Runs the kernels of the size class that takes `tokens` on `inputs` (logits given
     as `logits_bits`, 16-bit patterns, when the router reads them narrow), as
-    NAME_launch would on a GPU of `emulated_sms` one-block SMs; returns (outputs, size
-    class, grid, [each launch's counters])."""
+    NAME_launch would on a GPU of `emulated_sms` one-block SMs (the grid class) that
+    holds `resident` CTAs at once (the cooperative class when its CTAs fit, the pair
+    otherwise); returns (outputs, size class, grid, [each
+    launch's counters])."""
     kernels = {k["name"]: k for k in meta["kernels"]}
     _, keep, outputs = abi_buffers(router, inputs)
     if logits_bits is not None:  # logits is the first buffer of every standard router
@@ -134,7 +146,7 @@ def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
     for knob in router.knobs.values():
         ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
         call.append(ctype(knob["default"]))
-    size_class = size_class_for(meta, tokens)
+    size_class = size_class_for(meta, tokens, resident)
     launches = [kernels[k] for k in size_class["launches"]]
     needed = max(k["workspace_bytes"]["per_token"] * tokens + k["workspace_bytes"]["fixed"]
                  for k in launches)

@@ -77,7 +77,7 @@ def MoeEmitCEntry : Pass<"moe-emit-c-entry", "mlir::ModuleOp"> {
 
 def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
   let summary = "maps each lowered router onto GPU kernels: one launch for decode-size "
-                "batches, two for larger ones";
+                "batches, one cooperative launch (or two) for larger ones";
   let description = [{
     For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
     holding kernels with the function's parameters plus an i8 workspace.
@@ -115,7 +115,7 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     workspace temporary, tagged `moe.workspace_temporary`, is a buffer of its own);
     temporaries live in the workspace. Every kernel carries its launch contract as
     one typed attribute, `moe.launch = #moe.launch<size_class = decode | grid |
-    large, min_tokens, max_tokens, tokens_per_cta, workspace_per_token,
+    large | cooperative, min_tokens, max_tokens, tokens_per_cta, workspace_per_token,
     workspace_fixed>`, which the launch metadata (NAME.json, the launcher's kernel
     table, `moe-compile --report`) is read from.
 
@@ -132,6 +132,12 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     (device-scope fences around it). Phase gates that the size class decides
     (`max_tokens` <= `cta-tokens`) are folded away. A policy whose code does not split
     this way gets a warning saying why, and its one-CTA kernel serves every size.
+
+    `@<name>_large_coop` (size class `cooperative`, the same batches and CTAs) is the
+    pair as ONE kernel: kernel 1's mapped body, `moe.grid_barrier`, kernel 2's. The
+    launcher launches it cooperatively when the GPU holds all its CTAs at once, the
+    pair otherwise. Every kernel states its launch bounds (`nvvm.reqntid`, the block;
+    `nvvm.minctasm`, 1024 threads of CTAs per SM: 64 registers a thread).
 
     Unless `cta-tokens` / `tokens-per-cta` are given, each router's come from a
     static launch cost model (lib/Conversion/MoeToGPU/LaunchCostModel.h: warp
@@ -162,6 +168,28 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
+def MoeGridBarrierToNVVM : Pass<"moe-grid-barrier-to-nvvm", "mlir::gpu::GPUModuleOp"> {
+  let summary = "lower moe.grid_barrier to NVVM: cooperative groups' grid sync";
+  let description = [{
+    Each `moe.grid_barrier` of a cooperative kernel becomes the grid sync of CUDA's
+    cooperative groups, on the same per-launch barrier word the driver gives a
+    cooperative launch (its address in `%envreg1`/`%envreg2`, the word at byte 4):
+
+    - a CTA barrier;
+    - thread 0 of each CTA adds 1 to the word (CTA 0 adds 2^31 - (G - 1)) with release
+      semantics at GPU scope, then polls it with acquire loads until its top bit
+      differs from what the add returned (the last arrival flips it);
+    - a CTA barrier.
+
+    Each barrier adds exactly 2^31, so the word is ready for the next barrier and the
+    next launch without a reset. Runs before the SCF and GPU lowering to NVVM (it
+    writes `scf.if`, `scf.while`, `gpu.barrier` and LLVM atomics).
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
 }
 
 #endif // SWITCHYARD_CONVERSION_PASSES_TD

@@ -172,6 +172,14 @@ double LaunchCostModel::pairUs(int64_t tokens, int64_t perCta) const {
   return 2 * launchUs + cycles / (clockGHz * 1e3);
 }
 
+double LaunchCostModel::largeUs(int64_t tokens, int64_t perCta) const {
+  int64_t ctas = ceilDiv(std::max<int64_t>(tokens, 1), perCta);
+  double pair = pairUs(tokens, perCta);
+  if (ctas > sms * residentCtasPerSm())
+    return pair; // more CTAs than the GPU holds: the pair
+  return pair - launchUs + gridBarrierUs;
+}
+
 double LaunchCostModel::gridUs(int64_t tokens) const {
   int64_t t = std::max<int64_t>(tokens, 1);
   int64_t slots = sms * residentCtasPerSm();
@@ -191,6 +199,7 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx,
       b.getNamedAttr("warps", b.getI64IntegerAttr(warps)),
       b.getNamedAttr("resident_ctas_per_sm", b.getI64IntegerAttr(residentCtasPerSm())),
       b.getNamedAttr("launch_us", b.getF64FloatAttr(launchUs)),
+      b.getNamedAttr("grid_barrier_us", b.getF64FloatAttr(gridBarrierUs)),
       b.getNamedAttr("cycles_per_instruction", b.getF64FloatAttr(cyclesPerInstr)),
       b.getNamedAttr("batch_cycles_per_instruction",
                      b.getF64FloatAttr(batchCyclesPerInstr))};
@@ -208,7 +217,7 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx,
   for (int64_t t : {1, 64, 1024, 4096, 65536}) {
     double us = grid                      ? gridUs(t)
                 : !pair || t <= ctaTokens ? oneCtaUs(t)
-                                          : pairUs(t, tokensPerCta);
+                                          : largeUs(t, tokensPerCta);
     points.push_back(b.getDictionaryAttr({b.getNamedAttr("tokens", b.getI64IntegerAttr(t)),
                                           b.getNamedAttr("us", b.getF64FloatAttr(us))}));
   }
@@ -280,13 +289,13 @@ LaunchCostModel modelLaunches(func::FuncOp f, int64_t blockSize) {
   // Tokens per CTA of the pair: the best at a large prefill batch.
   double best = INFINITY;
   for (int64_t p = m.warps; p <= 256; p *= 2)
-    if (double t = m.pairUs(4096, p); t < best) {
+    if (double t = m.largeUs(4096, p); t < best) {
       best = t;
       m.tokensPerCta = p;
     }
   // The one-CTA kernel up to the first batch where the pair is faster.
   m.ctaTokens = m.warps;
-  for (int64_t t = 2 * m.warps; t <= 1024 && m.oneCtaUs(t) <= m.pairUs(t, m.tokensPerCta);
+  for (int64_t t = 2 * m.warps; t <= 1024 && m.oneCtaUs(t) <= m.largeUs(t, m.tokensPerCta);
        t += m.warps)
     m.ctaTokens = t;
   return m;

@@ -22,9 +22,12 @@
 // The machine (H100/H200 SXM, sm_90; hardware limits, not fitted): S = 132 SMs,
 //   f = 1.755 GHz, 2048 threads, 65536 registers, 228 KiB shared memory and 32 CTAs
 //   per SM, 4 warp instructions issued per cycle per SM.
-// ASSUMED: r = 40 registers per thread (ptxas decides later; 27..80 measured, median 40)
-//   and 1 KiB of static shared memory per CTA (768 B measured).
+// STATED: r = 64 registers per thread, what the kernels' launch bounds (.minnctapersm,
+//   1024 threads of CTAs per SM; MapToGPU.cpp) let ptxas use (it uses 55-64).
+// ASSUMED: 1 KiB of static shared memory per CTA (768 B measured).
 // MEASURED: L = 3.6 us, one empty kernel's time on the GPU timeline (H200).
+// ASSUMED: g = 1 us, one grid barrier of the cooperative kernel (the kit's T = 32 -> 33
+//   step measures it).
 // FITTED (H200, 2026-11-26, the kit's fit step: 90 measurements of 15 router builds,
 //   log least squares): c = 16.5 cycles per warp instruction of the token work (latency
 //   bound: few warps per SM scheduler), cB = 0.4 cycles per counted warp instruction of
@@ -42,11 +45,13 @@
 //                          waves = ceil(n / (S R)),
 //                          k1(P) = max(ceil(P / W) I c,  m W ceil(P / W) I / 4),
 //                          m = min(R, ceil(n / S)) CTAs sharing an SM's issue slots
+//   cooperative (the pair as one launch, when n <= S R): tc(T, P) = t2(T, P) - L + g;
+//                          the large batches' time tl = tc, or t2 beyond S R CTAs
 //   grid (token loops only): tg(T) = L + waves ceil(T / (G W)) I c / f,
 //                          G = min(ceil(T / W), S R) CTAs
 //
-// P minimises t2 at T = 4096 over W, 2W, 4W, ..., 256; the one-CTA bound is the
-// largest multiple of W up to 1024 below the first batch where t2 < t1.
+// P minimises tl at T = 4096 over W, 2W, 4W, ..., 256; the one-CTA bound is the
+// largest multiple of W up to 1024 below the first batch where tl < t1.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_LIB_CONVERSION_MOETOGPU_LAUNCHCOSTMODEL_H
@@ -67,10 +72,12 @@ struct LaunchCostModel {
   double clockGHz = 1.755;
   int64_t sms = 132, threadsPerSm = 2048, registersPerSm = 65536,
           sharedBytesPerSm = 228 * 1024, ctasPerSm = 32, issuePerCycle = 4;
-  // Assumed per kernel (known only after ptxas).
-  int64_t registersPerThread = 40, sharedBytesPerCta = 1024;
+  // Per kernel: the registers its launch bounds allow, the shared memory assumed.
+  int64_t registersPerThread = 64, sharedBytesPerCta = 1024;
   // Fitted to the kit's measurements (LaunchCostModel.h says where).
   double launchUs = 3.6, cyclesPerInstr = 16.5, batchCyclesPerInstr = 0.4;
+  // Assumed until measured (LaunchCostModel.h says where).
+  double gridBarrierUs = 1.0;
   // The router.
   int64_t warps = 8;         // W, per block
   double tokenInstr = 0;     // I
@@ -84,6 +91,8 @@ struct LaunchCostModel {
   int64_t residentCtasPerSm() const;
   double oneCtaUs(int64_t tokens) const;
   double pairUs(int64_t tokens, int64_t perCta) const;
+  /// A large batch: the cooperative kernel while the GPU holds its CTAs, the pair beyond.
+  double largeUs(int64_t tokens, int64_t perCta) const;
   double gridUs(int64_t tokens) const;
   /// The model's inputs and numbers as `moe.launch_model` (what --report prints and
   /// what the GPU kit fits the constants to), for the size classes the router got:

@@ -4,7 +4,9 @@
 // token loops only becomes ONE grid kernel whose CTAs split any batch; any other
 // policy becomes ONE kernel for one CTA, the decode-size contract (every token of the
 // batch in one block), plus the large-batch pair of ceil(T / tokens-per-CTA) CTAs
-// each (LargeBatchKernels.h) for batches beyond it. In each kernel body:
+// each (LargeBatchKernels.h) for batches beyond it, and the pair fused into one
+// cooperative kernel (the halves joined by a moe.grid_barrier) that the launcher takes
+// while the GPU holds its CTAs at once. In each kernel body:
 // * a token-parallel loop whose body loops over the token's experts (the lane-parallel
 //   form: nested scf.parallel loops) becomes one WARP per token (t = warp, warp +
 //   warps, ...): each nested loop is lane-strided (e = lane, lane + 32, ...), each
@@ -31,6 +33,7 @@
 #include "switchyard/Conversion/MoeToGPU/MoeToGPU.h"
 #include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
@@ -88,6 +91,14 @@ gpu::GPUFuncOp cloneIntoKernel(gpu::GPUModuleOp gpuModule, func::FuncOp f, Strin
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   switchyard::moe::setAbi(kernel, switchyard::moe::getAbi(f));
   kernel.setKnownBlockSizeAttr(kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
+  // __launch_bounds__ as PTX states them: .reqntid (launched with exactly this block)
+  // and .minnctapersm, 1024 threads of CTAs per SM, which lets ptxas use 64 registers
+  // a thread. With only the .maxntid the known block size gives, ptxas capped them at
+  // 40-48 and spilled (16-220 B in lynx, xshare_spec and the cooperative kernels).
+  kernel->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
+                  kb.getDenseI32ArrayAttr({(int32_t)blockSize, 1, 1}));
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  kb.getI32IntegerAttr(std::max<int32_t>(1, 1024 / (int32_t)blockSize)));
   Block &entry = kernel.getBody().front();
   IRMapping mapping;
   for (auto [from, to] : llvm::zip(f.getArguments(), entry.getArguments()))
@@ -240,7 +251,44 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       if (!layout->needsKernel2)
         break; // token loops only: one launch serves large batches too
     }
+    if (pair.size() == 2)
+      fusePair(pair[0], pair[1], (f.getName() + "_large_coop").str(), ctaTokens + 1,
+               tokensPerCta);
     return true;
+  }
+
+  /// The large-batch pair as ONE kernel for a cooperative launch: kernel 1's body, a
+  /// grid barrier (the kernel boundary, inside the launch), kernel 2's body. Both
+  /// halves compute the same workspace layout from T and CTA c takes the same tokens
+  /// in both, so the barrier is all that joins them; each half's CTA barriers were
+  /// placed for a kernel that starts or ends there, which the grid barrier (a CTA
+  /// barrier on each side) keeps true.
+  void fusePair(gpu::GPUFuncOp first, gpu::GPUFuncOp second, StringRef name,
+                int64_t minTokens, int64_t tokensPerCta) {
+    auto fused = cast<gpu::GPUFuncOp>(first->clone());
+    fused.setName(name);
+    OpBuilder b(second->getContext());
+    b.setInsertionPointAfter(second);
+    b.insert(fused);
+    Block &entry = fused.getBody().front();
+    Block &from = second.getBody().front();
+    b.setInsertionPoint(entry.getTerminator());
+    switchyard::moe::GridBarrierOp::create(b, fused.getLoc());
+    IRMapping mapping; // parameters and the shared scratch (workgroup attributions)
+    for (auto [a, c] : llvm::zip_equal(from.getArguments(), entry.getArguments()))
+      mapping.map(a, c);
+    for (Operation &op : from.without_terminator())
+      b.clone(op, mapping);
+    auto launch = [](gpu::GPUFuncOp k) {
+      return k->getAttrOfType<switchyard::moe::KernelLaunchAttr>(
+          switchyard::moe::KernelLaunchAttr::getAttrName());
+    };
+    WorkspaceBytes workspace{
+        std::max(launch(first).getWorkspacePerToken(),
+                 launch(second).getWorkspacePerToken()),
+        std::max(launch(first).getWorkspaceFixed(), launch(second).getWorkspaceFixed())};
+    setLaunch(fused, SizeClass::cooperative, minTokens, /*maxTokens=*/0, tokensPerCta,
+              workspace);
   }
 
   /// The grid form of a policy of token loops only (the only kernel: enough CTAs to

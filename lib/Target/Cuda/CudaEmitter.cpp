@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Target/Cuda/CudaEmitter.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/InitAllDialects.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -542,10 +543,19 @@ LogicalResult Emitter::emitOp(Operation &op) {
         os << "__syncthreads();\n";
         return success();
       })
+      .Case([&](moe::GridBarrierOp) {
+        indent();
+        os << "syGridSync();\n";
+        return success();
+      })
       .Default([&](Operation *unknown) {
         return unknown->emitOpError() << "has no CUDA C++ form";
       });
 }
+
+/// The static shared memory a CTA may have (CUDA's limit without opting in; also the
+/// bytes the CUDA-on-host emulation gives each block, CudaOnHost.h).
+constexpr int64_t kSharedBytesPerBlock = 48 << 10;
 
 LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   std::string paramList, argList;
@@ -579,16 +589,24 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
       param("int64_t " + n + "_stride" + std::to_string(d));
   }
   os << ") {\n";
-  // Workgroup attributions: block-shared arrays (on the CPU, one block runs at a time).
+  // Workgroup attributions: block-shared arrays (on the CPU, the block's own bytes of
+  // the emulation's shared memory, at 16-byte aligned offsets).
+  int64_t sharedOffset = 0;
   for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
     auto m = cast<MemRefType>(arg.getType());
     if (!m.hasStaticShape() || m.getRank() != 1)
       return kernel.emitOpError()
              << "has a workgroup buffer the CUDA C++ emitter cannot place";
     std::string n = name(arg), elem = type(m.getElementType());
-    os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  static " << elem << " " << n << "_shared["
-       << m.getDimSize(0) << "];\n#else\n  __shared__ " << elem << " " << n << "_shared["
-       << m.getDimSize(0) << "];\n#endif\n";
+    os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  " << elem << " *" << n
+       << "_shared = static_cast<" << elem << " *>(syBlockShared(" << sharedOffset
+       << "));\n#else\n  __shared__ " << elem << " " << n << "_shared[" << m.getDimSize(0)
+       << "];\n#endif\n";
+    sharedOffset += (m.getNumElements() * m.getElementTypeBitWidth() / 8 + 15) / 16 * 16;
+    if (sharedOffset > kSharedBytesPerBlock)
+      return kernel.emitOpError()
+             << "needs " << sharedOffset << " bytes of shared memory, more than a CTA has ("
+             << kSharedBytesPerBlock << ")";
     os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {"
        << m.getDimSize(0) << "}, {1}};\n";
   }
@@ -611,10 +629,15 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   int64_t knownBlock = 0;
   if (DenseI32ArrayAttr known = kernel.getKnownBlockSizeAttr())
     knownBlock = known[0];
+  // A kernel with grid barriers runs its CTAs together on the CPU (a cooperative
+  // launch: every CTA resident at once).
+  bool cooperative = false;
+  kernel.walk([&](moe::GridBarrierOp) { cooperative = true; });
   os << "SY_EXPORT __global__ void " << kernel.getName() << "(" << paramList << ") {\n"
      << "#ifdef SWITCHYARD_CUDA_ON_HOST\n"
-     << "  syRunGrid(\"" << kernel.getName() << "\", " << knownBlock << ", [&] { "
-     << kernel.getName() << "_body(" << argList << "); });\n"
+     << "  syRunGrid(\"" << kernel.getName() << "\", " << knownBlock << ", "
+     << (cooperative ? "true" : "false") << ", [&] { " << kernel.getName() << "_body("
+     << argList << "); });\n"
      << "#else\n"
      << "  " << kernel.getName() << "_body(" << argList << ");\n"
      << "#endif\n}\n";

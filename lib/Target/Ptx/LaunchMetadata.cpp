@@ -4,6 +4,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
 
 using namespace mlir;
 
@@ -76,10 +77,11 @@ static llvm::json::Value launchModelJson(DictionaryAttr model) {
 /// What a mapped kernel synchronises on, counted in its IR (NAME.json kernels[].sync):
 /// CTA barriers (and how many of them sit in a loop, so run a data-dependent number of
 /// times), warp barriers, warp shuffles, and device-scope fences (two per last-CTA
-/// ticket, the kernel's grid-wide step). The CUDA-on-host emulation counts what one
-/// call executes (test/gpu/test_kernel_budgets.py).
+/// ticket, the kernel's grid-wide step) and grid barriers. The CUDA-on-host emulation
+/// counts what one call executes (test/gpu/test_kernel_budgets.py).
 static KernelSync syncCounts(gpu::GPUFuncOp kernel) {
-  int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0, shuffles = 0, fences = 0;
+  int64_t ctaBarriers = 0, inLoops = 0, warpBarriers = 0, shuffles = 0, fences = 0,
+          gridBarriers = 0;
   kernel.walk([&](Operation *op) {
     if (isa<gpu::BarrierOp>(op)) {
       ++ctaBarriers;
@@ -91,9 +93,11 @@ static KernelSync syncCounts(gpu::GPUFuncOp kernel) {
       ++shuffles;
     } else if (isa<NVVM::MembarOp>(op)) {
       ++fences;
+    } else if (isa<moe::GridBarrierOp>(op)) {
+      ++gridBarriers;
     }
   });
-  return KernelSync{ctaBarriers, inLoops, warpBarriers, shuffles, fences};
+  return KernelSync{ctaBarriers, inLoops, warpBarriers, shuffles, fences, gridBarriers};
 }
 
 LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef router,
@@ -127,29 +131,27 @@ LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef route
   });
   if (m.kernels.empty())
     return m;
-  // The size classes a launcher chooses between: the first kernel's (decode or grid),
-  // and the large-batch pair's, each with its launches in order.
-  auto classOf = [](const KernelMetadata &k,
-                    const std::vector<const KernelMetadata *> &ks) {
-    SizeClassMetadata c;
-    c.sizeClass = k.sizeClass;
-    c.minTokens = k.sizeClass == moe::SizeClass::large ? k.minTokens : 0;
-    c.maxTokens = k.maxTokens;
-    c.gridSteps = int64_t(ks.size()) - 1;
-    for (const KernelMetadata *kernel : ks) {
-      c.launches.push_back(kernel->name);
-      c.gridSteps += kernel->sync.gridSteps();
-      c.perTokenBytes = std::max(c.perTokenBytes, kernel->perTokenBytes);
-      c.fixedBytes = std::max(c.fixedBytes, kernel->fixedBytes);
-    }
-    return c;
+  // The size classes a launcher chooses between, each with its launches in order: the
+  // first kernel's (decode or grid), the large-batch pair's, and the cooperative
+  // kernel's (the pair as one launch, when the GPU holds its CTAs at once).
+  auto perCta = [](moe::SizeClass c) {
+    return c == moe::SizeClass::large || c == moe::SizeClass::cooperative;
   };
-  m.sizeClasses.push_back(classOf(m.kernels.front(), {&m.kernels.front()}));
-  std::vector<const KernelMetadata *> pair;
-  for (const KernelMetadata &k : llvm::drop_begin(m.kernels))
-    pair.push_back(&k);
-  if (!pair.empty())
-    m.sizeClasses.push_back(classOf(*pair.front(), pair));
+  for (const KernelMetadata &k : m.kernels) {
+    if (m.sizeClasses.empty() || m.sizeClasses.back().sizeClass != k.sizeClass) {
+      SizeClassMetadata c;
+      c.sizeClass = k.sizeClass;
+      c.minTokens = perCta(k.sizeClass) ? k.minTokens : 0;
+      c.maxTokens = k.maxTokens;
+      c.gridSteps = -1; // launch boundaries: one fewer than the launches
+      m.sizeClasses.push_back(c);
+    }
+    SizeClassMetadata &c = m.sizeClasses.back();
+    c.launches.push_back(k.name);
+    c.gridSteps += 1 + k.sync.gridSteps();
+    c.perTokenBytes = std::max(c.perTokenBytes, k.perTokenBytes);
+    c.fixedBytes = std::max(c.fixedBytes, k.fixedBytes);
+  }
   return m;
 }
 
@@ -163,6 +165,10 @@ std::string KernelMetadata::gridText() const {
            "P = ceil(num_tokens / grid)";
   case moe::SizeClass::large:
     return "[ceil(num_tokens / " + std::to_string(tokensPerCta) + "), 1, 1]";
+  case moe::SizeClass::cooperative:
+    return "[ceil(num_tokens / " + std::to_string(tokensPerCta) +
+           "), 1, 1], launched cooperatively: only when the GPU holds every CTA at once "
+           "(the large pair otherwise)";
   }
   return "";
 }
@@ -175,6 +181,9 @@ const KernelMetadata *LaunchMetadata::kernel(StringRef name) const {
 }
 
 llvm::json::Value LaunchMetadata::toJson() const {
+  auto perCta = [](moe::SizeClass c) {
+    return c == moe::SizeClass::large || c == moe::SizeClass::cooperative;
+  };
   llvm::json::Array kernelList;
   for (const KernelMetadata &k : kernels) {
     llvm::json::Object entry{
@@ -188,6 +197,7 @@ llvm::json::Value LaunchMetadata::toJson() const {
                                     {"warp_barriers", k.sync.warpBarriers},
                                     {"shuffles", k.sync.shuffles},
                                     {"device_fences", k.sync.deviceFences},
+                                    {"grid_barriers", k.sync.gridBarriers},
                                     {"grid_steps", k.sync.gridSteps()}}},
         {"workspace_bytes",
          llvm::json::Object{{"per_token", k.perTokenBytes}, {"fixed", k.fixedBytes}}}};
@@ -200,6 +210,7 @@ llvm::json::Value LaunchMetadata::toJson() const {
       entry["warps_per_block"] = std::max<int64_t>(k.block / 32, 1);
       break;
     case moe::SizeClass::large:
+    case moe::SizeClass::cooperative:
       entry["tokens_per_cta"] = k.tokensPerCta;
       entry["min_tokens"] = k.minTokens;
       break;
@@ -213,7 +224,7 @@ llvm::json::Value LaunchMetadata::toJson() const {
       launches.push_back(l);
     llvm::json::Object entry{{"name", moe::stringifySizeClass(c.sizeClass)},
                              {"launches", std::move(launches)}};
-    if (c.sizeClass == moe::SizeClass::large)
+    if (perCta(c.sizeClass))
       entry["min_tokens"] = c.minTokens;
     else
       entry["max_tokens"] = c.maxTokens ? llvm::json::Value(c.maxTokens) : nullptr;

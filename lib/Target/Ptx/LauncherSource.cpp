@@ -112,6 +112,10 @@ static void emitKernelTable(const LaunchMetadata &launch, StringRef ptx,
       rule = "TokensPerBlock";
       perBlock = k.tokensPerCta;
       break;
+    case moe::SizeClass::cooperative:
+      rule = "Cooperative";
+      perBlock = k.tokensPerCta;
+      break;
     }
     c << "    {\"" << moe::stringifySizeClass(sc.sizeClass) << "\", " << sc.minTokens
       << ", launch::GridRule::" << rule << ", " << perBlock << ", " << first << ", "

@@ -108,6 +108,23 @@ int32_t Launcher::launch(int64_t numTokens, void **args, cudaStream_t stream) {
   if (status != cudaSuccess)
     return (int32_t)status;
   const SizeClass &c = sizeClass(numTokens);
+  if (c.grid != GridRule::Cooperative)
+    return launchClass(c, numTokens, args, stream);
+  // The cooperative kernel when the GPU holds all its CTAs at once (a cooperative
+  // launch of more fails), else the class before it: the same batches, more launches.
+  int64_t grid =
+      c.tokensPerBlock > 0 ? (numTokens + c.tokensPerBlock - 1) / c.tokensPerBlock : 0;
+  int cap = 0;
+  if (c.tokensPerBlock > 0 && (status = residentBlocks(c, cap)) != cudaSuccess)
+    return (int32_t)status;
+  if (grid <= cap || &c == &table.classes[0])
+    return launchClass(c, numTokens, args, stream);
+  return launchClass((&c)[-1], numTokens, args, stream);
+}
+
+int32_t Launcher::launchClass(const SizeClass &c, int64_t numTokens, void **args,
+                              cudaStream_t stream) {
+  cudaError_t status = cudaSuccess;
   if (!args || c.numKernels < 1 || c.firstKernel < 0 ||
       c.firstKernel + c.numKernels > table.numKernels ||
       (c.grid != GridRule::OneBlock && c.tokensPerBlock < 1))
@@ -124,10 +141,21 @@ int32_t Launcher::launch(int64_t numTokens, void **args, cudaStream_t stream) {
   if (grid < 1)
     grid = 1;
   // The class's kernels in order on the same stream (a large batch: token stage +
-  // batch partials, then set selection per CTA + routing).
+  // batch partials, then set selection per CTA + routing; or both in one cooperative
+  // kernel). A cooperative launch is captured into a CUDA graph like any other.
   for (int32_t k = c.firstKernel; k < c.firstKernel + c.numKernels; ++k) {
-    status = cudaLaunchKernel((const void *)kernels[k], dim3((unsigned)grid),
-                              dim3(table.kernels[k].block), args, 0, stream);
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute cooperative[1];
+    config.gridDim = dim3((unsigned)grid);
+    config.blockDim = dim3(table.kernels[k].block);
+    config.stream = stream;
+    if (c.grid == GridRule::Cooperative) {
+      cooperative[0].id = cudaLaunchAttributeCooperative;
+      cooperative[0].val.cooperative = 1;
+      config.attrs = cooperative;
+      config.numAttrs = 1;
+    }
+    status = cudaLaunchKernelExC(&config, (const void *)kernels[k], args);
     if (status != cudaSuccess)
       return (int32_t)status;
   }

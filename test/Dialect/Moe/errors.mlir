@@ -2130,7 +2130,7 @@ func.func private @launch_not_typed() attributes {moe.launch = "large"}
 
 // -----
 
-// expected-error @+1 {{tokens_per_cta must be positive for a large-batch kernel and 0 otherwise, got 0 for size class large}}
+// expected-error @+1 {{tokens_per_cta must be positive for a large-batch kernel (large, cooperative) and 0 otherwise, got 0 for size class large}}
 func.func private @launch_large_without_ctas() attributes {moe.launch = #moe.launch<size_class = large, min_tokens = 9, max_tokens = 0, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
 
 // -----
@@ -2146,7 +2146,7 @@ func.func private @launch_grid_bounded() attributes {moe.launch = #moe.launch<si
 // -----
 
 // expected-error @+2 {{failed to parse Moe_KernelLaunchAttr parameter 'size_class'}}
-// expected-error @+1 {{expected one of [decode, grid, large] for which batches a GPU kernel serves, got: huge}}
+// expected-error @+1 {{expected one of [decode, grid, large, cooperative] for which batches a GPU kernel serves, got: huge}}
 func.func private @launch_unknown_class() attributes {moe.launch = #moe.launch<size_class = huge, min_tokens = 1, max_tokens = 0, tokens_per_cta = 0, workspace_per_token = 0, workspace_fixed = 0>}
 
 // -----
@@ -2159,5 +2159,15 @@ func.func private @tiles_not_on_a_loop() attributes {moe.token_tiles = 8 : i64}
 func.func @temporary_not_on_a_view(%m: memref<4xi8>) {
   // expected-error @+1 {{attribute 'moe.workspace_temporary' must be a unit attribute on a memref.view}}
   %c = memref.cast %m {moe.workspace_temporary} : memref<4xi8> to memref<?xi8>
+  return
+}
+
+// -----
+
+// A grid barrier outside a GPU kernel (moe-map-to-gpu puts one in the cooperative
+// kernel only).
+func.func @grid_barrier_outside_a_kernel() {
+  // expected-error @+1 {{'moe.grid_barrier' op must be inside a GPU kernel (gpu.func)}}
+  moe.grid_barrier
   return
 }

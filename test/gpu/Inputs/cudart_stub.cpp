@@ -18,6 +18,7 @@ namespace {
 struct Launch {
   std::string kernel;
   unsigned grid, block;
+  bool cooperative;
   std::vector<uint64_t> args;
 };
 int devices = 1, ccMajor = 9, ccMinor = 0, sms = 4, perSm = 2, argSlots = 0;
@@ -42,6 +43,7 @@ int stub_launch_count() { return (int)launches.size(); }
 const char *stub_launch_kernel(int i) { return launches[i].kernel.c_str(); }
 unsigned stub_launch_grid(int i) { return launches[i].grid; }
 unsigned stub_launch_block(int i) { return launches[i].block; }
+int stub_launch_cooperative(int i) { return launches[i].cooperative; }
 uint64_t stub_launch_arg(int i, int slot) { return launches[i].args[slot]; }
 }
 
@@ -100,12 +102,24 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
   return cudaSuccess;
 }
 
-cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t,
-                             cudaStream_t) {
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+                                void **args) {
   size_t index = reinterpret_cast<uintptr_t>(func) - 1;
-  if (index >= kernels.size() || grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1)
+  dim3 grid = config->gridDim, block = config->blockDim;
+  if (index >= kernels.size() || grid.y != 1 || grid.z != 1 || block.y != 1 ||
+      block.z != 1 || config->dynamicSmemBytes != 0)
     return cudaErrorInvalidValue;
-  Launch launch{kernels[index], grid.x, block.x, std::vector<uint64_t>(argSlots)};
+  bool cooperative = false;
+  for (unsigned a = 0; a < config->numAttrs; ++a) {
+    if (config->attrs[a].id != cudaLaunchAttributeCooperative)
+      return cudaErrorInvalidValue; // an attribute the launcher never sets
+    cooperative = config->attrs[a].val.cooperative != 0;
+  }
+  // A cooperative launch larger than the GPU holds at once fails, as cudart's does.
+  if (cooperative && grid.x > unsigned(sms * perSm))
+    return cudaErrorCooperativeLaunchTooLarge;
+  Launch launch{kernels[index], grid.x, block.x, cooperative,
+                std::vector<uint64_t>(argSlots)};
   for (int slot = 0; slot < argSlots; ++slot)
     memcpy(&launch.args[slot], args[slot], sizeof(uint64_t)); // every slot is 8 bytes
   launches.push_back(launch);

@@ -14,6 +14,7 @@
 namespace switchyard::moe {
 
 #define GEN_PASS_DECL_MOEMAPTOGPU
+#define GEN_PASS_DECL_MOEGRIDBARRIERTONVVM
 #include "switchyard/Conversion/Passes.h.inc"
 
 } // namespace switchyard::moe

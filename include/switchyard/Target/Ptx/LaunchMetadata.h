@@ -21,12 +21,13 @@
 namespace switchyard::ptx {
 
 /// What a kernel synchronises on, counted in its IR: CTA barriers (those in a loop run
-/// a data-dependent number of times), warp barriers, shuffles and device-scope fences
-/// (two per last-CTA ticket, the kernel's grid-wide step).
+/// a data-dependent number of times), warp barriers, shuffles, device-scope fences
+/// (two per last-CTA ticket, a grid-wide step) and grid barriers (moe.grid_barrier,
+/// the cooperative kernel's grid-wide step).
 struct KernelSync {
   int64_t ctaBarriers = 0, ctaBarriersInLoops = 0, warpBarriers = 0, shuffles = 0,
-          deviceFences = 0;
-  int64_t gridSteps() const { return deviceFences / 2; }
+          deviceFences = 0, gridBarriers = 0;
+  int64_t gridSteps() const { return deviceFences / 2 + gridBarriers; }
 };
 
 /// One kernel: its #moe.launch, block, static shared memory, PTX parameters.
@@ -54,7 +55,8 @@ struct SizeClassMetadata {
 
 struct LaunchMetadata {
   std::string router, arch;
-  std::vector<KernelMetadata> kernels; // the decode or grid kernel, then the pair
+  /// The decode or grid kernel, then the pair, then the cooperative kernel.
+  std::vector<KernelMetadata> kernels;
   std::vector<SizeClassMetadata> sizeClasses;
   llvm::json::Value launchModel = nullptr; // moe.launch_model, or null
 

@@ -11,8 +11,10 @@
 // kernel body with their own threadIdx: __syncthreads is a barrier of the block, __syncwarp
 // one of the thread's 32-thread warp, a shuffle an exchange through the warp's slots across
 // a warp barrier; atomics are atomic. The grid's blocks run one after another, a valid
-// schedule of independent CTAs. A block's threads are fibers of one OS thread, or real
-// threads with -DSWITCHYARD_HOST_THREADS (see below).
+// schedule of independent CTAs, except in a kernel with grid barriers (syGridSync, a
+// cooperative launch): there all blocks' threads run together and wait for each other
+// there. A block's threads are fibers of one OS thread, or real threads with
+// -DSWITCHYARD_HOST_THREADS (see below).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SWITCHYARD_CUDA_CUDAONHOST_H
@@ -27,6 +29,7 @@
 // would double the time; atomics are the compiler's __atomic builtins)
 #ifdef SWITCHYARD_HOST_THREADS
 #include <barrier>
+#include <memory>
 #include <thread>
 #include <vector>
 #else
@@ -69,6 +72,7 @@ enum SyCounter : int {
   kSySharedOps,    // loads and stores on block-shared memory
   kSyFences,       // __threadfence
   kSyAtomics,      // atomics (also counted in kSyGlobalOps)
+  kSyGridBarriers, // syGridSync
   kSyCounters
 };
 // One emulated thread's own state: its counters and how many shuffles it has done.
@@ -115,14 +119,24 @@ struct SyFiber {
 };
 struct SyFibers {
   static constexpr size_t kStack = 256 << 10, kGuard = 4096;
-  SyFiber fibers[1024];
+  SyFiber *fibers = nullptr; // `capacity` of them
+  unsigned capacity = 0;
   char *stacks = nullptr;
   size_t mapped = 0;
   ucontext_t scheduler;
   unsigned current = 0;
   uint64_t progress = 0; // arrivals at barriers and finished fibers, for deadlocks
   char *stack(unsigned i) { return stacks + i * (kStack + kGuard) + kGuard; }
-  void reserve(unsigned n) { // stacks for n fibers, kept for later launches
+  void reserve(unsigned n) { // n fibers and their stacks, kept for later launches
+    if (n > capacity) {
+      std::free(fibers);
+      fibers = static_cast<SyFiber *>(std::calloc(n, sizeof(SyFiber)));
+      if (!fibers) {
+        std::fprintf(stderr, "CUDA-on-host: no memory for %u threads\n", n);
+        std::abort();
+      }
+      capacity = n;
+    }
     if (n * (kStack + kGuard) <= mapped)
       return;
     if (stacks)
@@ -138,6 +152,16 @@ struct SyFibers {
     for (unsigned i = 0; i < n; ++i)
       mprotect(stack(i) - kGuard, kGuard, PROT_NONE);
   }
+  // Gives back the stacks beyond one block's (1024 threads): each guard page is a
+  // mapping of its own, and a process has a limited number (vm.max_map_count), shared
+  // by every library that emulates a cooperative launch.
+  void trim() {
+    if (mapped <= 1024 * (kStack + kGuard))
+      return;
+    munmap(stacks, mapped);
+    stacks = nullptr;
+    mapped = 0;
+  }
 };
 static SyFibers syFibers;
 // The running fiber waits: back to the scheduler, which runs the next one.
@@ -146,6 +170,7 @@ static inline void syYield() {
   swapcontext(&me.context, &syFibers.scheduler);
 }
 struct SyBarrier {
+  SyBarrier() = default;
   explicit SyBarrier(unsigned expected) : expected(expected) {}
   void arrive_and_wait() {
     ++syFibers.progress;
@@ -158,12 +183,15 @@ struct SyBarrier {
     while (generation == seen)
       syYield();
   }
-  unsigned expected, arrived = 0;
+  unsigned expected = 0, arrived = 0;
   uint64_t generation = 0;
 };
 #endif
 
-static SyBarrier *syBarrier = nullptr;
+// The running thread's block barrier and warps (its block's: in a cooperative launch
+// the blocks run together), and the grid's barrier (a cooperative launch only).
+static SY_THREAD_LOCAL SyBarrier *syBarrier = nullptr;
+static SyBarrier *syGridBarrier = nullptr;
 static inline void __syncthreads() {
   syCountOp(kSyCtaBarriers);
   syBarrier->arrive_and_wait();
@@ -172,10 +200,11 @@ struct SyWarp {
   SyBarrier bar{32};
   uint64_t slot[2][32]; // shuffles alternate between the two
 };
-// (a barrier is back at its start after each complete round, so the warps' serve
-// every block and launch)
+// (a barrier is back at its start after each complete round, so the warps serve
+// every block and launch that runs its blocks one after another)
 static SyWarp syWarps[1024 / 32];
-static inline SyWarp &syMyWarp() { return syWarps[threadIdx.x / 32]; }
+static SY_THREAD_LOCAL SyWarp *syBlockWarps = syWarps;
+static inline SyWarp &syMyWarp() { return syBlockWarps[threadIdx.x / 32]; }
 static inline void __syncwarp(unsigned = 0xffffffffu) {
   syCountOp(kSyWarpBarriers);
   syMyWarp().bar.arrive_and_wait();
@@ -202,6 +231,16 @@ template <typename T> static T __shfl_xor_sync(unsigned, T v, int laneMask, int 
 template <typename T> static T __shfl_sync(unsigned, T v, int srcLane, int = 32) {
   return syShuffle(v, (unsigned)srcLane);
 }
+// moe.grid_barrier: every thread of every block of a cooperative launch.
+static inline void syGridSync() {
+  syCountOp(kSyGridBarriers);
+  if (!syGridBarrier) {
+    std::fprintf(stderr, "CUDA-on-host: a grid barrier in a kernel that was not launched "
+                         "cooperatively\n");
+    std::abort();
+  }
+  syGridBarrier->arrive_and_wait();
+}
 static inline int32_t atomicAdd(int32_t *p, int32_t v) {
   syCountOp(kSyAtomics); // (its syAt counted the global access)
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
@@ -217,10 +256,11 @@ static inline float __int_as_float(int32_t i) {
 // block to finish, then block 1, ...
 template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
   std::barrier<> bar(n), blockDone(n);
-  syBarrier = &bar;
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
+      syBarrier = &bar;
+      syBlockWarps = syWarps;
       threadIdx.x = i;
       blockDim.x = n;
       gridDim.x = grid;
@@ -237,6 +277,34 @@ template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body)
   for (auto &t : threads)
     t.join();
 }
+// A cooperative launch: every block's `n` threads at once, each block with its own
+// barrier and warps, all of them with the grid's barrier.
+template <typename F> static void syRunCooperative(unsigned grid, unsigned n, F body) {
+  std::vector<std::unique_ptr<std::barrier<>>> blocks;
+  for (unsigned b = 0; b < grid; ++b)
+    blocks.push_back(std::make_unique<std::barrier<>>(n));
+  std::vector<SyWarp> warps(grid * (n / 32));
+  std::barrier<> all(grid * n);
+  syGridBarrier = &all;
+  std::vector<std::thread> threads;
+  for (unsigned b = 0; b < grid; ++b)
+    for (unsigned i = 0; i < n; ++i)
+      threads.emplace_back([&, b, i] {
+        threadIdx.x = i;
+        blockIdx.x = b;
+        blockDim.x = n;
+        gridDim.x = grid;
+        syBarrier = blocks[b].get();
+        syBlockWarps = &warps[b * (n / 32)];
+        SyThreadState state{};
+        syMe = &state;
+        body();
+        syRecordThread();
+      });
+  for (auto &t : threads)
+    t.join();
+  syGridBarrier = nullptr;
+}
 #else
 template <typename F> static void syFiberMain(unsigned lo, unsigned hi) {
   uintptr_t bodyAddress = (uintptr_t)hi << 32 | lo;
@@ -245,66 +313,135 @@ template <typename F> static void syFiberMain(unsigned lo, unsigned hi) {
   syFibers.fibers[syFibers.current].done = true;
   ++syFibers.progress;
 }
-// The grid's blocks one after another; a block's `n` threads as fibers, each run
-// until it waits, in turn (0 to n - 1, or n - 1 to 0), until all have finished.
-template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
+// Runs fibers [0, n) (each made by makeFiber before) until all have finished, in
+// passes; `visit(k)` is the k-th fiber of a pass and prepares the thread's state.
+template <typename Visit> static void syScheduleFibers(unsigned n, Visit visit) {
   SyFibers &f = syFibers;
-  f.reserve(n);
-  SyBarrier bar(n);
-  syBarrier = &bar;
-  blockDim.x = n;
-  gridDim.x = grid;
-  uintptr_t bodyAddress = reinterpret_cast<uintptr_t>(&body);
-  static unsigned launches = 0;
-  ++launches;
-  for (unsigned block = 0; block < grid; ++block) {
-    blockIdx.x = block;
-    bar = SyBarrier(n);
-    // Every other block (and launch) runs its threads last to first: a thread reading
-    // what another writes with no barrier between sees the stale value in one of the
-    // two orders, and the outputs differ from the host's.
-    bool reverse = (launches + block) % 2;
-    for (unsigned i = 0; i < n; ++i) {
-      SyFiber &fiber = f.fibers[i];
-      fiber = SyFiber{};
-      getcontext(&fiber.context);
-      fiber.context.uc_stack.ss_sp = f.stack(i);
-      fiber.context.uc_stack.ss_size = SyFibers::kStack;
-      fiber.context.uc_link = &f.scheduler;
-      makecontext(&fiber.context, (void (*)())syFiberMain<F>, 2, (unsigned)bodyAddress,
-                  (unsigned)(bodyAddress >> 32));
+  unsigned live = n;
+  uint64_t progressAtPass = ~0ull;
+  while (live) {
+    // A whole pass over the waiting threads with no arrival and no finish: they
+    // wait at barriers not all of them reach (a barrier in divergent code).
+    if (f.progress == progressAtPass) {
+      std::fprintf(stderr,
+                   "CUDA-on-host: block %u deadlocked: its threads wait at "
+                   "barriers the others do not reach\n",
+                   blockIdx.x);
+      std::abort();
     }
-    unsigned live = n;
-    uint64_t progressAtPass = ~0ull;
-    while (live) {
-      // A whole pass over the waiting threads with no arrival and no finish: they
-      // wait at barriers not all of the block reaches (a barrier in divergent code).
-      if (f.progress == progressAtPass) {
-        std::fprintf(stderr,
-                     "CUDA-on-host: block %u deadlocked: its threads wait at "
-                     "barriers the others do not reach\n",
-                     block);
-        std::abort();
-      }
-      progressAtPass = f.progress;
-      live = 0;
-      for (unsigned k = 0; k < n; ++k) {
-        unsigned i = reverse ? n - 1 - k : k;
-        if (f.fibers[i].done)
-          continue;
-        f.current = i;
-        threadIdx.x = i;
-        syMe = &f.fibers[i].state;
-        swapcontext(&f.scheduler, &f.fibers[i].context);
-        live += !f.fibers[i].done;
-      }
+    progressAtPass = f.progress;
+    live = 0;
+    for (unsigned k = 0; k < n; ++k) {
+      unsigned i = visit(k);
+      if (f.fibers[i].done)
+        continue;
+      f.current = i;
+      syMe = &f.fibers[i].state;
+      swapcontext(&f.scheduler, &f.fibers[i].context);
+      live += !f.fibers[i].done;
     }
   }
 }
+template <typename F> static void syMakeFiber(unsigned i, uintptr_t bodyAddress) {
+  SyFibers &f = syFibers;
+  SyFiber &fiber = f.fibers[i];
+  fiber = SyFiber{};
+  getcontext(&fiber.context);
+  fiber.context.uc_stack.ss_sp = f.stack(i);
+  fiber.context.uc_stack.ss_size = SyFibers::kStack;
+  fiber.context.uc_link = &f.scheduler;
+  makecontext(&fiber.context, (void (*)())syFiberMain<F>, 2, (unsigned)bodyAddress,
+              (unsigned)(bodyAddress >> 32));
+}
+static unsigned syLaunches = 0;
+// The grid's blocks one after another; a block's `n` threads as fibers, each run
+// until it waits, in turn (0 to n - 1, or n - 1 to 0), until all have finished.
+template <typename F> static void syRunBlocks(unsigned grid, unsigned n, F body) {
+  syFibers.reserve(n);
+  SyBarrier bar(n);
+  syBarrier = &bar;
+  syBlockWarps = syWarps;
+  blockDim.x = n;
+  gridDim.x = grid;
+  uintptr_t bodyAddress = reinterpret_cast<uintptr_t>(&body);
+  ++syLaunches;
+  for (unsigned block = 0; block < grid; ++block) {
+    blockIdx.x = block;
+    bar = SyBarrier(n);
+    for (unsigned i = 0; i < n; ++i)
+      syMakeFiber<F>(i, bodyAddress);
+    // Every other block (and launch) runs its threads last to first: a thread reading
+    // what another writes with no barrier between sees the stale value in one of the
+    // two orders, and the outputs differ from the host's.
+    bool reverse = (syLaunches + block) % 2;
+    syScheduleFibers(n, [&](unsigned k) {
+      unsigned i = reverse ? n - 1 - k : k;
+      threadIdx.x = i;
+      return i;
+    });
+  }
+}
+// A cooperative launch: every block's `n` threads as fibers together (block b's thread
+// i is fiber b * n + i), each block with its own barrier and warps, all of them with
+// the grid's barrier; every other block runs its threads last to first.
+template <typename F> static void syRunCooperative(unsigned grid, unsigned n, F body) {
+  unsigned total = grid * n, warpsPerBlock = n / 32;
+  syFibers.reserve(total);
+  SyBarrier *blocks = new SyBarrier[grid];
+  SyWarp *warps = new SyWarp[grid * warpsPerBlock];
+  for (unsigned b = 0; b < grid; ++b)
+    blocks[b] = SyBarrier(n);
+  SyBarrier all(total);
+  syGridBarrier = &all;
+  blockDim.x = n;
+  gridDim.x = grid;
+  uintptr_t bodyAddress = reinterpret_cast<uintptr_t>(&body);
+  ++syLaunches;
+  for (unsigned i = 0; i < total; ++i)
+    syMakeFiber<F>(i, bodyAddress);
+  syScheduleFibers(total, [&](unsigned k) {
+    unsigned b = k / n, t = k % n;
+    if ((syLaunches + b) % 2)
+      t = n - 1 - t;
+    blockIdx.x = b;
+    threadIdx.x = t;
+    syBarrier = &blocks[b];
+    syBlockWarps = &warps[b * warpsPerBlock];
+    return b * n + t;
+  });
+  syGridBarrier = nullptr;
+  syBlockWarps = syWarps;
+  delete[] blocks;
+  delete[] warps;
+  syFibers.trim();
+}
 #endif
-// `kernel` built for `knownBlock`-thread blocks (0: any block size).
+// Block-shared memory (a kernel's __shared__ arrays): 48 KiB per block, CUDA's static
+// limit; each block of a cooperative launch has its own, the blocks of any other launch
+// (one after another) share the first.
+static constexpr size_t kSySharedPerBlock = 48 << 10;
+static char *sySharedArena = nullptr;
+static unsigned sySharedBlocks = 0;
+static bool sySharedPerBlock = false;
+static inline void syReserveShared(unsigned blocks) {
+  if (blocks <= sySharedBlocks)
+    return;
+  std::free(sySharedArena);
+  sySharedArena = static_cast<char *>(std::calloc(blocks, kSySharedPerBlock));
+  if (!sySharedArena) {
+    std::fprintf(stderr, "CUDA-on-host: no memory for the shared memory of %u blocks\n",
+                 blocks);
+    std::abort();
+  }
+  sySharedBlocks = blocks;
+}
+static inline void *syBlockShared(size_t offset) {
+  return sySharedArena + (sySharedPerBlock ? blockIdx.x : 0) * kSySharedPerBlock + offset;
+}
+// `kernel` built for `knownBlock`-thread blocks (0: any block size); `cooperative`: it
+// has grid barriers, so all its blocks run together.
 template <typename F>
-static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
+static void syRunGrid(const char *kernel, unsigned knownBlock, bool cooperative, F body) {
   if (syGridX == 0 || syBlockX == 0 || syBlockX % 32 != 0 || syBlockX > 1024 ||
       (knownBlock != 0 && syBlockX != knownBlock)) {
     std::fprintf(stderr,
@@ -316,7 +453,12 @@ static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
       std::fprintf(stderr, "(block: a multiple of 32 in [32, 1024])\n");
     std::abort();
   }
-  syRunBlocks(syGridX, syBlockX, body);
+  syReserveShared(cooperative ? syGridX : 1);
+  sySharedPerBlock = cooperative;
+  if (cooperative)
+    syRunCooperative(syGridX, syBlockX, body);
+  else
+    syRunBlocks(syGridX, syBlockX, body);
 }
 
 #endif

@@ -16,6 +16,11 @@
 #include <stdint.h>
 #ifdef SWITCHYARD_CUDA_ON_HOST
 #include "switchyard/Cuda/CudaOnHost.h"
+#else
+#include <cooperative_groups.h>
+// moe.grid_barrier: the kernel is launched cooperatively (the launcher's Cooperative
+// class), so every CTA is resident and the grid can wait for itself.
+__device__ inline void syGridSync() { cooperative_groups::this_grid().sync(); }
 #endif
 #define SY_EXPORT extern "C"
 

@@ -43,12 +43,15 @@ enum class GridRule : int32_t {
   TokensPerBlock, // ceil(T / tokensPerBlock) CTAs
   FillGpu,        // ceil(T / tokensPerBlock) CTAs (one warp per token), at most as many
                   // as the GPU holds at once (SMs x resident blocks per SM)
+  Cooperative,    // ceil(T / tokensPerBlock) CTAs in one cooperative launch (its kernel
+                  // has grid barriers), when the GPU holds them all at once; otherwise
+                  // the class before it (the same batches in more launches) runs
 };
 
 /// A size class: the batches of minTokens tokens or more (up to the next class), its
 /// kernels launched in order on the same arguments, and the workspace it needs.
 struct SizeClass {
-  const char *name; // "decode", "large", "grid" (NAME.json's size_classes)
+  const char *name; // "decode", "large", "grid", "cooperative" (NAME.json's size_classes)
   int64_t minTokens;
   GridRule grid;
   int64_t tokensPerBlock; // TokensPerBlock, FillGpu
@@ -99,13 +102,17 @@ private:
   static constexpr int kMaxDevices = 64;
   cudaError_t load();
   cudaError_t residentBlocks(const SizeClass &c, int &blocks);
+  int32_t launchClass(const SizeClass &c, int64_t numTokens, void **args,
+                      cudaStream_t stream);
 
   const KernelTable &table;
   std::once_flag once;
   cudaError_t loadStatus = cudaSuccess;
   cudaLibrary_t library = nullptr;
   cudaKernel_t *kernels = nullptr; // table.numKernels, never freed (as the library)
-  std::atomic<int> resident[kMaxDevices] = {}; // blocks the GPU holds at once; 0: not asked
+  // Blocks of the FillGpu or Cooperative class's kernel the GPU holds at once, per
+  // device (a table has at most one such class); 0: not asked yet.
+  std::atomic<int> resident[kMaxDevices] = {};
 };
 
 /// The kernel parameters of one launch as cudaLaunchKernel takes them (a pointer to

@@ -68,7 +68,8 @@ def Moe_AbiKind : I32EnumAttr<"AbiKind", "what a parameter of the C entry carrie
 def Moe_SizeClass : I32EnumAttr<"SizeClass", "which batches a GPU kernel serves", [
     I32EnumAttrCase<"decode", 0>,
     I32EnumAttrCase<"grid", 1>,
-    I32EnumAttrCase<"large", 2>
+    I32EnumAttrCase<"large", 2>,
+    I32EnumAttrCase<"cooperative", 3>
   ]> {
   let cppNamespace = "::switchyard::moe";
   let genSpecializedAttr = 0;
@@ -172,7 +173,9 @@ def Moe_KernelLaunchAttr : Moe_Attr<"KernelLaunch", "launch"> {
       large-batch kernels); `grid`, the only kernel of a router of token loops only,
       any T, its grid chosen at launch to fill the GPU; `large`, one kernel of the
       large-batch pair (launched in name order), T >= `min_tokens`, ceil(T /
-      `tokens_per_cta`) CTAs;
+      `tokens_per_cta`) CTAs; `cooperative`, the pair as ONE kernel (the two halves
+      separated by a `moe.grid_barrier`) for the same T and CTAs, launched
+      cooperatively when the GPU holds all its CTAs at once (the pair otherwise);
     * `workspace_per_token`, `workspace_fixed`: the workspace the kernel needs for T
       tokens is `workspace_per_token * T + workspace_fixed` bytes.
 

@@ -96,4 +96,8 @@ class Moe_RouteStageOp<string mnemonic, list<Trait> traits = []>
 class Moe_RuleStepOp<string mnemonic, list<Trait> traits = []>
     : Moe_Op<mnemonic, !listconcat([Pure, Moe_RuleStep], traits)>;
 
+// Synchronisation moe-map-to-gpu writes into the kernels it makes.
+class Moe_KernelSyncOp<string mnemonic, list<Trait> traits = []>
+    : Moe_Op<mnemonic, !listconcat([Moe_KernelSync], traits)>;
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEBASE_TD

@@ -33,6 +33,8 @@ def Moe_RouteStage : Moe_Role<"RouteStage">;   // routing within the set, batch 
 def Moe_RuleStep : Moe_Role<"RuleStep">;
 // The policy's structure: containers, knobs, gates, stages, terminators.
 def Moe_Structure : Moe_Role<"Structure">;
+// Synchronisation the GPU mapping writes into a kernel (gpu.func): never in a policy.
+def Moe_KernelSync : Moe_Role<"KernelSync">;
 
 // Computes each token's row independently (inside the token loop of its stage).
 def Moe_RowWise : Moe_Role<"RowWise">;

@@ -16,5 +16,6 @@ include "switchyard/Dialect/Moe/IR/MoeBatchOps.td"
 include "switchyard/Dialect/Moe/IR/MoeSetOps.td"
 include "switchyard/Dialect/Moe/IR/MoeRouteOps.td"
 include "switchyard/Dialect/Moe/IR/MoeRuleOps.td"
+include "switchyard/Dialect/Moe/IR/MoeKernelOps.td"
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -50,6 +50,9 @@ class RuleStep : public mlir::OpTrait::TraitBase<ConcreteType, RuleStep> {};
 /// A container, knob, gate, stage or terminator.
 template <typename ConcreteType>
 class Structure : public mlir::OpTrait::TraitBase<ConcreteType, Structure> {};
+/// Synchronisation inside a GPU kernel (the mapping's, never a policy's).
+template <typename ConcreteType>
+class KernelSync : public mlir::OpTrait::TraitBase<ConcreteType, KernelSync> {};
 /// A computes each token's row on its own.
 template <typename ConcreteType>
 class RowWise : public mlir::OpTrait::TraitBase<ConcreteType, RowWise> {};
