@@ -24,13 +24,15 @@ namespace {
 /// The address of the driver's grid barrier word as a generic pointer.
 Value barrierWord(OpBuilder &b, Location loc) {
   Type i64 = b.getI64Type();
-  Value lo = arith::ExtUIOp::create(b, loc, i64, NVVM::EnvReg1Op::create(b, loc, b.getI32Type()));
-  Value hi = arith::ExtUIOp::create(b, loc, i64, NVVM::EnvReg2Op::create(b, loc, b.getI32Type()));
+  Value lo =
+      arith::ExtUIOp::create(b, loc, i64, NVVM::EnvReg1Op::create(b, loc, b.getI32Type()));
+  Value hi =
+      arith::ExtUIOp::create(b, loc, i64, NVVM::EnvReg2Op::create(b, loc, b.getI32Type()));
   Value workspace = arith::OrIOp::create(
-      b, loc, arith::ShLIOp::create(b, loc, hi, arith::ConstantIntOp::create(b, loc, 32, 64)),
-      lo);
-  Value word = arith::AddIOp::create(b, loc, workspace,
-                                     arith::ConstantIntOp::create(b, loc, 4, 64));
+      b, loc,
+      arith::ShLIOp::create(b, loc, hi, arith::ConstantIntOp::create(b, loc, 32, 64)), lo);
+  Value word =
+      arith::AddIOp::create(b, loc, workspace, arith::ConstantIntOp::create(b, loc, 4, 64));
   return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), word);
 }
 
@@ -38,7 +40,9 @@ void lowerGridBarrier(switchyard::moe::GridBarrierOp barrier) {
   OpBuilder b(barrier);
   Location loc = barrier.getLoc();
   Type i32 = b.getI32Type();
-  auto i32Of = [&](Value index) { return arith::IndexCastUIOp::create(b, loc, i32, index); };
+  auto i32Of = [&](Value index) {
+    return arith::IndexCastUIOp::create(b, loc, i32, index);
+  };
   auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); };
   gpu::BarrierOp::create(b, loc);
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -52,9 +56,8 @@ void lowerGridBarrier(switchyard::moe::GridBarrierOp barrier) {
     Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value ctas = i32Of(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
     // CTA 0 adds 2^31 - (G - 1), the others 1: the top bit flips at the last arrival.
-    Value first = arith::SubIOp::create(
-        b, loc, c32(int64_t(0x80000000)),
-        arith::SubIOp::create(b, loc, ctas, c32(1)));
+    Value first = arith::SubIOp::create(b, loc, c32(int64_t(0x80000000)),
+                                        arith::SubIOp::create(b, loc, ctas, c32(1)));
     Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, cta, zero);
     Value add = arith::SelectOp::create(b, loc, isFirst, first, c32(1));
     // Release: what the CTA wrote before (ordered by the CTA barrier) is visible to
@@ -75,8 +78,9 @@ void lowerGridBarrier(switchyard::moe::GridBarrierOp barrier) {
                                            LLVM::AtomicOrdering::acquire, "device");
           Value flipped = arith::AndIOp::create(
               nb, nl, arith::XOrIOp::create(nb, nl, old, now), topBit);
-          Value waiting = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, flipped,
-                                                arith::ConstantIntOp::create(nb, nl, 0, 32));
+          Value waiting =
+              arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, flipped,
+                                    arith::ConstantIntOp::create(nb, nl, 0, 32));
           scf::ConditionOp::create(nb, nl, waiting, ValueRange{});
         },
         [&](OpBuilder &nb, Location nl, ValueRange) { scf::YieldOp::create(nb, nl); });
