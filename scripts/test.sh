@@ -33,4 +33,11 @@ if [ "$vllm" = 1 ]; then
     "$build"/wheels/switchyard-*.whl
 fi
 cd "$build"
-ctest --output-on-failure -j "$(nproc)"
+# ctest's own lines, kept to list the slowest tests after its summary (the CI time is
+# watched: a test that grows shows here first).
+status=0
+ctest --output-on-failure -j "$(nproc)" 2>&1 | tee ctest-output.log || status=$?
+echo "the ten slowest tests (seconds):"
+sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' ctest-output.log |
+  sort -rn | head -10
+exit "$status"

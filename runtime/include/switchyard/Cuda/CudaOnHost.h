@@ -460,5 +460,10 @@ static void syRunGrid(const char *kernel, unsigned knownBlock, bool cooperative,
   else
     syRunBlocks(syGridX, syBlockX, body);
 }
+// A launch of a kernel without grid barriers (hand-written kernels: bench/gpu_baselines).
+template <typename F>
+static void syRunGrid(const char *kernel, unsigned knownBlock, F body) {
+  syRunGrid(kernel, knownBlock, false, body);
+}
 
 #endif
