@@ -2,12 +2,13 @@
 """The GPU kernels' races, checked without a GPU: every shipped GPU router's generated
 CUDA C++ (NAME.cu) built for the CPU with ThreadSanitizer and run by the CUDA-on-host
 emulation (cuda_host.py: each block's 256 threads are real threads, __syncthreads and
-__syncwarp real barriers), in the shipped geometry, at T = 1 and a large batch of three
+__syncwarp real barriers), in the shipped geometry, at T = 1 and a large batch of two
 CTAs or more. A missing barrier (two threads of a block touching one address,
 one writing, with no barrier between) is a ThreadSanitizer report; any report fails the
 test, and every run's outputs must equal the host target's. This is compute-sanitizer's
-racecheck for what the CPU can see (within a block; a grid's blocks run one after
-another); the GPU kit runs racecheck itself.
+racecheck for what the CPU can see: within a block, and across the blocks of the
+cooperative kernel, which run at once (a grid barrier between its halves); the other
+launches' blocks run one after another. The GPU kit runs racecheck itself.
 
 The script re-runs itself with the toolchain's libtsan preloaded (an instrumented
 library loaded into an uninstrumented Python needs the runtime from the start), and
@@ -34,14 +35,15 @@ RACES_EXIT = 66  # the exit status ThreadSanitizer gives a run that reported rac
 
 
 def batch_sizes(meta):
-    """T = 1 and a large batch of 3 CTAs or more, its last of one token (or, for a grid
+    """T = 1 and a large batch of 2 CTAs or more, its last of one token (the cooperative
+    kernel: real threads of both CTAs at once, so cross-CTA races show; or, for a grid
     kernel, 24 tokens on 3 blocks)."""
     bound = max([c.get("max_tokens") or 0 for c in meta["size_classes"]
                  if c["name"] == "decode"], default=0)
     per_cta = [k["tokens_per_cta"] for k in meta["kernels"] if k.get("tokens_per_cta")]
     if not bound or not per_cta:
         return [1, 24]
-    return [1, max(bound + 1, 2 * per_cta[0] + 1)]
+    return [1, max(bound + 1, per_cta[0] + 1)]
 
 
 def main():

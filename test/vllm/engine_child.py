@@ -6,9 +6,12 @@ settings once per process). argv[1]: a JSON scenario
    "bad_extra_args": {...} or null,
    "knobs_file_contents": [text, ...] or null,   (written to $SWITCHYARD_KNOBS_FILE
                                                  before each generate)
-   "speculative": {...} or null}
+   "speculative": {...} or null,
+   "runs": [{"prompts", "max_tokens", "extra_args", "record"}, ...] or null}
 
-prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg}.
+prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg};
+with "runs", each run's {"tokens", "calls"} in "runs" instead: several generate calls
+of one engine (an engine start costs more than its checks), each recorded apart.
 The engine runs in this process (no engine-core or worker processes), so the routing
 calls can be recorded: every StepRouter call's logits, metadata and results.
 """
@@ -22,7 +25,8 @@ def main():
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     records = []
-    if scenario.get("record"):
+    runs = scenario.get("runs")
+    if scenario.get("record") or any(r.get("record") for r in runs or []):
         import numpy as np
         from switchyard import _step
         from switchyard._metadata import current_metadata
@@ -78,10 +82,26 @@ def main():
         result["tokens"] += [list(o.outputs[0].token_ids) for o in outputs]
     result["calls"] = len(records)
     if scenario.get("record"):
-        import pickle
-        with open(scenario["record"], "wb") as f:
-            pickle.dump(records, f)
+        save(records, scenario["record"])
+    if runs:
+        result["runs"] = []
+        for run in runs:   # the same engine, its calls recorded apart
+            records.clear()
+            params = [SamplingParams(max_tokens=run.get("max_tokens", 8), temperature=0,
+                                     ignore_eos=True, extra_args=e)
+                      for e in run.get("extra_args") or [None] * len(run["prompts"])]
+            outputs = llm.generate(run["prompts"], params, use_tqdm=False)
+            result["runs"].append({"tokens": [list(o.outputs[0].token_ids) for o in outputs],
+                                   "calls": len(records)})
+            if run.get("record"):
+                save(records, run["record"])
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def save(records, path):
+    import pickle
+    with open(path, "wb") as f:
+        pickle.dump(records, f)
 
 
 if __name__ == "__main__":

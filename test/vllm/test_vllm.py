@@ -150,14 +150,29 @@ def post(url, body):
 
 
 # -- the checks --------------------------------------------------------------------------
-def test_native_policy(models, tmp, arch, eager, policy="topk_softmax", reference=None):
-    """The model's own routing as a policy gives vLLM's native greedy tokens."""
+# Engine runs that test_capture reads instead of starting engines of its own (an engine
+# start costs more than the checks): mode -> (capture directory, record), when the
+# native-policy check of that mode ran with SWITCHYARD_CAPTURE in this process.
+CAPTURED = {}
+
+
+def test_native_policy(models, tmp, arch, eager, policy="topk_softmax", reference=None,
+                       capture=False):
+    """The model's own routing as a policy gives vLLM's native greedy tokens
+    (`capture`: the plugin's run also writes a SWITCHYARD_CAPTURE trace for
+    test_capture)."""
     mode = "eager" if eager else "compiled"
     scenario = {"model": models[arch], "eager": eager, "prompts": PROMPTS, "max_tokens": 8}
     native, _ = run_engine(scenario)
     record = os.path.join(tmp, f"{policy}-{arch}-{mode}.pkl")
-    sy, _ = run_engine(dict(scenario, record=record if eager else None),
-                       env={"SWITCHYARD_POLICY": policy})
+    env = {"SWITCHYARD_POLICY": policy}
+    if capture:
+        directory = os.path.join(tmp, f"capture-{mode}")
+        shutil.rmtree(directory, ignore_errors=True)   # a kept directory's earlier run
+        env["SWITCHYARD_CAPTURE"] = directory
+    sy, _ = run_engine(dict(scenario, record=record if eager or capture else None), env=env)
+    if capture and sy is not None:
+        CAPTURED[mode] = (directory, record)
     check(native is not None and sy is not None and native["tokens"] == sy["tokens"],
           f"{arch} {mode}: {policy} through the plugin gives native's greedy tokens "
           f"({len(PROMPTS)} sequences)")
@@ -196,30 +211,35 @@ def test_bfloat16(models, tmp):
                   "bfloat16 topk_softmax (reference on the widened logits)")
 
 
-def test_xshare(models, tmp, batch):
-    record = os.path.join(tmp, f"xshare-{batch}.pkl")
-    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:batch], "max_tokens": 12,
-                "record": record}
+def test_xshare(models, tmp):
+    """XShare with budget 0 at batch 1 and 8, two generate calls of one engine."""
     knobs = {"budget": 0, "k0": 1}
+    records = {batch: os.path.join(tmp, f"xshare-{batch}.pkl") for batch in (1, 8)}
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:1], "max_tokens": 12,
+                "record": records[1],
+                "runs": [{"prompts": PROMPTS[:8], "max_tokens": 12, "record": records[8]}]}
     sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare",
                                       "SWITCHYARD_KNOBS": json.dumps(knobs)})
-    check(sy is not None, f"xshare budget 0, batch {batch}: the engine generates "
-          f"({sum(len(t) for t in sy['tokens']) if sy else 0} tokens)")
-    if sy is None:
-        return
-    records = load_records(record)
-    E, k = records[0]["logits"].shape[1], records[0]["ids"].shape[1]
-    check_contract(records, E, f"xshare batch {batch}")
-    filled = check_against(records, lambda r: ref.xshare(r["logits"], k, **knobs),
-                           f"xshare batch {batch}", filled_ok=True)
-    if batch == 1:
-        check(filled > 0, f"xshare batch {batch}: the policy left slots empty ({filled})")
-    else:
-        native_active = np.mean([len(np.unique(ref.topk_softmax(r["logits"], k)["topk_ids"]))
-                                 for r in records])
-        check(active_per_call(records) < native_active,
-              f"xshare batch {batch}: experts active per call {active_per_call(records):.1f} "
-              f"< top-k's {native_active:.1f}")
+    results = {1: sy, 8: sy["runs"][0] if sy else None}
+    for batch in (1, 8):
+        run = results[batch]
+        check(run is not None, f"xshare budget 0, batch {batch}: the engine generates "
+              f"({sum(len(t) for t in run['tokens']) if run else 0} tokens)")
+        if run is None:
+            continue
+        calls = load_records(records[batch])
+        E, k = calls[0]["logits"].shape[1], calls[0]["ids"].shape[1]
+        check_contract(calls, E, f"xshare batch {batch}")
+        filled = check_against(calls, lambda r: ref.xshare(r["logits"], k, **knobs),
+                               f"xshare batch {batch}", filled_ok=True)
+        if batch == 1:
+            check(filled > 0, f"xshare batch {batch}: the policy left slots empty ({filled})")
+        else:
+            native_active = np.mean([len(np.unique(ref.topk_softmax(r["logits"], k)["topk_ids"]))
+                                     for r in calls])
+            check(active_per_call(calls) < native_active,
+                  f"xshare batch {batch}: experts active per call {active_per_call(calls):.1f} "
+                  f"< top-k's {native_active:.1f}")
 
 
 def test_capacity(models, tmp):
@@ -345,21 +365,30 @@ def test_engine_knobs_file(models, tmp):
 
 
 def test_capture(models, tmp):
-    """SWITCHYARD_CAPTURE=DIR: the engine's routing as a trace moe-eval reads."""
+    """SWITCHYARD_CAPTURE=DIR: the engine's routing as a trace moe-eval reads (from the
+    topk-qwen3 runs when they captured, else from engines of its own)."""
     from switchyard.trace import evaluate, load_trace
-    directory = os.path.join(tmp, "capture")
     bounded = os.path.join(tmp, "capture-bounded")
-    for old in (directory, bounded):   # a kept directory's earlier run
-        shutil.rmtree(old, ignore_errors=True)
-    record = os.path.join(tmp, "capture.pkl")
-    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 6,
-                "record": record}
-    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "topk_softmax",
-                                      "SWITCHYARD_CAPTURE": directory})
+    shutil.rmtree(bounded, ignore_errors=True)   # a kept directory's earlier run
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 6}
+
+    def captured(mode):
+        """(engine ran, capture directory, record) of the topk_softmax run in `mode`."""
+        if mode in CAPTURED:
+            return True, *CAPTURED[mode]
+        directory = os.path.join(tmp, f"capture-{mode}")
+        shutil.rmtree(directory, ignore_errors=True)
+        record = os.path.join(tmp, f"capture-{mode}.pkl")
+        sy, _ = run_engine(dict(scenario, eager=mode == "eager", record=record),
+                           env={"SWITCHYARD_POLICY": "topk_softmax",
+                                "SWITCHYARD_CAPTURE": directory})
+        return sy is not None, directory, record
+
+    ran, directory, record = captured("eager")
     ranks = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    check(sy is not None and len(ranks) == 1 and ranks[0].startswith("rank-"),
+    check(ran and len(ranks) == 1 and ranks[0].startswith("rank-"),
           f"capture: the engine process wrote one trace directory ({ranks})")
-    if sy is None or len(ranks) != 1:
+    if not ran or len(ranks) != 1:
         return
     trace = load_trace(os.path.join(directory, ranks[0]))
     with open(os.path.join(models["qwen3_moe"], "config.json")) as f:
@@ -383,9 +412,10 @@ def test_capture(models, tmp):
                                        int(trace.ids[l].max()) < E for l in trace.layers),
           f"capture: T = {trace.num_tokens} tokens in every layer, ids in [0, {E})")
     routed = np.concatenate([r["ids"] for r in calls])
-    captured = np.concatenate([trace.ids[l][trace.step == s] for s in np.unique(trace.step)
-                               for l in trace.layers])   # call order: per step, per layer
-    check(routed.shape == captured.shape and (routed == captured).all(),
+    captured_ids = np.concatenate([trace.ids[l][trace.step == s]
+                                   for s in np.unique(trace.step)
+                                   for l in trace.layers])   # call order: per step, per layer
+    check(routed.shape == captured_ids.shape and (routed == captured_ids).all(),
           f"capture: the ids are the plugin's routing ({len(calls)} calls)")
     steps = int(trace.step.max()) + 1
     phases = sorted(set(trace.phase.tolist()))
@@ -399,21 +429,17 @@ def test_capture(models, tmp):
           "capture: evaluate(topk_softmax) experts_active_mean = the model's, per layer "
           + ", ".join(f"{l}: {a:.2f}/{b:.2f}" for l, (a, b) in same.items()))
     # torch.compile (vLLM's default mode): the routing op records from inside the graph.
-    compiled_dir = os.path.join(tmp, "capture-compiled")
-    shutil.rmtree(compiled_dir, ignore_errors=True)
-    compiled_record = os.path.join(tmp, "capture-compiled.pkl")
-    sy, _ = run_engine(dict(scenario, eager=False, record=compiled_record),
-                       env={"SWITCHYARD_POLICY": "topk_softmax",
-                            "SWITCHYARD_CAPTURE": compiled_dir})
+    ran, compiled_dir, compiled_record = captured("compiled")
     ranks = sorted(os.listdir(compiled_dir)) if os.path.isdir(compiled_dir) else []
-    compiled = load_trace(os.path.join(compiled_dir, ranks[0])) if sy and ranks else None
+    compiled = load_trace(os.path.join(compiled_dir, ranks[0])) if ran and ranks else None
     if compiled is not None:
         calls = [r for r in load_records(compiled_record) if len(r["request_ids"])]
         routed = np.concatenate([r["ids"] for r in calls]) if calls else np.zeros((0, k))
-        captured = np.concatenate([compiled.ids[l][compiled.step == s]
-                                   for s in np.unique(compiled.step) for l in compiled.layers])
+        captured_ids = np.concatenate([compiled.ids[l][compiled.step == s]
+                                       for s in np.unique(compiled.step)
+                                       for l in compiled.layers])
     check(compiled is not None and compiled.layers == list(range(L))
-          and routed.shape == captured.shape and (routed == captured).all()
+          and routed.shape == captured_ids.shape and (routed == captured_ids).all()
           and compiled.num_tokens == trace.num_tokens,
           f"capture under torch.compile: every step recorded from the graph's routing op "
           f"({compiled.num_tokens if compiled is not None else None} tokens, eager "
@@ -520,16 +546,16 @@ def main():
         if not os.path.exists(os.path.join(path, "config.json")):
             make_model(arch, path, seed=1, **sizes)
         models[arch] = path
-    tests = [("topk-qwen3-eager", lambda: test_native_policy(models, tmp, "qwen3_moe", True)),
+    tests = [("topk-qwen3-eager",
+              lambda: test_native_policy(models, tmp, "qwen3_moe", True, capture=True)),
              ("topk-mixtral-eager", lambda: test_native_policy(models, tmp, "mixtral", True)),
              ("topk-qwen3-compiled",
-              lambda: test_native_policy(models, tmp, "qwen3_moe", False)),
+              lambda: test_native_policy(models, tmp, "qwen3_moe", False, capture=True)),
              ("deepseek-v3-eager",
               lambda: test_native_policy(models, tmp, "deepseek_v3", True, "deepseek_v3",
                                          deepseek_reference)),
              ("bf16", lambda: test_bfloat16(models, tmp)),
-             ("xshare-1", lambda: test_xshare(models, tmp, 1)),
-             ("xshare-8", lambda: test_xshare(models, tmp, 8)),
+             ("xshare-1-8", lambda: test_xshare(models, tmp)),
              ("capacity-8", lambda: test_capacity(models, tmp)),
              ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),
              ("speculative", lambda: test_speculative(models, tmp)),
