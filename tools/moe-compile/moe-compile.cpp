@@ -294,8 +294,7 @@ int main(int argc, char **argv) {
             warpBarriers += sync.warpBarriers;
           }
           llvm::outs() << "  " << moe::stringifySizeClass(c.sizeClass) << " ("
-                       << (c.sizeClass == moe::SizeClass::large ||
-                                   c.sizeClass == moe::SizeClass::cooperative
+                       << (moe::isPerCtaClass(c.sizeClass)
                                ? "T >= " + std::to_string(c.minTokens)
                            : c.maxTokens ? "T <= " + std::to_string(c.maxTokens)
                                          : std::string("any T"))

@@ -134,14 +134,11 @@ LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef route
   // The size classes a launcher chooses between, each with its launches in order: the
   // first kernel's (decode or grid), the large-batch pair's, and the cooperative
   // kernel's (the pair as one launch, when the GPU holds its CTAs at once).
-  auto perCta = [](moe::SizeClass c) {
-    return c == moe::SizeClass::large || c == moe::SizeClass::cooperative;
-  };
   for (const KernelMetadata &k : m.kernels) {
     if (m.sizeClasses.empty() || m.sizeClasses.back().sizeClass != k.sizeClass) {
       SizeClassMetadata c;
       c.sizeClass = k.sizeClass;
-      c.minTokens = perCta(k.sizeClass) ? k.minTokens : 0;
+      c.minTokens = moe::isPerCtaClass(k.sizeClass) ? k.minTokens : 0;
       c.maxTokens = k.maxTokens;
       c.gridSteps = -1; // launch boundaries: one fewer than the launches
       m.sizeClasses.push_back(c);
@@ -181,9 +178,6 @@ const KernelMetadata *LaunchMetadata::kernel(StringRef name) const {
 }
 
 llvm::json::Value LaunchMetadata::toJson() const {
-  auto perCta = [](moe::SizeClass c) {
-    return c == moe::SizeClass::large || c == moe::SizeClass::cooperative;
-  };
   llvm::json::Array kernelList;
   for (const KernelMetadata &k : kernels) {
     llvm::json::Object entry{
@@ -224,7 +218,7 @@ llvm::json::Value LaunchMetadata::toJson() const {
       launches.push_back(l);
     llvm::json::Object entry{{"name", moe::stringifySizeClass(c.sizeClass)},
                              {"launches", std::move(launches)}};
-    if (perCta(c.sizeClass))
+    if (moe::isPerCtaClass(c.sizeClass))
       entry["min_tokens"] = c.minTokens;
     else
       entry["max_tokens"] = c.maxTokens ? llvm::json::Value(c.maxTokens) : nullptr;

@@ -103,6 +103,11 @@ cudaError_t Launcher::residentBlocks(const SizeClass &c, int &blocks) {
   return cudaSuccess;
 }
 
+/// ceil(T / tokens per block): the grid of the per-CTA rules (before FillGpu's cap).
+static int64_t ctasPerToken(const SizeClass &c, int64_t numTokens) {
+  return c.tokensPerBlock > 0 ? (numTokens + c.tokensPerBlock - 1) / c.tokensPerBlock : 0;
+}
+
 int32_t Launcher::launch(int64_t numTokens, void **args, cudaStream_t stream) {
   cudaError_t status = load();
   if (status != cudaSuccess)
@@ -112,12 +117,10 @@ int32_t Launcher::launch(int64_t numTokens, void **args, cudaStream_t stream) {
     return launchClass(c, numTokens, args, stream);
   // The cooperative kernel when the GPU holds all its CTAs at once (a cooperative
   // launch of more fails), else the class before it: the same batches, more launches.
-  int64_t grid =
-      c.tokensPerBlock > 0 ? (numTokens + c.tokensPerBlock - 1) / c.tokensPerBlock : 0;
   int cap = 0;
   if (c.tokensPerBlock > 0 && (status = residentBlocks(c, cap)) != cudaSuccess)
     return (int32_t)status;
-  if (grid <= cap || &c == &table.classes[0])
+  if (ctasPerToken(c, numTokens) <= cap || &c == &table.classes[0])
     return launchClass(c, numTokens, args, stream);
   return launchClass((&c)[-1], numTokens, args, stream);
 }
@@ -129,9 +132,7 @@ int32_t Launcher::launchClass(const SizeClass &c, int64_t numTokens, void **args
       c.firstKernel + c.numKernels > table.numKernels ||
       (c.grid != GridRule::OneBlock && c.tokensPerBlock < 1))
     return (int32_t)cudaErrorInvalidValue; // a malformed table or argument pack
-  int64_t grid = 1;
-  if (c.grid != GridRule::OneBlock)
-    grid = (numTokens + c.tokensPerBlock - 1) / c.tokensPerBlock;
+  int64_t grid = c.grid == GridRule::OneBlock ? 1 : ctasPerToken(c, numTokens);
   if (c.grid == GridRule::FillGpu) {
     int cap = 1;
     if ((status = residentBlocks(c, cap)) != cudaSuccess)

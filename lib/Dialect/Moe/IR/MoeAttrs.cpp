@@ -34,8 +34,7 @@ LogicalResult KernelLaunchAttr::verify(function_ref<InFlightDiagnostic()> emitEr
     return emitError() << "a kernel serves T in [min_tokens >= 1, max_tokens] (max_tokens "
                           "0: unbounded), got ["
                        << minTokens << ", " << maxTokens << "]";
-  bool perCta = sizeClass == SizeClass::large || sizeClass == SizeClass::cooperative;
-  if (perCta != (tokensPerCta > 0) || tokensPerCta < 0)
+  if (isPerCtaClass(sizeClass) != (tokensPerCta > 0) || tokensPerCta < 0)
     return emitError() << "tokens_per_cta must be positive for a large-batch kernel "
                           "(large, cooperative) and 0 "
                           "otherwise, got "

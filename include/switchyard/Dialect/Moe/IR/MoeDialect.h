@@ -11,6 +11,14 @@
 // discardable attributes (`moe.abi`) name them.
 #include "switchyard/Dialect/Moe/IR/MoeEnums.h.inc"
 
+namespace switchyard::moe {
+/// The size classes whose CTAs each take tokens_per_cta tokens from min_tokens on:
+/// the large-batch pair and the cooperative kernel.
+inline bool isPerCtaClass(SizeClass c) {
+  return c == SizeClass::large || c == SizeClass::cooperative;
+}
+} // namespace switchyard::moe
+
 #define GET_ATTRDEF_CLASSES
 #include "switchyard/Dialect/Moe/IR/MoeAttrs.h.inc"
 
