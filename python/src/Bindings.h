@@ -11,6 +11,7 @@
 
 #include "switchyard/Runtime/Binding.h"
 #include "switchyard/Runtime/Status.h"
+#include "switchyard/Runtime/StepRouter.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -34,7 +35,14 @@ namespace nb = nanobind;
 /// dtype on the host or a CUDA device; anything else is an error naming `what`.
 runtime::TensorView viewOf(const nb::ndarray<> &array, const std::string &what);
 
+/// Creates and registers a step router (runtime::StepRouter) of `entries`; returns its
+/// handle, or raises the router's error.
+int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
+                           const std::vector<std::string> &layerInputs, int64_t experts,
+                           const std::vector<std::string> &knobs, const std::string &label);
+
 void bindPolicies(nb::module_ &m);
+void bindSteps(nb::module_ &m);
 void bindExecutor(nb::module_ &m);
 void bindShapeTable(nb::module_ &m);
 void bindSignature(nb::module_ &m);

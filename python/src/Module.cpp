@@ -113,6 +113,7 @@ NB_MODULE(_switchyard, m) {
       "Registers the exception class raised for each status code (an int key).");
   bindSignature(m);
   bindPolicies(m);
+  bindSteps(m);
   bindExecutor(m);
   bindShapeTable(m);
 }

@@ -9,10 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
-#include "switchyard/Runtime/BoundCall.h"
 #include "switchyard/Runtime/CudaPolicy.h"
 #include "switchyard/Runtime/HostPolicy.h"
 #include "switchyard/Runtime/PolicyCache.h"
+#include "switchyard/Runtime/StepRouter.h"
 
 #include <optional>
 
@@ -138,6 +138,8 @@ public:
 
   std::string directory;
   const runtime::HostPolicy *hostPolicy() const { return host.get(); }
+  /// Shared with the step routers bound to it (they outlive the Python object).
+  const std::shared_ptr<const runtime::HostPolicy> &sharedHost() const { return host; }
 
 private:
   void bindAll(runtime::CallBuffers &call, nb::dict inputs, nb::dict outputs, bool device) {
@@ -184,94 +186,8 @@ private:
   }
 
   runtime::Signature sig;
-  std::unique_ptr<runtime::HostPolicy> host;
+  std::shared_ptr<const runtime::HostPolicy> host;
   std::unique_ptr<runtime::CudaPolicy> gpu;
-};
-
-/// A host call bound once (runtime::BoundCall) for engines that route every step:
-/// run() takes the token count, raw pointers and element types, the knob struct.
-/// With `fill_empty`, results 0 and 1 are topk_ids / topk_weights and vLLM's routing
-/// contract is applied after the call (runtime::fillEmptySlots).
-class BoundRoute {
-public:
-  BoundRoute(nb::object owner, const Policy &policy, const std::vector<std::string> &inputs,
-             const std::vector<std::string> &results, bool fillEmpty)
-      : owner(std::move(owner)), fill(fillEmpty) {
-    if (!policy.hostPolicy())
-      fail("bind_call: the policy was loaded for CUDA (the bound call runs on the host)");
-    std::string error;
-    call = runtime::BoundCall::create(*policy.hostPolicy(), inputs, results, error);
-    if (!call)
-      fail(error);
-    if (fill) {
-      const runtime::Signature &sig = call->signature();
-      if (results.size() < 2 || results[0] != "topk_ids" || results[1] != "topk_weights")
-        fail("bind_call(fill_empty=True) needs results topk_ids, topk_weights first");
-      const runtime::Param &ids = sig.params[call->resultParam(0)];
-      if (ids.shape.size() != 2 || ids.shape[1] < 0)
-        fail("bind_call: topk_ids of @" + sig.entry + " has no static k");
-      k = ids.shape[1];
-    }
-    numResults = results.size();
-    numInputs = inputs.size();
-  }
-
-  /// Returns the number of empty slots filled (0 without fill_empty).
-  int64_t run(int64_t tokens, const std::vector<uintptr_t> &inputs,
-              const std::vector<int> &dtypes, const std::vector<uintptr_t> &results,
-              int64_t experts, nb::object knobs) {
-    if (inputs.size() != dtypes.size() || results.size() != numResults)
-      fail("bound call: wrong number of pointers");
-    std::vector<npy::DType> types(dtypes.size());
-    for (size_t i = 0; i < dtypes.size(); ++i)
-      types[i] = static_cast<npy::DType>(dtypes[i]);
-    return runBound(tokens, reinterpret_cast<const void *const *>(inputs.data()),
-                    types.data(), reinterpret_cast<void *const *>(results.data()), experts,
-                    knobs);
-  }
-
-  /// run() for a call bound to one input (the logits): no lists to convert.
-  int64_t runLogits(int64_t tokens, uintptr_t logits, int dtype, uintptr_t ids,
-                    uintptr_t weights, int64_t experts, nb::object knobs) {
-    if (numInputs != 1 || numResults != 2)
-      fail("bound call: run_logits needs a call bound to logits alone and two results");
-    const void *inputs[1] = {reinterpret_cast<const void *>(logits)};
-    npy::DType types[1] = {static_cast<npy::DType>(dtype)};
-    void *results[2] = {reinterpret_cast<void *>(ids), reinterpret_cast<void *>(weights)};
-    return runBound(tokens, inputs, types, results, experts, knobs);
-  }
-
-private:
-  int64_t runBound(int64_t tokens, const void *const *inputs, const npy::DType *types,
-                   void *const *results, int64_t experts, nb::object knobs) {
-    if (fill && experts <= 0)
-      fail("bound call: fill_empty needs the expert count (experts=)");
-    const uint8_t *knobBytes = nullptr;
-    if (!knobs.is_none())
-      knobBytes = reinterpret_cast<const uint8_t *>(nb::cast<nb::bytes>(knobs).c_str());
-    runtime::Status status;
-    int64_t filled = 0;
-    {
-      // Small batches keep the GIL: releasing it costs more than the call.
-      std::optional<nb::gil_scoped_release> release;
-      if (tokens >= 64)
-        release.emplace();
-      status = call->run(tokens, inputs, types, results, knobBytes);
-      if (status.isOk() && fill)
-        filled =
-            runtime::fillEmptySlots(static_cast<int32_t *>(results[0]),
-                                    static_cast<float *>(results[1]), tokens, k, experts);
-    }
-    if (!status.isOk())
-      fail(status);
-    return filled;
-  }
-
-  nb::object owner; // keeps the Policy (and its library) alive
-  std::unique_ptr<runtime::BoundCall> call;
-  bool fill;
-  int64_t k = 0;
-  size_t numResults = 0, numInputs = 0;
 };
 
 } // namespace
@@ -296,19 +212,26 @@ void bindPolicies(nb::module_ &m) {
                              const std::vector<std::string> &knobs) { p.packKnobs(knobs); })
       .def("knob_struct", &Policy::knobStruct, nb::arg("knobs"))
       .def(
-          "bind_call",
-          [](nb::object self, const std::vector<std::string> &inputs,
-             const std::vector<std::string> &results, bool fillEmpty) {
-            return new BoundRoute(self, nb::cast<const Policy &>(self), inputs, results,
-                                  fillEmpty);
+          "bind_step_router",
+          [](const Policy &self, const std::vector<const Policy *> &narrow,
+             const std::vector<int> &narrowDtypes,
+             const std::vector<std::string> &layerInputs, int64_t experts,
+             const std::vector<std::string> &knobs, const std::string &label) {
+            if (!self.sharedHost())
+              fail("bind_step_router: the policy was loaded for CUDA (a step router runs "
+                   "on the host)");
+            std::vector<runtime::StepRouter::Entry> entries{{self.sharedHost()}};
+            for (size_t i = 0; i < narrow.size() && i < narrowDtypes.size(); ++i)
+              entries.push_back(
+                  {narrow[i]->sharedHost(), static_cast<npy::DType>(narrowDtypes[i])});
+            return registerStepRouter(std::move(entries), layerInputs, experts, knobs,
+                                      label);
           },
-          nb::arg("inputs"), nb::arg("results"), nb::arg("fill_empty") = false);
-  nb::class_<BoundRoute>(m, "BoundRoute")
-      .def("run", &BoundRoute::run, nb::arg("tokens"), nb::arg("inputs"), nb::arg("dtypes"),
-           nb::arg("results"), nb::arg("experts") = 0, nb::arg("knobs") = nb::none())
-      .def("run_logits", &BoundRoute::runLogits, nb::arg("tokens"), nb::arg("logits"),
-           nb::arg("dtype"), nb::arg("ids"), nb::arg("weights"), nb::arg("experts"),
-           nb::arg("knobs") = nb::none());
+          nb::arg("narrow"), nb::arg("narrow_dtypes"), nb::arg("layer_inputs"),
+          nb::arg("experts"), nb::arg("knobs"), nb::arg("label"),
+          "Binds the policy (float32 logits; `narrow`: the same policy compiled to read "
+          "the logits dtypes `narrow_dtypes` in place) as a step router; returns its "
+          "handle (runtime::StepRouter).");
 }
 
 } // namespace switchyard::python

@@ -10,33 +10,94 @@ once per forward step and every Switchyard router called inside reads what it de
     switchyard.set_batch_metadata()                                  # clear
 
 An argument given to a router call explicitly wins over the metadata. Values are
-per-token arrays/tensors (request_ids, positions, draft_mask) or a phase name / number.
+per-token arrays/tensors (request_ids, positions, draft_mask) or a phase name / number;
+`knobs` (a dict) overrides knobs for the step, `knob_groups` ([(token rows, knobs)])
+per group of requests, `warmup_step` marks an engine's warm-up run.
+
+The metadata is also handed to the runtime (runtime::StepState, this thread's), where
+the routing op switchyard::route_step reads it with no Python in the call.
 """
 import contextlib
 import contextvars
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
+from . import _switchyard
+from ._errors import InputError, KnobError
+
+# (the metadata dict, its runtime::StepState) of the current step, or None.
 _current: contextvars.ContextVar = contextvars.ContextVar("switchyard_batch_metadata",
                                                           default=None)
 
 PHASES = {"prefill": 0, "decode": 1, "mixed": 2}
+_PER_TOKEN = ("request_ids", "positions", "draft_mask")
 
 
 def set_batch_metadata(**values: Any) -> None:
     """Sets the metadata of the current step (no arguments: clears it)."""
-    _current.set(dict(values) if values else None)
+    entry = _entry(dict(values)) if values else None
+    _current.set(entry)
+    _switchyard.set_step_state(entry[1] if entry else None)
 
 
 def current_metadata() -> Optional[Dict[str, Any]]:
     """The metadata set for the current step, or None."""
-    return _current.get()
+    entry = _current.get()
+    return entry[0] if entry is not None else None
 
 
 @contextlib.contextmanager
 def batch_metadata(**values: Any):
     """The metadata of the forward passes run inside the `with` block."""
-    token = _current.set(dict(values))
+    entry = _entry(dict(values))
+    token = _current.set(entry)
+    _switchyard.set_step_state(entry[1])
     try:
         yield
     finally:
         _current.reset(token)
+        outer = _current.get()
+        _switchyard.set_step_state(outer[1] if outer is not None else None)
+
+
+def phase_number(value: Any) -> int:
+    """A phase given by name or number."""
+    if isinstance(value, str):
+        if value not in PHASES:
+            raise InputError(f"phase: '{value}' is not prefill, decode or mixed")
+        return PHASES[value]
+    return int(value)
+
+
+def knob_settings(knobs: Dict[str, Any], what: str = "knobs") -> List[str]:
+    """`name=value` settings of a knob dict, as the runtime parses them (a policy's own
+    rules check names and values where the knobs are used)."""
+    if not isinstance(knobs, dict):
+        raise KnobError(f"{what}: expected a dict of knob name -> value, got "
+                        f"{type(knobs).__name__}")
+    return [f"{name}={int(value) if isinstance(value, bool) else value}"
+            for name, value in knobs.items()]
+
+
+def _int32(name: str, value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):   # a torch tensor (on the host; a device tensor is copied)
+        value = value.detach().to("cpu").numpy()
+    array = np.asarray(value)
+    if array.ndim != 1:
+        raise InputError(f"batch metadata '{name}': expected one value per token, got shape "
+                         f"{array.shape}")
+    return np.ascontiguousarray(array, dtype=np.int32)
+
+
+def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any]:
+    per_token = {name: _int32(name, values[name]) if values.get(name) is not None else None
+                 for name in _PER_TOKEN}
+    phase = values.get("phase")
+    groups = [(np.ascontiguousarray(rows, dtype=np.int64), knob_settings(knobs, "knob_groups"))
+              for rows, knobs in (values.get("knob_groups") or ())]
+    state = _switchyard.make_step_state(
+        per_token["request_ids"], per_token["positions"], per_token["draft_mask"],
+        None if phase is None else phase_number(phase), bool(values.get("warmup_step")),
+        knob_settings(values.get("knobs") or {}), groups)
+    return values, state

@@ -45,10 +45,12 @@ def main():
                 "knobs": json.dumps(metadata.get("knobs") or {}),
                 "groups": len(metadata.get("knob_groups") or []),
                 "logits_dtype": str(logits.dtype),
-                "in_place": logits.dtype in getattr(self, "_bound_by_dtype", {})})
+                "in_place": logits.dtype in self.in_place_dtypes})
             return weights, ids
 
         _step.StepRouter.__call__ = recording
+        if not scenario.get("eager", True):
+            record_compiled_calls(records)
 
     from vllm import LLM, SamplingParams
     kwargs = dict(model=scenario["model"], dtype=scenario.get("dtype", "float32"),
@@ -96,6 +98,59 @@ def main():
             if run.get("record"):
                 save(records, run["record"])
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def record_compiled_calls(records):
+    """Under torch.compile the routing op's C++ kernel runs without Python: give every
+    Switchyard layer an index (as SWITCHYARD_CAPTURE does) so the op hands each call to
+    the runtime's step recorder, and record there (no layer tensors: none of the
+    compiled scenarios has one). Under SWITCHYARD_CAPTURE the capture's own layer
+    indices are used and its recorder gets every call too."""
+    import itertools
+
+    import numpy as np
+    from switchyard import _step
+    from switchyard._metadata import current_metadata
+    from switchyard.vllm import capture
+
+    layers = itertools.count()
+
+    class LayerIndices:
+        def new_layer(self, experts, top_k):
+            return next(layers)
+
+        def record(self, *args):   # eager calls: recorded by StepRouter.__call__
+            pass
+
+    if not os.environ.get(capture.CAPTURE_ENV):
+        capture.recorder = LayerIndices
+
+    def record(layer, logits, ids, weights, dtype):
+        if dtype == "bfloat16":
+            logits = (logits.astype(np.uint32) << 16).view(np.float32)
+        elif dtype == "float16":
+            logits = logits.view(np.float16).astype(np.float32)
+        metadata = dict(current_metadata() or {})
+        records.append({
+            "logits": logits.copy(), "ids": ids.copy(), "weights": weights.copy(),
+            "bias": None, "phase": metadata.get("phase", -1),
+            "request_ids": np.asarray(metadata.get("request_ids", [])),
+            "draft_mask": np.asarray(metadata.get("draft_mask", [])),
+            "knobs": json.dumps(metadata.get("knobs") or {}),
+            "groups": len(metadata.get("knob_groups") or []),
+            "logits_dtype": f"torch.{dtype}", "in_place": None})
+
+    set_recorder = _step.set_step_recorder
+
+    def set_with_ours(theirs):   # the capture's recorder, chained after ours
+        def both(*args):
+            record(*args)
+            if theirs is not None:
+                theirs(*args)
+        set_recorder(both)
+
+    _step.set_step_recorder = set_with_ours
+    set_with_ours(None)
 
 
 def save(records, path):

@@ -58,8 +58,8 @@ class EngineKnobs:
                 from .. import _step
                 with open(self.path) as f:
                     knobs = parse_knobs(f.read())
-                for step in list(_step._steps):   # the policy's own rules, every shape
-                    step.knob_struct(knobs)
+                for step in list(_step._steps.values()):   # the policy's own rules, every shape
+                    step.check_knobs(knobs)
                 self.knobs = knobs
                 logger.info("switchyard: engine knobs from %s: %s", self.path, self.knobs)
             except Exception as error:   # keep serving with the last good knobs

@@ -2,13 +2,14 @@
 
 With the variable set, every routing call a SwitchyardRouter makes is recorded per MoE
 layer (eager calls directly; under torch.compile the routing op records at run time,
-through _step.capture_hook; CUDA graph replays run no Python and are not recorded): the
-router logits [T, E] and the ids / weights the policy returned, with the step's batch
-metadata (batch.py): request ids, positions, phase (prefill 0, decode 1, draft tokens 2;
-in a mixed step a request scheduling one token counts as decode, more as prefill) and
-step (this process's forward counter). vLLM's warm-up and profiling runs (no requests)
-are not recorded. At most SWITCHYARD_CAPTURE_MAX_TOKENS tokens per layer (default
-65536): one warning when a step would go past it, then nothing more.
+through the runtime's step recorder, switchyard._step.set_step_recorder; CUDA graph
+replays run no Python and are not recorded): the router logits [T, E] and the ids /
+weights the policy returned, with the step's batch metadata (batch.py): request ids,
+positions, phase (prefill 0, decode 1, draft tokens 2; in a mixed step a request
+scheduling one token counts as decode, more as prefill) and step (this process's forward
+counter). vLLM's warm-up and profiling runs (no requests) are not recorded. At most
+SWITCHYARD_CAPTURE_MAX_TOKENS tokens per layer (default 65536): one warning when a step
+would go past it, then nothing more.
 
 Each process writes its own complete trace, DIR/rank-<rank> (the torch.distributed rank
 while the engine runs, else the process id), at exit (atexit) or when `flush()` is
@@ -100,6 +101,16 @@ class Recorder:
         entry["logits"].append(_logits_numpy(logits))
         entry["ids"].append(ids.detach().to("cpu").numpy().copy())
         entry["weights"].append(weights.detach().float().to("cpu").numpy().copy())
+
+    def record_arrays(self, layer: int, logits: np.ndarray, ids: np.ndarray,
+                      weights: np.ndarray, logits_dtype: str) -> None:
+        """record() for the routing op's recorder (switchyard._step.set_step_recorder):
+        NumPy views valid during the call; 16-bit logits as their uint16 bits."""
+        import torch
+        logits = torch.from_numpy(logits.copy())
+        if logits_dtype in ("bfloat16", "float16"):
+            logits = logits.view(getattr(torch, logits_dtype))
+        self.record(layer, logits, torch.from_numpy(ids), torch.from_numpy(weights))
 
     def _per_token(self, metadata, tokens: int) -> None:
         request_ids = np.asarray(metadata["request_ids"], np.int32)[:tokens]
@@ -214,7 +225,7 @@ def recorder() -> Optional[Recorder]:
         _recorder = Recorder(directory, _max_tokens())
         atexit.register(_write_at_exit)
         from .. import _step   # compiled graphs record from inside the routing op
-        _step.capture_hook = _recorder.record
+        _step.set_step_recorder(_recorder.record_arrays)
     return _recorder
 
 

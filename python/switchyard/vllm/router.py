@@ -120,7 +120,7 @@ def make_router_class():
                 # (a capturing layer passes its index: the op records at run time)
                 return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
                                                        self.step.handle, self._capture_layer)
-            weights, ids = self.step(router_logits, self._layer_tensors)   # eager: no dispatch
+            weights, ids = self.step(router_logits, self._layer_tensors)
             if self._capture is not None:
                 self._capture.record(self._capture_layer, router_logits, ids, weights)
             return weights, ids

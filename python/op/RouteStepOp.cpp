@@ -1,0 +1,138 @@
+//===- RouteStepOp.cpp - torch's switchyard::route_step, in C++ -----------===//
+//
+// The routing op engines call once per MoE layer and step:
+//
+//   switchyard::route_step(Tensor logits, Tensor[] layer_inputs, int handle,
+//                          int layer=-1)
+//       -> (Tensor topk_weights float32 [T, k], Tensor topk_ids int32 [T, k])
+//
+// `handle` names a runtime::StepRouter bound before tracing (a constant in a compiled
+// graph); a `layer` >= 0 is the MoE layer's index, and its call is handed to the
+// runtime's step recorder when a routing-trace capture has set one. The CPU kernel calls it
+// directly: no Python, no nanobind, no name or shape work per call; the step's metadata and
+// knobs are the thread's runtime::StepState. Built against PyTorch's stable ABI
+// (TORCH_TARGET_VERSION in CMake: the oldest torch supported), so one build loads into any
+// torch from that version on and any CPython. The CUDA kernel and the fake (meta) kernel
+// are registered from Python (switchyard/_step.py): the fake needs symbolic token counts.
+//
+//===----------------------------------------------------------------------===//
+#include "switchyard/Runtime/StepRouter.h"
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+namespace npy = switchyard::npy;
+
+/// Errors reach Python as RuntimeError with this message (the op's own words, without
+/// the source location STD_TORCH_CHECK would add).
+void check(bool condition, const std::string &message) {
+  if (!condition)
+    throw std::runtime_error(message);
+}
+
+std::string shapeText(const Tensor &tensor) {
+  std::string text = "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d)
+    text += (d ? ", " : "") + std::to_string(tensor.size(d));
+  return text + "]";
+}
+
+/// The runtime's element type of a tensor the op reads; false for any other.
+bool runtimeDType(const Tensor &tensor, npy::DType &dtype) {
+  switch (tensor.scalar_type()) {
+  case ScalarType::Float:
+    dtype = npy::DType::F32;
+    return true;
+  case ScalarType::BFloat16:
+    dtype = npy::DType::BF16;
+    return true;
+  case ScalarType::Half:
+    dtype = npy::DType::F16;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// An uninitialised contiguous CPU tensor [rows, cols] (the caching allocator's memory;
+/// no dispatcher round trip).
+Tensor emptyCpu(int64_t rows, int64_t cols, int32_t dtype) {
+  int64_t sizes[2] = {rows, cols};
+  int64_t strides[2] = {cols, 1};
+  AtenTensorHandle handle = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+      2, sizes, strides, dtype, aoti_torch_device_type_cpu(), 0, &handle));
+  return Tensor(handle);
+}
+
+std::tuple<Tensor, Tensor> routeStepCpu(Tensor logits, std::vector<Tensor> layerInputs,
+                                        int64_t handle, int64_t layer) {
+  const switchyard::runtime::StepRouter *router = switchyard::runtime::stepRouter(handle);
+  check(router != nullptr, "switchyard::route_step: no step router has handle " +
+                               std::to_string(handle) +
+                               " (bind one with switchyard.vllm.bind)");
+  const std::string &label = router->label();
+  check(logits.dim() == 2 && logits.size(1) == router->logitsWidth(),
+        label + ": logits of shape " + shapeText(logits) + ", expected [tokens, " +
+            std::to_string(router->logitsWidth()) + "]");
+  check(logits.is_cpu(), label + ": logits not on the CPU (the kernel this op runs)");
+  npy::DType logitsType;
+  check(runtimeDType(logits, logitsType),
+        label + ": logits must be float32, bfloat16 or float16");
+  if (!logits.is_contiguous())
+    logits = torch::stable::contiguous(logits);
+  check(layerInputs.size() == router->layerInputs().size(),
+        label + ": " + std::to_string(layerInputs.size()) + " layer tensors for " +
+            std::to_string(router->layerInputs().size()) + " layer inputs");
+  // The layer's tensors as the entry reads them: float32 / bfloat16 / float16,
+  // contiguous (a converted copy lives until the call returns).
+  std::vector<const void *> layerData(layerInputs.size());
+  std::vector<npy::DType> layerTypes(layerInputs.size());
+  for (size_t i = 0; i < layerInputs.size(); ++i) {
+    Tensor &tensor = layerInputs[i];
+    check(tensor.is_cpu(),
+          label + ": layer input '" + router->layerInputs()[i] + "' is not on the CPU");
+    if (!runtimeDType(tensor, layerTypes[i])) {
+      tensor = torch::stable::to(tensor, ScalarType::Float);
+      layerTypes[i] = npy::DType::F32;
+    }
+    if (!tensor.is_contiguous())
+      tensor = torch::stable::contiguous(tensor);
+    layerData[i] = tensor.data_ptr();
+  }
+  const int64_t tokens = logits.size(0), k = router->topK();
+  Tensor ids = emptyCpu(tokens, k, aoti_torch_dtype_int32());
+  Tensor weights = emptyCpu(tokens, k, aoti_torch_dtype_float32());
+  switchyard::runtime::Status status = router->route(
+      tokens, logits.data_ptr(), logitsType, layerData.data(), layerTypes.data(),
+      static_cast<int32_t *>(ids.data_ptr()), static_cast<float *>(weights.data_ptr()));
+  check(status.isOk(), status.message());
+  if (layer >= 0)
+    if (switchyard::runtime::StepRecorder record = switchyard::runtime::stepRecorder())
+      record({layer, tokens, router->logitsWidth(), k, logits.data_ptr(), logitsType,
+              static_cast<const int32_t *>(ids.data_ptr()),
+              static_cast<const float *>(weights.data_ptr())});
+  return {weights, ids};
+}
+
+} // namespace
+
+STABLE_TORCH_LIBRARY_FRAGMENT(switchyard, m) {
+  m.def("route_step(Tensor logits, Tensor[] layer_inputs, int handle, int layer=-1) -> "
+        "(Tensor, Tensor)");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(switchyard, CPU, m) {
+  m.impl("route_step", TORCH_BOX(&routeStepCpu));
+}

@@ -1,0 +1,200 @@
+//===- StepBinding.cpp - step routers and the step's state, from Python ---===//
+//
+// The Python side of runtime::StepRouter: routers are registered once (their handle
+// is what the torch op switchyard::route_step takes), an eager call routes through the
+// same C++ as the op, and the engine integration sets the thread's StepState (batch
+// metadata and knobs) once per forward step.
+//
+//===----------------------------------------------------------------------===//
+#include "Bindings.h"
+
+#include <optional>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+namespace switchyard::python {
+
+int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
+                           const std::vector<std::string> &layerInputs, int64_t experts,
+                           const std::vector<std::string> &knobs,
+                           const std::string &label) {
+  runtime::Status status;
+  std::unique_ptr<runtime::StepRouter> router = runtime::StepRouter::create(
+      std::move(entries), layerInputs, experts, knobs, label, status);
+  if (!router)
+    fail(status);
+  return runtime::registerStepRouter(std::move(router));
+}
+
+namespace {
+
+using Int32Array = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Int64Array = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// The thread's step state, as a Python object (kept to restore a nesting's outer one).
+struct StepStateRef {
+  std::shared_ptr<const runtime::StepState> state;
+};
+
+const runtime::StepRouter &routerOf(int64_t handle) {
+  const runtime::StepRouter *router = runtime::stepRouter(handle);
+  if (!router)
+    fail("no step router has handle " + std::to_string(handle));
+  return *router;
+}
+
+std::optional<std::vector<int32_t>> copied(const std::optional<Int32Array> &array) {
+  if (!array)
+    return std::nullopt;
+  return std::vector<int32_t>(array->data(), array->data() + array->shape(0));
+}
+
+StepStateRef
+makeState(const std::optional<Int32Array> &requestIds,
+          const std::optional<Int32Array> &positions,
+          const std::optional<Int32Array> &draftMask, std::optional<int64_t> phase,
+          bool warmup, const std::vector<std::string> &knobs,
+          const std::vector<std::pair<Int64Array, std::vector<std::string>>> &groups) {
+  auto state = std::make_shared<runtime::StepState>();
+  state->requestIds = copied(requestIds);
+  state->positions = copied(positions);
+  state->draftMask = copied(draftMask);
+  state->phase = phase;
+  state->warmup = warmup;
+  state->knobs = knobs;
+  for (const auto &[rows, settings] : groups)
+    state->groups.push_back(
+        {std::vector<int64_t>(rows.data(), rows.data() + rows.shape(0)), settings});
+  return {std::move(state)};
+}
+
+void route(const runtime::StepRouter &router, int64_t tokens, const void *logits,
+           int logitsType, const void *const *layer, const npy::DType *layerTypes,
+           uintptr_t ids, uintptr_t weights) {
+  runtime::Status status;
+  {
+    // Small batches keep the GIL: releasing it costs more than the call.
+    std::optional<nb::gil_scoped_release> release;
+    if (tokens >= 64)
+      release.emplace();
+    status =
+        router.route(tokens, logits, static_cast<npy::DType>(logitsType), layer, layerTypes,
+                     reinterpret_cast<int32_t *>(ids), reinterpret_cast<float *>(weights));
+  }
+  if (!status.isOk())
+    fail(status);
+}
+
+/// The Python callable the step recorder calls (set_step_recorder), never freed: the
+/// runtime may call it until the process exits.
+nb::object *recorderCallable = nullptr;
+
+template <typename T>
+nb::ndarray<nb::numpy, T> view(const void *data, int64_t rows, int64_t cols) {
+  size_t shape[2] = {static_cast<size_t>(rows), static_cast<size_t>(cols)};
+  return nb::ndarray<nb::numpy, T>(const_cast<void *>(data), 2, shape, nb::handle());
+}
+
+/// runtime::StepRecorder: the call's memory as NumPy views (valid during the call: the
+/// callable copies what it keeps); float32 logits as they are, bfloat16 / float16 as
+/// their uint16 bit patterns (the last argument names the dtype). A Python error is
+/// reported as unraisable, never raised into the op.
+void recordInPython(const runtime::RecordedCall &call) {
+  nb::gil_scoped_acquire gil;
+  if (!recorderCallable || !recorderCallable->is_valid())
+    return;
+  try {
+    nb::object logits =
+        call.logitsType == npy::DType::F32
+            ? nb::cast(view<float>(call.logits, call.tokens, call.width))
+            : nb::cast(view<uint16_t>(call.logits, call.tokens, call.width));
+    (*recorderCallable)(call.layer, logits, view<int32_t>(call.ids, call.tokens, call.k),
+                        view<float>(call.weights, call.tokens, call.k),
+                        npy::dtypeName(call.logitsType));
+  } catch (nb::python_error &error) {
+    error.discard_as_unraisable("switchyard's routing-trace recorder");
+  } catch (const std::exception &error) {
+    PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "switchyard's routing-trace recorder: %s",
+                     error.what());
+  }
+}
+
+} // namespace
+
+void bindSteps(nb::module_ &m) {
+  m.def(
+      "set_step_recorder",
+      [](nb::object callable) {
+        if (callable.is_none()) {
+          runtime::setStepRecorder(nullptr);
+          return;
+        }
+        if (!recorderCallable)
+          recorderCallable = new nb::object();
+        *recorderCallable = callable;
+        runtime::setStepRecorder(&recordInPython);
+      },
+      nb::arg("recorder").none(),
+      "Records the routing op's calls with a layer >= 0: recorder(layer, logits, ids, "
+      "weights, logits_dtype), NumPy views valid during the call, 16-bit logits as their "
+      "uint16 bits (None: stop).");
+  nb::class_<StepStateRef>(m, "StepState");
+  m.def("make_step_state", &makeState, nb::arg("request_ids").none(),
+        nb::arg("positions").none(), nb::arg("draft_mask").none(), nb::arg("phase").none(),
+        nb::arg("warmup"), nb::arg("knobs"), nb::arg("groups"),
+        "The batch metadata and knobs of a step (runtime::StepState; arrays copied).");
+  m.def(
+      "set_step_state",
+      [](std::optional<const StepStateRef *> ref) {
+        runtime::setStepState(ref && *ref ? (*ref)->state : nullptr);
+      },
+      nb::arg("state").none(), "Sets (None: clears) the calling thread's step state.");
+  m.def(
+      "step_router_info",
+      [](int64_t handle) {
+        const runtime::StepRouter &router = routerOf(handle);
+        return std::make_tuple(router.topK(), router.layerInputs(), router.logitsWidth());
+      },
+      nb::arg("handle"),
+      "(top_k, the layer inputs it binds, the logits' width) of a step router.");
+  m.def(
+      "step_route",
+      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,
+         const std::vector<uintptr_t> &layer, const std::vector<int> &layerTypes,
+         uintptr_t ids, uintptr_t weights) {
+        const runtime::StepRouter &router = routerOf(handle);
+        if (layer.size() != router.layerInputs().size() ||
+            layerTypes.size() != layer.size())
+          fail(router.label() + ": " + std::to_string(layer.size()) +
+               " layer tensors for " + std::to_string(router.layerInputs().size()) +
+               " layer inputs");
+        std::vector<npy::DType> types(layerTypes.size());
+        for (size_t i = 0; i < types.size(); ++i)
+          types[i] = static_cast<npy::DType>(layerTypes[i]);
+        route(router, tokens, reinterpret_cast<const void *>(logits), dtype,
+              reinterpret_cast<const void *const *>(layer.data()), types.data(), ids,
+              weights);
+      },
+      nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
+      nb::arg("layer"), nb::arg("layer_dtypes"), nb::arg("ids"), nb::arg("weights"),
+      "Routes one layer's call (raw pointers; results written in place).");
+  m.def(
+      "step_route_logits",
+      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype, uintptr_t ids,
+         uintptr_t weights) {
+        const runtime::StepRouter &router = routerOf(handle);
+        if (!router.layerInputs().empty())
+          fail(router.label() + ": the router binds layer inputs (step_route)");
+        route(router, tokens, reinterpret_cast<const void *>(logits), dtype, nullptr,
+              nullptr, ids, weights);
+      },
+      nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
+      nb::arg("ids"), nb::arg("weights"), "step_route for a router bound to logits alone.");
+}
+
+} // namespace switchyard::python
