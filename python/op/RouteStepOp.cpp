@@ -48,9 +48,13 @@ std::string shapeText(const Tensor &tensor) {
   return text + "]";
 }
 
-/// The runtime's element type of a tensor the op reads; false for any other.
+/// The runtime's element type of a tensor the op reads (int32: the placement's
+/// tables); false for any other.
 bool runtimeDType(const Tensor &tensor, npy::DType &dtype) {
   switch (tensor.scalar_type()) {
+  case ScalarType::Int:
+    dtype = npy::DType::I32;
+    return true;
   case ScalarType::Float:
     dtype = npy::DType::F32;
     return true;
@@ -95,8 +99,8 @@ std::tuple<Tensor, Tensor> routeStepCpu(Tensor logits, std::vector<Tensor> layer
   check(layerInputs.size() == router->layerInputs().size(),
         label + ": " + std::to_string(layerInputs.size()) + " layer tensors for " +
             std::to_string(router->layerInputs().size()) + " layer inputs");
-  // The layer's tensors as the entry reads them: float32 / bfloat16 / float16,
-  // contiguous (a converted copy lives until the call returns).
+  // The layer's tensors as the entry reads them: float32 / bfloat16 / float16 or
+  // int32, contiguous (a converted copy lives until the call returns).
   std::vector<const void *> layerData(layerInputs.size());
   std::vector<npy::DType> layerTypes(layerInputs.size());
   for (size_t i = 0; i < layerInputs.size(); ++i) {
@@ -104,8 +108,12 @@ std::tuple<Tensor, Tensor> routeStepCpu(Tensor logits, std::vector<Tensor> layer
     check(tensor.is_cpu(),
           label + ": layer input '" + router->layerInputs()[i] + "' is not on the CPU");
     if (!runtimeDType(tensor, layerTypes[i])) {
-      tensor = torch::stable::to(tensor, ScalarType::Float);
-      layerTypes[i] = npy::DType::F32;
+      bool integral = tensor.scalar_type() == ScalarType::Long ||
+                      tensor.scalar_type() == ScalarType::Short ||
+                      tensor.scalar_type() == ScalarType::Char ||
+                      tensor.scalar_type() == ScalarType::Byte;
+      tensor = torch::stable::to(tensor, integral ? ScalarType::Int : ScalarType::Float);
+      layerTypes[i] = integral ? npy::DType::I32 : npy::DType::F32;
     }
     if (!tensor.is_contiguous())
       tensor = torch::stable::contiguous(tensor);

@@ -39,6 +39,8 @@ METADATA_INPUTS = ("request_ids", "positions", "draft_mask", "phase")
 
 # npy::DType's codes (runtime/include/switchyard/Runtime/Npy.h).
 _DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+# A layer's tensors may also be int32 (the placement's tables).
+_LAYER_DTYPE_CODES = {**_DTYPE_CODES, torch.int32: 6}
 
 _steps: Dict[int, "StepRouter"] = {}   # handle -> StepRouter
 # Drop the Routers at exit, before the extension's types go away (the runtime keeps
@@ -104,12 +106,13 @@ class StepRouter:
         if len(layer_tensors) != len(self.layer_inputs):
             raise InputError(f"{self.label}: {len(layer_tensors)} layer tensors for the "
                              f"layer inputs {', '.join(self.layer_inputs)}")
-        tensors = [t if t.dtype in _DTYPE_CODES and t.is_contiguous() and
-                   t.device.type == "cpu" else t.to("cpu", torch.float32).contiguous()
-                   for t in layer_tensors]
+        tensors = [t if t.dtype in _LAYER_DTYPE_CODES and t.is_contiguous() and
+                   t.device.type == "cpu" else
+                   t.to("cpu", torch.float32 if t.is_floating_point() else torch.int32)
+                   .contiguous() for t in layer_tensors]
         _switchyard.step_route(self.handle, tokens, logits.data_ptr(), dtype,
                                [t.data_ptr() for t in tensors],
-                               [_DTYPE_CODES[t.dtype] for t in tensors],
+                               [_LAYER_DTYPE_CODES[t.dtype] for t in tensors],
                                ids.data_ptr(), weights.data_ptr())
         return weights, ids
 

@@ -16,13 +16,20 @@ std::unique_ptr<BoundCall> BoundCall::create(const HostPolicy &policy,
   call->resultSlot.assign(sig.params.size(), -1);
   call->numInputs = inputs.size();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    int64_t index = sig.findInput(inputs[i]);
+    // A parameter by its ABI name ("placement.log2phy": one part of an input that
+    // spans several), else an input by its name.
+    int64_t index = -1;
+    for (size_t j = 0; j < sig.params.size() && index < 0; ++j)
+      if (!sig.params[j].isOutput && sig.params[j].name == inputs[i])
+        index = static_cast<int64_t>(j);
+    if (index < 0)
+      index = sig.findInput(inputs[i]);
     if (index < 0) {
       error = "unknown argument '" + inputs[i] + "' for @" + sig.entry;
       return nullptr;
     }
     const Param &p = sig.params[index];
-    if (p.kind.rfind("placement", 0) == 0 || p.kind == "set") {
+    if (p.kind == "set") {
       error = "argument '" + inputs[i] + "' (" + p.kind + ") cannot be bound for a " +
               "per-step call";
       return nullptr;

@@ -110,17 +110,20 @@ std::unique_ptr<StepRouter> StepRouter::create(std::vector<Entry> entries,
     if (std::find(results.begin(), results.end(), needed) == results.end())
       return invalid(std::string("the policy returns no ") + needed + " (its results: " +
                      joined(results) + "): not a router an engine can run");
+  // Layer inputs the policy takes; the placement as its ABI parameters (a replica
+  // count per expert, the log2phy table), each passed by the engine.
   for (const std::string &n : layerInputs)
-    if (sig.findInput(n) >= 0)
-      router->layerNames.push_back(n);
+    for (const Param &p : sig.params)
+      if (!p.isOutput && p.inputName() == n)
+        router->layerNames.push_back(p.name);
   for (const std::string &n : inputs)
     if (std::optional<MetadataInput> m = metadataInput(n))
       router->metadata.push_back(*m);
   for (const std::string &n : inputs) {
-    bool given = n == "logits" ||
-                 std::find(router->layerNames.begin(), router->layerNames.end(), n) !=
-                     router->layerNames.end() ||
-                 metadataInput(n);
+    bool given =
+        n == "logits" ||
+        std::find(layerInputs.begin(), layerInputs.end(), n) != layerInputs.end() ||
+        metadataInput(n);
     if (!given) {
       std::vector<std::string> offered{"logits"};
       offered.insert(offered.end(), layerInputs.begin(), layerInputs.end());

@@ -7,18 +7,62 @@ scoring_func, routed_scaling_factor, e_score_correction_bias, ...). The plugin's
 factory binds the policy to exactly that shape (compiled once per shape, when the
 model is built) and keeps vLLM's BaseRouter for what follows routing (EPLB's
 logical -> physical mapping, the index dtype, routed-experts capture).
+
+Every parameter of vLLM's factory is accounted for (FACTORY_PARAMETERS, vLLM 0.32 and
+0.33): what shapes the policy, what vLLM's BaseRouter keeps, what the plugin honours
+(0.33's skip_padding: padding rows get id -1 and weight 0, vLLM's own convention for
+it) and what it refuses (routing a policy does not replace). A factory parameter
+outside the table is logged when the plugin installs: the plugin may not know what it
+changes.
 """
+import inspect
 import logging
 from typing import Any, Dict, Optional
 
 import torch
 
 from .._errors import SwitchyardError
-from . import bind, capture
+from . import bind, capture, placement
 
 logger = logging.getLogger("switchyard.vllm")
 
 _steps: Dict[tuple, Any] = {}   # shape -> StepRouter (shared by the layers of a shape)
+
+
+#: The parameters of vLLM's create_fused_moe_router the plugin knows, by what it does
+#: with them.
+FACTORY_PARAMETERS = {
+    # the layer shape the policy is compiled for (_layer_shape)
+    "shape": ("top_k", "global_num_experts", "renormalize", "use_grouped_topk",
+              "num_expert_group", "topk_group", "routed_scaling_factor",
+              "e_score_correction_bias"),
+    # kept by vLLM's BaseRouter / ignored: the policy defines the scores (its .mlir
+    # file), vLLM picks the index dtype and handles EPLB after routing
+    "engine": ("eplb_state", "enable_eplb", "indices_type_getter", "scoring_func",
+               "custom_routing_function", "shared_expert_weight", "image_sentinel_lo",
+               "num_logical_experts"),
+    # honoured by the plugin's router
+    "honoured": ("skip_padding",),
+    # refused when set: routing a policy does not replace
+    "refused": ("zero_expert_type", "hash_indices_table", "bias_vl",
+                "num_fused_shared_experts"),
+}
+_KNOWN_PARAMETERS = {name for names in FACTORY_PARAMETERS.values() for name in names}
+
+
+def unknown_factory_parameters(factory) -> list:
+    """Parameters of vLLM's factory the plugin does not know (FACTORY_PARAMETERS)."""
+    return [name for name in inspect.signature(factory).parameters
+            if name not in _KNOWN_PARAMETERS]
+
+
+def _refused(kwargs: Dict[str, Any]) -> Optional[str]:
+    """The factory argument that asks for routing a policy does not replace, if any."""
+    for name in FACTORY_PARAMETERS["refused"]:
+        value = kwargs.get(name)
+        if value is not None and not (name == "num_fused_shared_experts" and value == 0):
+            return name
+    return None
 
 
 def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -40,12 +84,14 @@ def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return shape
 
 
-def step_router(settings, shape: Dict[str, Any], has_bias: bool, logits_dtypes=None):
+def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=None):
     """The StepRouter of `settings.policy` for a layer shape (compiled at most once);
-    `logits_dtypes`: the narrow logits read in place (default: the model's dtype)."""
+    `layer_inputs`: what the layer has ("bias", "placement"); `logits_dtypes`: the
+    narrow logits read in place (default: the model's dtype)."""
     if logits_dtypes is None:
         logits_dtypes = (_model_dtype(),)
-    key = tuple(sorted(shape.items())) + (has_bias, tuple(map(str, logits_dtypes)))
+    key = tuple(sorted(shape.items())) + (tuple(layer_inputs),
+                                          tuple(map(str, logits_dtypes)))
     step = _steps.get(key)
     if step is None:
         label = (f"SWITCHYARD_POLICY={settings.policy} ({shape['experts']} experts, "
@@ -53,10 +99,13 @@ def step_router(settings, shape: Dict[str, Any], has_bias: bool, logits_dtypes=N
         target = "cuda" if torch.cuda.is_available() and not _cpu_platform() else "host"
         try:
             step = bind(settings.policy, knobs=settings.knobs or None,
-                        layer_inputs=("bias",) if has_bias else (), target=target,
+                        layer_inputs=tuple(layer_inputs), target=target,
                         label=label, logits_dtypes=logits_dtypes, **shape)
         except SwitchyardError as error:
             message = str(error)
+            if "'placement'" in message or "generic in devices" in message:
+                message += (" (vLLM gives the expert placement when the MoE layers run "
+                            "expert-parallel: --enable-expert-parallel)")
             raise type(error)(message if message.startswith(label) else
                               f"{label}: {message}") from None
         _steps[key] = step
@@ -93,15 +142,21 @@ def make_router_class():
 
         def __init__(self, step, *, top_k: int, global_num_experts: int,
                      e_score_correction_bias: Optional[torch.Tensor] = None,
-                     eplb_state=None, renormalize: bool = True):
+                     eplb_state=None, renormalize: bool = True,
+                     skip_padding: bool = False, placement=None):
             super().__init__(top_k=top_k, global_num_experts=global_num_experts,
                              eplb_state=eplb_state)
+            # vLLM 0.33: padding rows the forward context marks get id -1, weight 0
+            # (with VLLM_MOE_SKIP_PADDING, as its grouped top-k router does).
+            self.skip_padding = skip_padding
             self.step = step
             self.renormalize = renormalize
             # The layer's tensor (vLLM loads the checkpoint into it in place later).
             self.e_score_correction_bias = e_score_correction_bias
-            self._layer_tensors = [e_score_correction_bias] if "bias" in step.layer_inputs \
-                else []
+            # The tensors of the layer inputs the policy binds, in its order: the
+            # correction bias, the expert placement's tables (EP).
+            given = dict(placement or {}, bias=e_score_correction_bias)
+            self._layer_tensors = [given[name] for name in step.layer_inputs]
             # SWITCHYARD_CAPTURE: this layer's recorder, else None (capture.py).
             self._capture = capture.recorder()
             self._capture_layer = -1
@@ -118,14 +173,33 @@ def make_router_class():
                              input_ids=None):
             if torch.compiler.is_compiling():   # one opaque node in the graph
                 # (a capturing layer passes its index: the op records at run time)
-                return torch.ops.switchyard.route_step(router_logits, self._layer_tensors,
-                                                       self.step.handle, self._capture_layer)
-            weights, ids = self.step(router_logits, self._layer_tensors)
-            if self._capture is not None:
-                self._capture.record(self._capture_layer, router_logits, ids, weights)
+                weights, ids = torch.ops.switchyard.route_step(
+                    router_logits, self._layer_tensors, self.step.handle,
+                    self._capture_layer)
+            else:
+                weights, ids = self.step(router_logits, self._layer_tensors)
+                if self._capture is not None:
+                    self._capture.record(self._capture_layer, router_logits, ids, weights)
+            if self.skip_padding:
+                weights, ids = _skip_padding(weights, ids)
             return weights, ids
 
     return SwitchyardRouter
+
+
+def _skip_padding(weights, ids):
+    """vLLM 0.33's skip_padding convention: rows the forward context marks as padding
+    get id -1 and weight 0 (only with VLLM_MOE_SKIP_PADDING set)."""
+    from vllm import envs
+    from vllm.forward_context import get_forward_context, is_forward_context_available
+    if not getattr(envs, "VLLM_MOE_SKIP_PADDING", False) or \
+            not is_forward_context_available():
+        return weights, ids
+    padding = getattr(get_forward_context(), "is_padding", None)
+    if padding is None:
+        return weights, ids
+    padding = padding[: ids.shape[0]].unsqueeze(1)
+    return weights.masked_fill(padding, 0), ids.masked_fill(padding, -1)
 
 
 _warned_graphs = False
@@ -154,26 +228,40 @@ def install(settings) -> None:
     from vllm.model_executor.layers.fused_moe.router import router_factory
 
     router_class = make_router_class()
-    original = router_factory.create_fused_moe_router
+    original = getattr(router_factory.create_fused_moe_router, "switchyard_original",
+                       router_factory.create_fused_moe_router)
+    unknown = unknown_factory_parameters(original)
+    if unknown:
+        logger.warning("switchyard: vLLM's create_fused_moe_router takes %s, which the "
+                       "plugin does not know: it routes as if they were at their defaults",
+                       ", ".join(unknown))
 
     def create_fused_moe_router(**kwargs):
-        for unsupported in ("zero_expert_type", "hash_indices_table"):
-            if kwargs.get(unsupported) is not None:
-                raise SwitchyardError(
-                    f"SWITCHYARD_POLICY={settings.policy}: this model's MoE layers use "
-                    f"{unsupported} routing, which a Switchyard policy does not replace")
+        refused = _refused(kwargs)
+        if refused is not None:
+            raise SwitchyardError(
+                f"SWITCHYARD_POLICY={settings.policy}: this model's MoE layers use "
+                f"{refused} routing, which a Switchyard policy does not replace")
         bias = kwargs.get("e_score_correction_bias")
         shape = _layer_shape(kwargs)
-        step = step_router(settings, shape, bias is not None)
+        layer_inputs = ["bias"] if bias is not None else []
+        tables = {}
+        ep = placement.expert_parallel()
+        if ep is not None:   # the expert placement, for policies that take one
+            tables, slots = placement.placement_tables(shape["experts"], *ep)
+            shape.update(devices=ep[0], slots=slots)
+            layer_inputs.append("placement")
+        step = step_router(settings, shape, layer_inputs)
         if "bias" in step.router.inputs and bias is None:
             raise SwitchyardError(
                 f"SWITCHYARD_POLICY={settings.policy}: the policy needs input 'bias' "
                 "(e_score_correction_bias), which this model's MoE layers do not have")
         return router_class(step, top_k=shape["top_k"],
                             global_num_experts=shape["experts"],
-                            e_score_correction_bias=bias,
+                            e_score_correction_bias=bias, placement=tables,
                             eplb_state=kwargs.get("eplb_state"),
-                            renormalize=shape["renormalize"])
+                            renormalize=shape["renormalize"],
+                            skip_padding=bool(kwargs.get("skip_padding", False)))
 
     create_fused_moe_router.switchyard_original = original
     router_factory.create_fused_moe_router = create_fused_moe_router

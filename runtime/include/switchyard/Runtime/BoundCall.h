@@ -21,7 +21,9 @@ namespace switchyard::runtime {
 class BoundCall {
 public:
   /// Binds `policy`'s inputs in the order of `inputs` (every input of the entry must
-  /// be named once; scalars too) and its results `results` (caller memory); false
+  /// be named once; scalars too; an input of several ABI parameters, the placement, by
+  /// their ABI names: "placement.replicas", "placement.log2phy", in the caller's
+  /// trust: values are not checked) and its results `results` (caller memory); false
   /// with `error` naming the argument otherwise.
   static std::unique_ptr<BoundCall> create(const HostPolicy &policy,
                                            const std::vector<std::string> &inputs,

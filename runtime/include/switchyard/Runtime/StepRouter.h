@@ -66,7 +66,8 @@ public:
 
   /// Binds `entries` (the float32 one first; the same policy compiled for other logits
   /// dtypes after it) to the logits, then `layerInputs` (the names of the tensors the
-  /// engine passes, in order; names the policy does not take are skipped), then the
+  /// engine passes, in order; names the policy does not take are skipped; "placement"
+  /// stands for its ABI parameters, layerInputs() names them), then the
   /// metadata inputs the policy declares. Every other input of the policy, or a
   /// policy without topk_ids / topk_weights results, is an error naming it
   /// (kInvalidArgument). `label` prefixes every error of the router's calls.
@@ -77,7 +78,8 @@ public:
                                             const std::string &label, Status &status);
 
   /// One layer's routing call: `tokens` rows of logits (`logitsType`), the layer
-  /// tensors in the order of layerInputs() (float32, or bfloat16 / float16 widened),
+  /// tensors in the order of layerInputs() (float32, or bfloat16 / float16 widened;
+  /// int32 for the placement's parameters),
   /// ids int32 [tokens, k] and weights float32 [tokens, k] written. The step's
   /// metadata and knobs come from the calling thread's StepState.
   Status route(int64_t tokens, const void *logits, npy::DType logitsType,
