@@ -183,18 +183,6 @@ void bindSteps(nb::module_ &m) {
       nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
       nb::arg("layer"), nb::arg("layer_dtypes"), nb::arg("ids"), nb::arg("weights"),
       "Routes one layer's call (raw pointers; results written in place).");
-  m.def(
-      "step_route_logits",
-      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype, uintptr_t ids,
-         uintptr_t weights) {
-        const runtime::StepRouter &router = routerOf(handle);
-        if (!router.layerInputs().empty())
-          fail(router.label() + ": the router binds layer inputs (step_route)");
-        route(router, tokens, reinterpret_cast<const void *>(logits), dtype, nullptr,
-              nullptr, ids, weights);
-      },
-      nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
-      nb::arg("ids"), nb::arg("weights"), "step_route for a router bound to logits alone.");
 }
 
 } // namespace switchyard::python

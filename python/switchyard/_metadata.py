@@ -19,6 +19,7 @@ the routing op switchyard::route_step reads it with no Python in the call.
 """
 import contextlib
 import contextvars
+from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -73,7 +74,7 @@ def phase_number(value: Any) -> int:
 def knob_settings(knobs: Dict[str, Any], what: str = "knobs") -> List[str]:
     """`name=value` settings of a knob dict, as the runtime parses them (a policy's own
     rules check names and values where the knobs are used)."""
-    if not isinstance(knobs, dict):
+    if not isinstance(knobs, Mapping):
         raise KnobError(f"{what}: expected a dict of knob name -> value, got "
                         f"{type(knobs).__name__}")
     return [f"{name}={int(value) if isinstance(value, bool) else value}"

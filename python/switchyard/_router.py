@@ -10,13 +10,12 @@ dtype in place (no copy) and refuses float32 (narrowing would round).
 """
 import copy
 import sys
-from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
 from ._errors import InputError, KnobError
-from ._metadata import PHASES, current_metadata
+from ._metadata import PHASES, current_metadata, knob_settings
 
 _NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
 
@@ -130,17 +129,11 @@ class Router:
 
     # -- calls --------------------------------------------------------------------------
     def _knob_settings(self, knobs: Dict[str, Any]) -> List[str]:
-        if not isinstance(knobs, Mapping):
-            raise KnobError(f"knobs: expected a dict of knob name -> value, got "
-                            f"{type(knobs).__name__}")
-        settings = []
-        for name, value in knobs.items():
+        settings = knob_settings(knobs)
+        for name in knobs:
             if name not in self.knobs:
                 known = ", ".join(self.knobs) or "none"
                 raise KnobError(f"unknown knob '{name}' for @{self.entry} (its knobs: {known})")
-            if isinstance(value, bool):
-                value = int(value)
-            settings.append(f"{name}={value}")
         return settings
 
     def result_shape(self, name_or_param, tokens: int) -> List[int]:

@@ -99,10 +99,6 @@ class StepRouter:
         tokens = logits.shape[0]
         ids = torch.empty((tokens, self.top_k), dtype=torch.int32)
         weights = torch.empty((tokens, self.top_k), dtype=torch.float32)
-        if not self.layer_inputs:
-            _switchyard.step_route_logits(self.handle, tokens, logits.data_ptr(), dtype,
-                                          ids.data_ptr(), weights.data_ptr())
-            return weights, ids
         if len(layer_tensors) != len(self.layer_inputs):
             raise InputError(f"{self.label}: {len(layer_tensors)} layer tensors for the "
                              f"layer inputs {', '.join(self.layer_inputs)}")
@@ -154,12 +150,11 @@ def route_step(logits: torch.Tensor, layer_inputs: List[torch.Tensor], handle: i
     was not built)."""
     weights, ids = _steps[handle](logits, layer_inputs)
     if layer >= 0 and _recorder is not None:
-        host = logits.detach().cpu().contiguous()
-        dtype = str(host.dtype).replace("torch.", "")
-        array = host.view(torch.int16).numpy().view(np.uint16) if host.element_size() == 2 \
-            else host.float().numpy()
+        from .trace.capture import _logits_numpy   # float32, or bfloat16 as its bits
+        array = _logits_numpy(logits)
         _recorder(layer, array, ids.detach().cpu().numpy(),
-                  weights.detach().float().cpu().numpy(), dtype)
+                  weights.detach().float().cpu().numpy(),
+                  "bfloat16" if array.dtype == np.uint16 else "float32")
     return weights, ids
 
 

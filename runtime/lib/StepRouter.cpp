@@ -14,6 +14,10 @@ std::shared_ptr<const StepState> &threadState() {
   return state;
 }
 
+constexpr MetadataInput kMetadataInputs[] = {
+    MetadataInput::RequestIds, MetadataInput::Positions, MetadataInput::DraftMask,
+    MetadataInput::Phase};
+
 const char *metadataName(MetadataInput input) {
   switch (input) {
   case MetadataInput::RequestIds:
@@ -73,8 +77,7 @@ void setStepState(std::shared_ptr<const StepState> state) {
 const std::shared_ptr<const StepState> &currentStepState() { return threadState(); }
 
 std::optional<MetadataInput> metadataInput(const std::string &name) {
-  for (MetadataInput input : {MetadataInput::RequestIds, MetadataInput::Positions,
-                              MetadataInput::DraftMask, MetadataInput::Phase})
+  for (MetadataInput input : kMetadataInputs)
     if (name == metadataName(input))
       return input;
   return std::nullopt;
@@ -127,8 +130,7 @@ std::unique_ptr<StepRouter> StepRouter::create(std::vector<Entry> entries,
     if (!given) {
       std::vector<std::string> offered{"logits"};
       offered.insert(offered.end(), layerInputs.begin(), layerInputs.end());
-      for (MetadataInput m : {MetadataInput::RequestIds, MetadataInput::Positions,
-                              MetadataInput::DraftMask, MetadataInput::Phase})
+      for (MetadataInput m : kMetadataInputs)
         offered.push_back(metadataName(m));
       return invalid("the policy needs input '" + n +
                      "', which the engine does not give (given: " + joined(offered) + ")");
@@ -232,11 +234,11 @@ Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsTy
                                                   " (float32, bfloat16 or float16)");
   const StepState *state = currentStepState().get();
   if (!state && !metadata.empty()) {
-    std::string names;
+    std::vector<std::string> names;
     for (MetadataInput m : metadata)
-      names += std::string(names.empty() ? "" : ", ") + metadataName(m);
+      names.push_back(metadataName(m));
     return fail(StatusCode::kInvalidArgument,
-                "the policy needs " + names +
+                "the policy needs " + joined(names) +
                     " from the step's batch metadata, and none is set "
                     "(switchyard.set_batch_metadata / the engine integration sets it)");
   }

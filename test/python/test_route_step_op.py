@@ -31,28 +31,13 @@ import switchyard.vllm as sv  # noqa: E402
 from switchyard import _step  # noqa: E402
 
 
-def fill_reference(ids, weights, experts):
-    """vLLM's contract (docs/vllm.md): an empty slot gets weight 0 and the token's first
-    routed expert, else the batch's first routed expert in token order, else 0."""
-    ids, weights = ids.copy(), weights.copy()
-    valid = (ids >= 0) & (ids < experts)
-    batch = ids[valid][0] if valid.any() else 0
-    for t in range(ids.shape[0]):
-        own = ids[t][valid[t]]
-        fill = own[0] if own.size else batch
-        ids[t][~valid[t]] = fill
-        weights[t][~valid[t]] = 0
-    return ids, weights
-
-
 def routed(result):
     return result["topk_ids"], result["topk_weights"]
 
 
 def same(got, want_ids, want_weights, experts):
     w, i = got
-    want_ids, want_weights = fill_reference(np.asarray(want_ids, np.int32),
-                                            np.asarray(want_weights, np.float32), experts)
+    want_ids, want_weights = reference.engine_contract(want_ids, want_weights, experts)
     return (i.dtype == torch.int32 and w.dtype == torch.float32
             and np.array_equal(i.numpy(), want_ids)
             and np.allclose(w.numpy(), want_weights, atol=1e-5, rtol=0))
@@ -165,7 +150,7 @@ def metadata_and_knobs():
     want_w = np.zeros((24, 4), np.float32)
     for rows, budget in ((a, 1), (b, 6), (rest, 24)):
         gi, gw = routed(reference.xshare(x[rows], 4, budget=budget))
-        gi, gw = fill_reference(gi, gw, 32)
+        gi, gw = reference.engine_contract(gi, gw, 32)
         want_ids[rows], want_w[rows] = gi, gw
     with sy.batch_metadata(knob_groups=[(a, {"budget": 1}), (b, {"budget": 6})]):
         w_got, i_got = op(t, [], xshare.handle)

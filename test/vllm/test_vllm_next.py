@@ -227,23 +227,11 @@ def expert_parallel():
     weights, ids = router.select_experts(torch.zeros(23, 8), logits)
     ref = reference.xshare_ep(logits.numpy(), bias.numpy(), log2phy.numpy(), 4, devices=4,
                               slots=16, scaling=2.5)
-    want = reference_filled(ref)
+    want_ids, want_weights = reference.engine_contract(ref["topk_ids"], ref["topk_weights"],
+                                                       16)
     check("xshare_ep under EP (4 ranks) = the reference on vLLM's placement",
-          np.array_equal(ids.numpy(), want[1])
-          and np.allclose(weights.numpy(), want[0], atol=1e-5, rtol=0))
-
-
-def reference_filled(ref):
-    """vLLM's contract on a reference result: empty slots get weight 0 and the token's
-    (else the batch's) first expert."""
-    ids, weights = ref["topk_ids"].copy(), ref["topk_weights"].copy()
-    valid = ids >= 0
-    batch = ids[valid][0] if valid.any() else 0
-    for t in range(ids.shape[0]):
-        own = ids[t][valid[t]]
-        ids[t][~valid[t]] = own[0] if own.size else batch
-        weights[t][~valid[t]] = 0
-    return weights, ids
+          np.array_equal(ids.numpy(), want_ids)
+          and np.allclose(weights.numpy(), want_weights, atol=1e-5, rtol=0))
 
 
 def main():

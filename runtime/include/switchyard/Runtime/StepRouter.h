@@ -26,9 +26,8 @@
 namespace switchyard::runtime {
 
 /// The batch metadata and knobs of one forward step (see python/switchyard/_metadata.py
-/// for what each means). Per-token arrays hold `tokens` entries.
+/// for what each means). Per-token arrays hold one entry per token of the batch.
 struct StepState {
-  int64_t tokens = 0;
   std::optional<std::vector<int32_t>> requestIds, positions, draftMask;
   std::optional<int64_t> phase;
   /// An engine's warm-up or profiling run (no requests): a missing per-token input
