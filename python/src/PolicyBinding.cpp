@@ -93,16 +93,17 @@ public:
   }
 
   /// Launches on a CUDA stream (a cudaStream_t as an integer, 0: the legacy default)
-  /// with device arrays and a device workspace of workspace_bytes(tokens).
-  int64_t launch(nb::dict inputs, nb::dict outputs, const std::vector<std::string> &knobs,
-                 uintptr_t workspace, uintptr_t stream) {
+  /// with device arrays, a device workspace of workspace_bytes(tokens) and the knob
+  /// struct in device memory (knob_struct's bytes; 0: the defaults).
+  int64_t launch(nb::dict inputs, nb::dict outputs, uintptr_t knobs, uintptr_t workspace,
+                 uintptr_t stream) {
     if (!gpu)
       fail("@" + sig.entry + " was loaded for the host; compile it with target=\"cuda\"");
     runtime::CallBuffers call(sig);
     bindAll(call, inputs, outputs, /*device=*/true);
-    std::vector<uint8_t> knobBytes = packKnobs(knobs);
     runtime::Status status =
-        gpu->launch(call.tokens(), call.buffers(), call.scalars(), knobBytes,
+        gpu->launch(call.tokens(), call.buffers(), call.scalars(),
+                    reinterpret_cast<const void *>(knobs),
                     reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream));
     if (!status.isOk())
       fail(status);

@@ -85,6 +85,19 @@ def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Ten
     with torch.cuda.device(device):
         workspace = torch.empty(max(router._native.workspace_bytes(tokens), 1),
                                 dtype=torch.uint8, device=device)
+        knobs = device_knobs(router, settings, device)
         stream = torch.cuda.current_stream(device).cuda_stream
-        router._native.launch(tensors, outputs, settings, workspace.data_ptr(), stream)
+        router._native.launch(tensors, outputs, knobs.data_ptr() if knobs is not None
+                              else 0, workspace.data_ptr(), stream)
     return {p["name"]: outputs[p["name"]] for p in router._selected}
+
+
+def device_knobs(router, settings: List[str], device: torch.device):
+    """The knob struct for `settings` (checked against the knobs' rules) in device
+    memory, which the kernels read when they run; None (the defaults) when nothing is
+    set. The tensor must live until the launch has run: the caching allocator keeps it
+    for the stream."""
+    if not settings:
+        return None
+    raw = router._native.knob_struct(settings)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(device, non_blocking=True)

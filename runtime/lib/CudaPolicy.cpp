@@ -66,15 +66,15 @@ std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir,
 }
 
 Status CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
-                          const std::vector<int64_t> &scalars,
-                          const std::vector<uint8_t> &knobs, void *workspacePtr,
-                          void *stream) const {
-  // The launcher's parameters: those of the host entry, then workspace and stream.
-  PackedArguments packed(entry.signature, tokens, buffers, scalars,
-                         knobs.empty() ? nullptr : knobs.data(), {workspacePtr, stream});
+                          const std::vector<int64_t> &scalars, const void *deviceKnobs,
+                          void *workspacePtr, void *stream) const {
+  // The launcher's parameters: those of the host entry (the knob struct a device
+  // pointer), then workspace and stream.
+  PackedArguments packed(entry.signature, tokens, buffers, scalars, deviceKnobs,
+                         {workspacePtr, stream});
   launcher(packed.arguments().data());
   int32_t status = packed.status();
-  // Negative: the entry's own status (token count, knob); positive: a cudaError_t.
+  // Negative: the launcher's own status (the token count); positive: a cudaError_t.
   if (status < 0)
     return entryStatus(entry.signature, -status,
                        "@" + entry.signature.entry + " GPU launch");

@@ -1,7 +1,7 @@
 """A packed router on the GPU: its launcher library, a case's inputs regenerated from
 the kit's recipe (checked against the packed SHA-256), device buffers laid out in the
 launcher's ABI order, and the call (`NAME_launch(num_tokens, inputs..., results...,
-[knobs,] workspace, stream)`)."""
+[knobs (a device pointer),] workspace, stream)`)."""
 import ctypes
 import json
 import os
@@ -80,7 +80,7 @@ class DeviceCall:
         cuda.fill(self.workspace, 0xA5, self.workspace_bytes)   # starts as garbage
         self.launch_fn = getattr(lib, f"{entry}_launch")
         self.launch_fn.restype = ctypes.c_int32
-        self.knob_buffer = None
+        self.knob_device = None   # the knob struct in device memory (None: NULL)
         if router["knobs"]:
             self.set_knobs(knobs_hex)
         args, k = [self.tokens], 0
@@ -95,16 +95,18 @@ class DeviceCall:
         self.args = args
 
     def set_knobs(self, knobs_hex):
-        """The knob struct the next launch passes (None: NULL, the defaults)."""
+        """Writes the knob struct into the device memory the kernels read (allocated at
+        the first struct; None before that: NULL, the defaults). A captured graph's
+        replays read what was written last."""
         if knobs_hex is None:
-            self.knob_buffer = None
-        else:
-            raw = bytes.fromhex(knobs_hex)
-            self.knob_buffer = ctypes.create_string_buffer(raw, len(raw))
+            return
+        raw = np.frombuffer(bytes.fromhex(knobs_hex), np.uint8)
+        if self.knob_device is None:
+            self.knob_device = self.cuda.malloc(raw.nbytes)
+        self.cuda.upload(self.knob_device, raw)
 
     def launch(self, stream=None):
-        extra = [ctypes.cast(self.knob_buffer, ctypes.c_void_p) if self.knob_buffer
-                 else ctypes.c_void_p(0)] if self.router["knobs"] else []
+        extra = [self.knob_device or ctypes.c_void_p(0)] if self.router["knobs"] else []
         status = self.launch_fn(*self.args, *extra, self.workspace,
                                 stream if stream is not None else ctypes.c_void_p(0))
         if status != 0:
@@ -119,7 +121,8 @@ class DeviceCall:
                 for k, (ptr, host) in self.outputs.items()}
 
     def free(self):
-        for ptr in self.inputs + [p for p, _ in self.outputs.values()] + [self.workspace]:
+        for ptr in self.inputs + [p for p, _ in self.outputs.values()] + [self.workspace] \
+                + ([self.knob_device] if self.knob_device is not None else []):
             self.cuda.free(ptr)
 
 

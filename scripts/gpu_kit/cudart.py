@@ -1,38 +1,14 @@
 """The CUDA runtime through ctypes: what the GPU kit needs to drive a generated
 launcher without PyTorch or the switchyard package (device buffers, streams, events,
-graph capture, kernel-node parameters). Every call is checked; a failure raises
+graph capture, graph nodes). Every call is checked; a failure raises
 CudaError naming the call and the error string.
 """
 import ctypes
 import os
 
 
-
 class CudaError(RuntimeError):
     pass
-
-
-class Dim3(ctypes.Structure):
-    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
-
-
-class KernelNodeParams(ctypes.Structure):
-    """cudaKernelNodeParams (cuda_runtime_api.h)."""
-    _fields_ = [("func", ctypes.c_void_p), ("gridDim", Dim3), ("blockDim", Dim3),
-                ("sharedMemBytes", ctypes.c_uint), ("kernelParams", ctypes.c_void_p),
-                ("extra", ctypes.c_void_p)]
-
-
-class DriverKernelNodeParams(ctypes.Structure):
-    """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h): the driver API's view of a kernel node,
-    used where the runtime's refuses a kernel it did not register (a cudaKernel_t from
-    cudaLibraryGetKernel, as the launchers use)."""
-    _fields_ = [("func", ctypes.c_void_p), ("gridDimX", ctypes.c_uint),
-                ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
-                ("blockDimZ", ctypes.c_uint), ("sharedMemBytes", ctypes.c_uint),
-                ("kernelParams", ctypes.c_void_p), ("extra", ctypes.c_void_p),
-                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
 
 
 CAPTURE_MODE_THREAD_LOCAL = 1
@@ -165,40 +141,11 @@ class Cudart:
                 kernels.append(ctypes.c_void_p(node))
         return kernels
 
-    def kernel_node_params(self, node):
-        """(api, parameters) of a kernel node: the runtime's cudaKernelNodeParams, else
-        (cudaErrorInvalidDeviceFunction) the driver's CUDA_KERNEL_NODE_PARAMS."""
-        params = KernelNodeParams()
-        status = self.rt.cudaGraphKernelNodeGetParams(node, ctypes.byref(params))
-        if status == 0:
-            return "runtime", params
-        self.rt.cudaGetLastError()
-        params = DriverKernelNodeParams()
-        result = self._driver().cuGraphKernelNodeGetParams_v2(node, ctypes.byref(params))
-        if result != 0:
-            self.check(status, "cudaGraphKernelNodeGetParams")
-        return "driver", params
-
     def instantiate(self, graph):
         exe = ctypes.c_void_p()
         self.check(self.rt.cudaGraphInstantiate(ctypes.byref(exe), graph,
                                                 ctypes.c_ulonglong(0)), "cudaGraphInstantiate")
         return exe
-
-    def set_kernel_node_params(self, exe, node, api_params):
-        api, params = api_params
-        if api == "runtime":
-            self.check(self.rt.cudaGraphExecKernelNodeSetParams(exe, node, ctypes.byref(params)),
-                       "cudaGraphExecKernelNodeSetParams")
-            return
-        result = self._driver().cuGraphExecKernelNodeSetParams_v2(exe, node, ctypes.byref(params))
-        if result != 0:
-            raise CudaError(f"cuGraphExecKernelNodeSetParams: CUresult {result}")
-
-    def _driver(self):
-        if not hasattr(self, "_cuda"):
-            self._cuda = ctypes.CDLL("libcuda.so.1")
-        return self._cuda
 
     def graph_launch(self, exe, stream):
         self.check(self.rt.cudaGraphLaunch(exe, stream), "cudaGraphLaunch")

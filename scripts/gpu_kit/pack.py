@@ -28,7 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
-from gpu_cases import abi_arrays, entry_info, example_inputs, result_shape  # noqa: E402
+from gpu_cases import (abi_arrays, alternative_knobs, entry_info, example_inputs,  # noqa: E402
+                       result_shape)
 from policy_shapes import GPU_ROUTERS, import_switchyard, native_shape, shape_flags  # noqa: E402
 from kit_common import (BASELINE_TOKENS, BASELINE_VARIANT, CASE_TOKENS, GRAPH_TOKENS,  # noqa: E402
                         input_digest)
@@ -71,32 +72,6 @@ def seed_of(entry, shape_key, tokens):
     """The seed of a case's inputs: the same router, shape and T give the same inputs
     in every variant (so their outputs are comparable)."""
     return [zlib.crc32(f"{entry}:{shape_key}".encode()), tokens]
-
-
-def alternative_knobs(router, inputs, default_out):
-    """A setting of the router's knobs other than the default that changes its outputs
-    on `inputs` (the first that does; else the first valid one), with those outputs."""
-    first = None
-    for name, knob in router.knobs.items():
-        d = knob["default"]
-        if knob["dtype"].startswith("float"):
-            values = (d * 0.5, d * 0.25, d * 2, d * 4, 0.1, 0.0)
-        else:
-            d = int(d)
-            values = (d // 2, d + 1, 1, 2, 0, 4 * d, 64)
-        for value in values:
-            if value == d:
-                continue
-            try:
-                out = router(**inputs, knobs={name: value})
-            except Exception:
-                continue
-            candidate = ({name: value}, out)
-            first = first or candidate
-            if any(not np.array_equal(np.asarray(out[k]), np.asarray(v))
-                   for k, v in default_out.items() if k in out):
-                return candidate
-    return first
 
 
 def pack_variant(sy, kit, variant, file, entry, shape, flags, build):

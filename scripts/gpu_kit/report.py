@@ -17,7 +17,7 @@ STEP_WHAT = {
                "launches per size class counted in a captured graph",
     "memcheck": "compute-sanitizer memcheck, T = 64 and 4096",
     "racecheck": "compute-sanitizer racecheck, T = 64 and 4096",
-    "graphs": "graph capture + replay; knobs re-set with cudaGraphExecKernelNodeSetParams",
+    "graphs": "graph capture + replay; knobs written to device memory between replays",
     "torch-op": "the torch custom op on CUDA tensors",
     "executor": "CUDA executor layer vs host executor (5 families); device expert memory",
     "profile": "Nsight Compute: per-kernel time, registers, occupancy limits",

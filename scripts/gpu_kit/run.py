@@ -10,7 +10,7 @@ and the whole output to OUTDIR/gpu-kit.log.
   1 routers    every router x T vs the host target; launch counts per size class
   2 memcheck   compute-sanitizer memcheck, T = 64 and 4096
   2 racecheck  compute-sanitizer racecheck, T = 64 and 4096
-  3 graphs     CUDA-graph capture, replay, knobs re-set with SetParams
+  3 graphs     CUDA-graph capture, replay, knobs written between replays
   4 torch-op   (not in the kit yet: says why)
   5 executor   moe-exec --device cuda vs host (5 families); device expert memory
   - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves

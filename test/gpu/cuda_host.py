@@ -119,9 +119,10 @@ def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
 
 
 def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
-                   emulated_sms=EMULATED_SMS, resident=EMULATED_RESIDENT):
+                   emulated_sms=EMULATED_SMS, resident=EMULATED_RESIDENT, knobs=None):
     """Runs the kernels of the size class that takes `tokens` on `inputs` (logits given
-    as `logits_bits`, 16-bit patterns, when the router reads them narrow), as
+    as `logits_bits`, 16-bit patterns, when the router reads them narrow; `knobs`, a
+    uint8 array holding the knob struct the kernels read, None for the defaults), as
     NAME_launch would on a GPU of `emulated_sms` one-block SMs (the grid class) that
     holds `resident` CTAs at once (the cooperative class when its CTAs fit, the pair
     otherwise); returns (outputs, size class, grid, [each
@@ -142,10 +143,10 @@ def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
             k += 1
     for arr in outputs.values():
         call += descriptor(arr)
-    # Kernel parameters after the outputs: the knobs' defaults.
-    for knob in router.knobs.values():
-        ctype = ctypes.c_float if knob["dtype"] == "float32" else ctypes.c_int64
-        call.append(ctype(knob["default"]))
+    # After the outputs: the knob struct in (emulated) device memory, which the kernels
+    # read when they run; an empty buffer is the launcher's NULL, the defaults.
+    if router.knobs:
+        call += descriptor(np.zeros(0, np.uint8) if knobs is None else knobs)
     size_class = size_class_for(meta, tokens, resident)
     launches = [kernels[k] for k in size_class["launches"]]
     needed = max(k["workspace_bytes"]["per_token"] * tokens + k["workspace_bytes"]["fixed"]

@@ -139,3 +139,29 @@ def baseline_differences(name, expected, got, block=64):
             bad.append((key, f"{np.count_nonzero(have.reshape(want.shape) != want)} "
                              f"of {want.size} differ"))
     return bad
+
+
+def alternative_knobs(router, inputs, default_out):
+    """A setting of the router's knobs other than the default that changes its outputs
+    on `inputs` (the first that does; else the first valid one), with those outputs."""
+    first = None
+    for name, knob in router.knobs.items():
+        d = knob["default"]
+        if knob["dtype"].startswith("float"):
+            values = (d * 0.5, d * 0.25, d * 2, d * 4, 0.1, 0.0)
+        else:
+            d = int(d)
+            values = (d // 2, d + 1, 1, 2, 0, 4 * d, 64)
+        for value in values:
+            if value == d:
+                continue
+            try:
+                out = router(**inputs, knobs={name: value})
+            except Exception:
+                continue
+            candidate = ({name: value}, out)
+            first = first or candidate
+            if any(not np.array_equal(np.asarray(out[k]), np.asarray(v))
+                   for k, v in default_out.items() if k in out):
+                return candidate
+    return first

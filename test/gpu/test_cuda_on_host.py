@@ -36,7 +36,8 @@ loads them (syBf16ToFloat / syHalfToFloat): their outputs must equal the float32
 router's on the widened values. A second pass compiles each router of a one-CTA class
 with --cta-tokens=16 --tokens-per-cta=24 (same 256-thread block) and runs T = 60 on 3
 CTAs: 3 tokens per warp in the large-batch pair, and a last CTA of 12 tokens whose warps
-take 2 or 1.
+take 2 or 1. Routers with knobs also replay with knobs written between launches into
+the device memory the kernels read (check_knob_replays).
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -54,7 +55,8 @@ sys.path.insert(0, HERE)
 from cuda_host import (EMULATED_RESIDENT, ROOT, SWITCHYARD_INCLUDE, compile_on_host,  # noqa: E402
                        cxx,
                        launch_block, launch_on_host, launcher_blocks)
-from gpu_cases import CaseTally, differing_outputs, entry_info, example_inputs  # noqa: E402
+from gpu_cases import (CaseTally, alternative_knobs, differing_outputs, entry_info,  # noqa: E402
+                       example_inputs)
 from policy_shapes import GPU_ROUTERS as POLICIES, import_switchyard, native_shape  # noqa: E402
 
 
@@ -154,12 +156,41 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                      f"{launch_block(kernels[launches[0]])} threads, "
                      f"{time.time() - started:.1f} s)",
                      differing_outputs(expected, outputs))
+    if router.knobs and not geometry and not narrow:
+        check_knob_replays(lib, meta, router, info, rng, tally, label,
+                           [tokens for tokens, _ in runs])
     if not geometry and not narrow:  # the shipped geometry: every size class, many CTAs
         missing = {c["name"] for c in meta["size_classes"]} - {c for c, _ in ran}
         if missing or max(g for _, g in ran) < 3:
             fail(tally, f"{label}: " + (f"size classes {sorted(missing)} not run" if missing
                                         else "no run of 3 CTAs or more"))
     return meta
+
+
+def check_knob_replays(lib, meta, router, info, rng, tally, label, sizes):
+    """A captured CUDA graph replays its kernels with the parameters of the capture, so
+    the knobs live in device memory the kernels read (KnobBlock.h): launched twice with
+    byte-identical parameters (the same knob struct buffer), the knobs written into that
+    buffer between the launches must be the ones each launch routes with. At the
+    smallest and largest batch of the case (one CTA and the large-batch kernels): a
+    setting that changes the outputs, then the defaults written back = the host's."""
+    for tokens in (min(sizes), max(sizes)):
+        inputs = example_inputs(info, tokens, rng)
+        if "request_ids" in inputs:
+            inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
+        defaults = router(**inputs)
+        other, expected_other = alternative_knobs(router, inputs, defaults)
+        struct = np.frombuffer(router._native.knob_struct(
+            router._default_knobs + router._knob_settings(other)), np.uint8).copy()
+        outputs, size_class, *_ = launch_on_host(lib, meta, router, info, inputs, tokens,
+                                                 knobs=struct)
+        tally.record(f"{label} T={tokens} ({size_class['name']}): knobs {other} read from "
+                     "device memory", differing_outputs(expected_other, outputs))
+        struct[:] = np.frombuffer(router._native.knob_struct(router._default_knobs),
+                                  np.uint8)
+        outputs, *_ = launch_on_host(lib, meta, router, info, inputs, tokens, knobs=struct)
+        tally.record(f"{label} T={tokens}: the defaults written into the same buffer "
+                     "before a replay", differing_outputs(defaults, outputs))
 
 
 # A block whose thread 0 alone waits at a barrier: the emulation must stop with a

@@ -6,11 +6,12 @@ against the launch metadata (NAME.json): the kernels of the size class of T in o
 their grid (1; ceil(T / tokens per CTA); min(ceil(T / warps per block), SMs x resident
 blocks per SM)) and block, and every parameter slot by its name in the PTX entry
 (num_tokens, each buffer's expanded memref descriptor with row-major strides, the
-knobs, the workspace of NAME_workspace_bytes(T)). Also: the PTX loads once, the
+knob struct's device pointer with sizeof(struct NAME_knobs) bytes, or 0 bytes for NULL,
+the workspace of NAME_workspace_bytes(T)). Also: the PTX loads once, the
 occupancy is asked once per device (by a launcher with a grid or cooperative class,
 which runs the pair when the cooperative grid is larger than the GPU holds), a token
-count outside [0, 2^31 - 1] returns -1 and
-a bad knob -(2 + j) with nothing launched, NAME_gpu_available reports a machine
+count outside [0, 2^31 - 1] returns -1 with nothing launched, NAME_check_knobs passes
+the header's defaults and names a bad knob (2 + j), NAME_gpu_available reports a machine
 without a GPU, and a GPU older than the PTX's sm_XY gets cudaErrorNoKernelImageForDevice
 (209) without a load.
 
@@ -20,6 +21,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,14 +94,14 @@ def expected_launches(meta, tokens, sms, per_sm):
     return out
 
 
-def expected_slots(meta, signature_buffers, tokens, knobs, workspace, workspace_bytes):
+def expected_slots(meta, signature_buffers, tokens, workspace, workspace_bytes):
     """Parameter name -> value of every slot of the PTX entry."""
     values, params = {}, meta["kernels"][0]["params"]
     buffers = dict(signature_buffers, workspace=(workspace, [workspace_bytes]))
     for p in params:
         name, _, field = p["name"].rpartition(".")
-        if not name:   # a scalar: num_tokens or a knob
-            values[p["name"]] = tokens if p["name"] == "num_tokens" else knobs[p["name"]]
+        if not name:   # a scalar: num_tokens
+            values[p["name"]] = tokens
             continue
         pointer, sizes = buffers[name]
         if field in ("allocated", "aligned"):
@@ -139,18 +141,21 @@ def check_router(fail, stub, lib_path, meta, entry, sms, per_sm):
     buffers = [p["name"].rpartition(".")[0] for p in params
                if p["name"].endswith(".allocated") and not p["name"].startswith("workspace")]
     ranks = {b: sum(1 for p in params if p["name"].startswith(b + ".size")) for b in buffers}
-    knob_names = [p["name"] for p in params if "." not in p["name"] and p["name"] != "num_tokens"]
+    buffers = [b for b in buffers if b != "knobs"]
     has_knobs = f"struct {entry}_knobs *knobs" in header
-    fail.check(f"{entry}: the launcher's knob parameter matches the PTX entry's knobs",
-               has_knobs == bool(knob_names))
-    for tokens in (0, 1, 8, 9, 17, 64, 1000, 4096):
+    fail.check(f"{entry}: the launcher's knob parameter matches the PTX entry's knob struct",
+               has_knobs == any(p["name"] == "knobs.allocated" for p in params))
+    fields = knob_fields(header, entry)
+    struct_bytes = struct_size(fields)
+    for tokens, knob_pointer in ((0, 0), (1, 0x8000000), (8, 0), (9, 0x8000000), (17, 0),
+                                 (64, 0x8000000), (1000, 0), (4096, 0x8000000)):
         stub.stub_clear()
         # Fake device pointers, distinct per buffer; the shapes as the PTX entry reads
         # them (sizes from the metadata's names, the launcher's own rules).
         pointers = {b: 0x10000 * (i + 1) for i, b in enumerate(buffers)}
         args = [ctypes.c_int64(tokens)] + [ctypes.c_void_p(pointers[b]) for b in buffers]
-        if has_knobs:
-            args.append(ctypes.c_void_p(0))   # NULL: the defaults
+        if has_knobs:   # the struct in device memory, or NULL (the defaults: 0 bytes)
+            args.append(ctypes.c_void_p(knob_pointer))
         args += [ctypes.c_void_p(0x7000000), ctypes.c_void_p(0)]
         status = launch(*args)
         fail.check(f"{entry} T={tokens}: status 0", status == 0, status)
@@ -163,17 +168,15 @@ def check_router(fail, stub, lib_path, meta, entry, sms, per_sm):
             slots = {p["name"]: slot_value(stub.stub_launch_arg(i, j), p["type"])
                      for j, p in enumerate(params)}
             sizes = {b: [slots[f"{b}.size{d}"] for d in range(ranks[b])] for b in buffers}
-            defaults = {k: slots[k] for k in knob_names}   # checked against the header below
-            want_slots = expected_slots(meta, {b: (pointers[b], sizes[b]) for b in buffers},
-                                        tokens, defaults, 0x7000000, workspace_bytes(tokens))
+            described = {b: (pointers[b], sizes[b]) for b in buffers}
+            if has_knobs:
+                described["knobs"] = (knob_pointer, [struct_bytes if knob_pointer else 0])
+            want_slots = expected_slots(meta, described, tokens, 0x7000000,
+                                        workspace_bytes(tokens))
             bad = {k: (slots[k], v) for k, v in want_slots.items() if slots[k] != v}
             fail.check(f"{entry} T={tokens} {got[i][0]}: parameter slots", not bad, bad)
             dynamic = [b for b in buffers if ranks[b] and sizes[b][0] == tokens]
             fail.check(f"{entry} T={tokens}: some buffer has T rows", tokens == 0 or dynamic)
-            for k in knob_names:
-                fail.check(f"{entry}: knob {k} defaults to the header's",
-                           f"default {slots[k]:g}" in header or
-                           f"default {int(slots[k])}" in header, slots[k])
     stub.stub_clear()
     for tokens in (-1, 2**31):
         args = [ctypes.c_int64(tokens)] + [ctypes.c_void_p(1)] * len(buffers)
@@ -181,13 +184,40 @@ def check_router(fail, stub, lib_path, meta, entry, sms, per_sm):
                                                                ctypes.c_void_p(0)]
         fail.check(f"{entry} T={tokens}: -1, nothing launched",
                    launch(*args) == -1 and stub.stub_launch_count() == 0)
-    if has_knobs:   # every knob -1: the first knob with a rule that refuses it
-        bad_knobs = (ctypes.c_int64 * len(knob_names))(*([-1] * len(knob_names)))
-        args = [ctypes.c_int64(4)] + [ctypes.c_void_p(1)] * len(buffers)
-        args += [ctypes.cast(bad_knobs, ctypes.c_void_p), ctypes.c_void_p(1), ctypes.c_void_p(0)]
-        status = launch(*args)
-        fail.check(f"{entry}: a knob breaking its rule returns -(2 + j), nothing launched",
-                   status <= -2 and stub.stub_launch_count() == 0, status)
+    if has_knobs:
+        check = getattr(lib, f"{entry}_check_knobs")
+        check.restype = ctypes.c_int32
+        defaults = pack_knobs(fields, {name: value for _, name, value in fields})
+        fail.check(f"{entry}: the header's defaults pass {entry}_check_knobs",
+                   check(defaults) == 0, check(defaults))
+        # Every knob -1: the first knob with a rule that refuses it.
+        bad = pack_knobs(fields, {name: -1 for _, name, _ in fields})
+        fail.check(f"{entry}: a knob breaking its rule is 2 + j", check(bad) >= 2, check(bad))
+
+
+def knob_fields(header, entry):
+    """(C type, name, default) of each field of struct NAME_knobs in NAME_launch.h."""
+    body = re.search(r"struct %s_knobs \{\n(.*?)\n\};" % entry, header, re.S)
+    return [(ctype, name, float(default) if ctype == "float" else int(default))
+            for ctype, name, default in re.findall(
+                r"^\s+(int64_t|float) (\w+); /\*.*? default (\S+) \*/$",
+                body.group(1) if body else "", re.M)]
+
+
+def struct_size(fields):
+    """sizeof(struct NAME_knobs): each field aligned to its size."""
+    class Knobs(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_float if ctype == "float" else ctypes.c_int64)
+                    for ctype, name, _ in fields]
+    return ctypes.sizeof(Knobs) if fields else 0
+
+
+def pack_knobs(fields, values):
+    """A struct NAME_knobs in host memory holding `values`."""
+    class Knobs(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_float if ctype == "float" else ctypes.c_int64)
+                    for ctype, name, _ in fields]
+    return ctypes.byref(Knobs(**values))
 
 
 def old_gpu(args):

@@ -22,11 +22,14 @@
 // * a phase gate (scf.if whose branches hold token loops) has a uniform condition, so
 //   each branch is mapped the same way;
 // * temporaries (memref.alloc) become views into a caller-provided workspace (an i8
-//   buffer passed as the last kernel parameter) at 16-byte aligned offsets.
+//   buffer passed as the last kernel parameter) at 16-byte aligned offsets;
+// * the knobs arrive as one i8 buffer, the knob struct in device memory, read at the
+//   kernel's entry (KnobBlock.h: a CUDA graph's replays read the knobs written there).
 // Pure code (constants, index arithmetic, views) runs on every thread.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
+#include "KnobBlock.h"
 #include "LargeBatchKernels.h"
 #include "LaunchCostModel.h"
 
@@ -379,6 +382,9 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       // Without the pair the one-CTA kernel takes every batch (no upper bound).
       setLaunch(kernel, SizeClass::decode, 1, split ? model.ctaTokens : 0, 0, *workspace);
     }
+    // Last, once every kernel is mapped and fused: knobs from device memory.
+    module.walk(
+        [](gpu::GPUFuncOp kernel) { switchyard::moe::readKnobsFromDeviceStruct(kernel); });
   }
 };
 

@@ -354,6 +354,14 @@ LogicalResult Emitter::emitOp(Operation &op) {
         os << " = (" << type(e.getType()) << ")(" << u << ")" << name(e.getIn()) << ";\n";
         return success();
       })
+      .Case([&](memref::DimOp d) -> LogicalResult {
+        std::optional<int64_t> dim = d.getConstantIndex();
+        if (!dim)
+          return failure();
+        declare(d.getResult());
+        os << " = " << name(d.getSource()) << ".sizes[" << *dim << "];\n";
+        return success();
+      })
       .Case([&](memref::LoadOp l) {
         declare(l.getResult());
         os << " = " << access(l.getMemRefType()) << "(" << name(l.getMemref());

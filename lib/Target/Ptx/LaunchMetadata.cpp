@@ -11,12 +11,20 @@ using namespace mlir;
 namespace switchyard::ptx {
 
 /// The names of a kernel's ABI parameters (moe.abi, set by moe-map-to-gpu), in the
-/// order of its arguments; the arguments after them are the workspace. The one place
-/// that reads the attribute.
+/// order of its arguments: the knobs are one argument, "knobs" (the knob struct in
+/// device memory, KnobBlock.h); the arguments after them are the workspace. The one
+/// place that reads the attribute.
 static std::vector<std::string> abiParamNames(gpu::GPUFuncOp kernel) {
   std::vector<std::string> names;
-  for (moe::AbiParamAttr param : moe::getAbi(kernel).getParams())
-    names.push_back(param.getName().str());
+  bool knobs = false;
+  for (moe::AbiParamAttr param : moe::getAbi(kernel).getParams()) {
+    if (param.isKnob())
+      knobs = true;
+    else
+      names.push_back(param.getName().str());
+  }
+  if (knobs)
+    names.push_back("knobs");
   return names;
 }
 

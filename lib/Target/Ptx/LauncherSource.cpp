@@ -67,12 +67,21 @@ static void emitLauncherHeader(const std::string &n, const std::string &signatur
     << "/* Bytes of device workspace a launch for num_tokens tokens needs. */\n"
     << "int64_t " << n << "_workspace_bytes(int64_t num_tokens);\n\n";
   emitKnobStruct(h, n, knobs);
+  if (!knobs.empty())
+    h << "/* 0, or 2 + j when knob j of the struct (in HOST memory) breaks a rule of the\n"
+      << "   ops that use it (" << n << ".h's " << n
+      << "_status_message(2 + j) says which). Check a struct\n"
+      << "   before copying it to the device memory the kernels read. */\n"
+      << "int32_t " << n << "_check_knobs(const struct " << n << "_knobs *knobs);\n\n";
   h << "/* Launches the policy; returns 0, a cudaError_t, or (nothing launched) -1 when\n"
-    << "   num_tokens is outside [0, 2^31 - 1] and -(2 + j) when knob j breaks a rule of\n"
-    << "   the ops that use it (" << n << ".h's " << n
-    << "_status_message(2 + j) says which).\n"
-    << "   The knobs are kernel parameters: cudaGraphExecKernelNodeSetParams can change\n"
-    << "   them in a captured graph. */\n"
+    << "   num_tokens is outside [0, 2^31 - 1].";
+  if (!knobs.empty())
+    h << " `knobs` points to the knob struct in\n"
+      << "   DEVICE memory (NULL: the defaults), which the kernels read when they run: in "
+         "a\n"
+      << "   captured CUDA graph, writing that memory before a replay sets the replay's\n"
+      << "   knobs. Check a struct with " << n << "_check_knobs before writing it.";
+  h << " */\n"
     << signature << ";\n\n"
     << "#ifdef __cplusplus\n}\n#endif\n";
   // The same launch in MLIR's packed convention (the host library's NAME_packed): a
@@ -161,10 +170,8 @@ static void emitArgumentPacking(const std::string &n, const std::vector<AbiParam
       sizes.push_back(d >= 0 ? std::to_string(d) : dynamicSizeText(param.sizeRule));
     buffer(cName(param.name), sizes);
   }
-  for (const runtime::Knob &k : knobs) { // after the outputs, as the kernels take them
-    pack << "  args.value(knob_" << k.name << ");\n";
-    ++slots;
-  }
+  if (!knobs.empty()) // after the outputs: the struct in device memory (0 bytes: NULL)
+    buffer("knobs", {"knobs ? int64_t(sizeof(struct " + n + "_knobs)) : 0"});
   buffer("workspace", {n + "_workspace_bytes(num_tokens)"});
   c << "  launch::Arguments<" << slots << "> args;\n"
     << "  args.value(num_tokens);\n"
@@ -210,14 +217,16 @@ void emitLauncher(const std::vector<AbiParam> &abi, const std::vector<runtime::K
     << signature << " {\n"
     << "  int32_t status = launcher.prepare(num_tokens);\n"
     << "  if (status != 0)\n    return status;\n";
-  for (auto [j, k] : llvm::enumerate(knobs)) {
-    std::string v = "knob_" + k.name;
-    c << "  " << (k.isFloat() ? "float " : "int64_t ") << v << " = knobs ? knobs->"
-      << k.name << " : " << knobDefaultText(k) << ";\n"
-      << "  if (" << knobCheckText(k, v) << ")\n    return " << -(2 + int64_t(j)) << ";\n";
-  }
   emitArgumentPacking(n, abi, knobs, c);
   c << "}\n";
+  if (!knobs.empty()) {
+    c << "\nint32_t " << n << "_check_knobs(const struct " << n << "_knobs *knobs) {\n";
+    for (auto [j, k] : llvm::enumerate(knobs)) {
+      std::string v = "knobs->" + k.name;
+      c << "  if (" << knobCheckText(k, v) << ")\n    return " << 2 + int64_t(j) << ";\n";
+    }
+    c << "  return 0;\n}\n";
+  }
   emitPackedEntry(n, abi, knobs, c);
 }
 

@@ -40,16 +40,19 @@ public:
   int64_t workspaceBytes(int64_t tokens) const { return workspace(tokens); }
 
   /// Launches on `stream` (a cudaStream_t): one device pointer per buffer parameter
-  /// (nullptr for scalars), scalars by value in ABI order, the knob struct on the host
-  /// (empty: defaults). A non-zero status (a cudaError_t, or a rejected token count or
-  /// knob) is an error naming it (kDevice, kInvalidArgument, kInvalidKnob).
+  /// (nullptr for scalars), scalars by value in ABI order, and `deviceKnobs`, the knob
+  /// struct (packKnobs' bytes, checked there) in DEVICE memory or nullptr for the
+  /// defaults. The kernels read the struct when they run, so a captured CUDA graph
+  /// takes the knobs written there before each replay. A non-zero status (a
+  /// cudaError_t, or a rejected token count) is an error naming it (kDevice,
+  /// kInvalidArgument).
   Status launch(int64_t tokens, const std::vector<void *> &buffers,
-                const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
+                const std::vector<int64_t> &scalars, const void *deviceKnobs,
                 void *workspace, void *stream) const;
   bool launch(int64_t tokens, const std::vector<void *> &buffers,
-              const std::vector<int64_t> &scalars, const std::vector<uint8_t> &knobs,
-              void *workspace, void *stream, std::string &error) const {
-    return launch(tokens, buffers, scalars, knobs, workspace, stream).report(error);
+              const std::vector<int64_t> &scalars, const void *deviceKnobs, void *workspace,
+              void *stream, std::string &error) const {
+    return launch(tokens, buffers, scalars, deviceKnobs, workspace, stream).report(error);
   }
 
 private:

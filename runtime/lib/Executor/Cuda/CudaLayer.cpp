@@ -32,7 +32,7 @@ public:
   int64_t layer = 0;
   std::vector<float> norm;
   std::unique_ptr<runtime::CudaPolicy> policy;
-  std::vector<uint8_t> knobs;
+  DeviceBuffer knobs; // the knob struct the kernels read (empty: the defaults)
   DeviceBuffer router, bias, sharedGate;
   std::vector<DeviceFfn> experts;
   DeviceFfn shared;
@@ -169,7 +169,8 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
   }
   CHECK_CUDA(
       workspace.reserve(size_t(std::max<int64_t>(policy->workspaceBytes(tokens), 1))));
-  if (!policy->launch(tokens, buffers, scalars, knobs, workspace.ptr, ctx->stream, error)) {
+  if (!policy->launch(tokens, buffers, scalars, knobs.ptr, workspace.ptr, ctx->stream,
+                      error)) {
     error = "layer " + std::to_string(layer) + ": " + error;
     return false;
   }
@@ -332,10 +333,21 @@ std::unique_ptr<Layer> loadLayer(const std::shared_ptr<void> &device,
   layer->policy = runtime::CudaPolicy::load(artifacts, options.entry, error);
   if (!layer->policy)
     return nullptr;
-  if (!layer->policy->signature().knobs.empty() &&
-      !runtime::packKnobs(layer->policy->signature().knobs, options.knobSettings,
-                          layer->knobs, error))
-    return nullptr;
+  if (!layer->policy->signature().knobs.empty()) {
+    std::vector<uint8_t> knobs;
+    if (!runtime::packKnobs(layer->policy->signature().knobs, options.knobSettings, knobs,
+                            error))
+      return nullptr;
+    cudaError_t status = layer->knobs.reserve(knobs.size());
+    if (status == cudaSuccess)
+      status =
+          cudaMemcpy(layer->knobs.ptr, knobs.data(), knobs.size(), cudaMemcpyHostToDevice);
+    if (status != cudaSuccess) {
+      error =
+          "layer " + std::to_string(l) + ": the knob struct: " + cudaGetErrorString(status);
+      return nullptr;
+    }
+  }
   const model::TensorView *norm = ckpt.require(config.postAttentionNorm(l), {h}, error);
   const model::TensorView *router =
       norm ? ckpt.require(config.routerWeight(l), {e, h}, error) : nullptr;

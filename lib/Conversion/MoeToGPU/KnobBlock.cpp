@@ -1,0 +1,86 @@
+//===- KnobBlock.cpp - a kernel's knobs read from device memory -----------===//
+#include "KnobBlock.h"
+
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
+#include "switchyard/Dialect/Moe/IR/MoeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/BitVector.h"
+
+using namespace mlir;
+
+namespace switchyard::moe {
+
+SmallVector<int64_t> knobStructOffsets(TypeRange types, int64_t &size) {
+  SmallVector<int64_t> offsets;
+  int64_t at = 0, align = 1;
+  for (Type t : types) {
+    int64_t bytes = std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
+    at = llvm::alignTo(at, bytes);
+    offsets.push_back(at);
+    at += bytes;
+    align = std::max(align, bytes);
+  }
+  size = llvm::alignTo(at, align);
+  return offsets;
+}
+
+void readKnobsFromDeviceStruct(gpu::GPUFuncOp kernel) {
+  AbiAttr abi = getAbi(kernel);
+  if (!abi)
+    return;
+  SmallVector<AbiParamAttr> knobs;
+  for (AbiParamAttr p : abi.getParams())
+    if (p.isKnob())
+      knobs.push_back(p);
+  if (knobs.empty())
+    return;
+  // The knobs are the parameters just before the workspace (moe-lower-to-loops puts
+  // them after the outputs; moe-map-to-gpu appends the workspace).
+  unsigned inputs = kernel.getFunctionType().getNumInputs();
+  unsigned first = inputs - 1 - knobs.size();
+  MLIRContext *ctx = kernel.getContext();
+  Location loc = kernel.getLoc();
+  auto bytesType = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8));
+  if (failed(kernel.insertArgument(first, bytesType, DictionaryAttr::get(ctx), loc)))
+    return;
+  Block &entry = kernel.getBody().front();
+  Value block = entry.getArgument(first);
+
+  SmallVector<Type> types;
+  for (AbiParamAttr k : knobs)
+    types.push_back(k.getType());
+  int64_t structBytes = 0;
+  SmallVector<int64_t> offsets = knobStructOffsets(types, structBytes);
+
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value given = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                      memref::DimOp::create(b, loc, block, zero), zero);
+  llvm::BitVector erase(kernel.getFunctionType().getNumInputs());
+  for (auto [j, knob] : llvm::enumerate(knobs)) {
+    Type type = types[j];
+    auto read = scf::IfOp::create(
+        b, loc, given,
+        [&](OpBuilder &then, Location l) {
+          Value offset = arith::ConstantIndexOp::create(then, l, offsets[j]);
+          Value field = memref::ViewOp::create(then, l, MemRefType::get({1}, type), block,
+                                               offset, ValueRange{});
+          Value v = memref::LoadOp::create(then, l, field, ValueRange{zero});
+          scf::YieldOp::create(then, l, v);
+        },
+        [&](OpBuilder &otherwise, Location l) {
+          Value d = arith::ConstantOp::create(otherwise, l,
+                                              cast<TypedAttr>(knob.getDefaultValue()));
+          scf::YieldOp::create(otherwise, l, d);
+        });
+    unsigned old = first + 1 + j; // the knob's scalar, after the inserted buffer
+    entry.getArgument(old).replaceAllUsesWith(read.getResult(0));
+    erase.set(old);
+  }
+  (void)kernel.eraseArguments(erase);
+}
+
+} // namespace switchyard::moe

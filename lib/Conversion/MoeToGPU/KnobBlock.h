@@ -1,0 +1,29 @@
+//===- KnobBlock.h - a kernel's knobs read from device memory ---*- C++ -*-===//
+//
+// A kernel parameter is frozen when a CUDA graph captures the launch, so knobs passed
+// by value would keep their capture-time values at every replay. Every GPU kernel
+// therefore takes the policy's knob struct (NAME_knobs, the C entry's layout) in
+// DEVICE memory, as one i8 buffer in place of the knob scalars: the kernel reads each
+// field at entry, and an empty buffer (the launcher's NULL) means the defaults. Whoever
+// writes the struct between replays changes the knobs of the next replay.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SWITCHYARD_CONVERSION_MOETOGPU_KNOBBLOCK_H
+#define SWITCHYARD_CONVERSION_MOETOGPU_KNOBBLOCK_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace switchyard::moe {
+
+/// Replaces the knob parameters of `kernel` (the moe.abi's knobs, the parameters just
+/// before the workspace) with one `memref<?xi8>` holding struct NAME_knobs, read at the
+/// kernel's entry; its size is 0 for the defaults. No-op without knobs.
+void readKnobsFromDeviceStruct(mlir::gpu::GPUFuncOp kernel);
+
+/// Byte offsets of the knob struct's fields (C layout: each field aligned to its size)
+/// and the struct's size, for the knob types in order.
+llvm::SmallVector<int64_t> knobStructOffsets(mlir::TypeRange types, int64_t &size);
+
+} // namespace switchyard::moe
+
+#endif
