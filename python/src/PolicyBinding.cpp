@@ -141,6 +141,7 @@ public:
   const runtime::HostPolicy *hostPolicy() const { return host.get(); }
   /// Shared with the step routers bound to it (they outlive the Python object).
   const std::shared_ptr<const runtime::HostPolicy> &sharedHost() const { return host; }
+  const std::shared_ptr<const runtime::CudaPolicy> &sharedGpu() const { return gpu; }
 
 private:
   void bindAll(runtime::CallBuffers &call, nb::dict inputs, nb::dict outputs, bool device) {
@@ -188,7 +189,7 @@ private:
 
   runtime::Signature sig;
   std::shared_ptr<const runtime::HostPolicy> host;
-  std::unique_ptr<runtime::CudaPolicy> gpu;
+  std::shared_ptr<const runtime::CudaPolicy> gpu;
 };
 
 } // namespace
@@ -217,7 +218,9 @@ void bindPolicies(nb::module_ &m) {
           [](const Policy &self, const std::vector<const Policy *> &narrow,
              const std::vector<int> &narrowDtypes,
              const std::vector<std::string> &layerInputs, int64_t experts,
-             const std::vector<std::string> &knobs, const std::string &label) {
+             const std::vector<std::string> &knobs, const std::string &label,
+             const std::vector<const Policy *> &cuda, const std::vector<int> &cudaDtypes,
+             uintptr_t deviceKnobs) {
             if (!self.sharedHost())
               fail("bind_step_router: the policy was loaded for CUDA (a step router runs "
                    "on the host)");
@@ -225,14 +228,26 @@ void bindPolicies(nb::module_ &m) {
             for (size_t i = 0; i < narrow.size() && i < narrowDtypes.size(); ++i)
               entries.push_back(
                   {narrow[i]->sharedHost(), static_cast<npy::DType>(narrowDtypes[i])});
+            std::vector<runtime::CudaStepRouter::Entry> gpuEntries;
+            for (size_t i = 0; i < cuda.size() && i < cudaDtypes.size(); ++i) {
+              if (!cuda[i]->sharedGpu())
+                fail("bind_step_router: a CUDA entry was loaded for the host");
+              gpuEntries.push_back(
+                  {cuda[i]->sharedGpu(), static_cast<npy::DType>(cudaDtypes[i])});
+            }
             return registerStepRouter(std::move(entries), layerInputs, experts, knobs,
-                                      label);
+                                      label, std::move(gpuEntries),
+                                      reinterpret_cast<const void *>(deviceKnobs));
           },
           nb::arg("narrow"), nb::arg("narrow_dtypes"), nb::arg("layer_inputs"),
           nb::arg("experts"), nb::arg("knobs"), nb::arg("label"),
+          nb::arg("cuda") = std::vector<const Policy *>(),
+          nb::arg("cuda_dtypes") = std::vector<int>(), nb::arg("device_knobs") = 0,
           "Binds the policy (float32 logits; `narrow`: the same policy compiled to read "
-          "the logits dtypes `narrow_dtypes` in place) as a step router; returns its "
-          "handle (runtime::StepRouter).");
+          "the logits dtypes `narrow_dtypes` in place) as a step router; `cuda`: its GPU "
+          "launchers (the logits dtypes `cuda_dtypes`, float32 first) reading the knob "
+          "struct at `device_knobs` (device memory; 0: the defaults). Returns its handle "
+          "(runtime::StepRouter).");
 }
 
 } // namespace switchyard::python

@@ -21,13 +21,21 @@ namespace switchyard::python {
 
 int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
                            const std::vector<std::string> &layerInputs, int64_t experts,
-                           const std::vector<std::string> &knobs,
-                           const std::string &label) {
+                           const std::vector<std::string> &knobs, const std::string &label,
+                           std::vector<runtime::CudaStepRouter::Entry> cuda,
+                           const void *deviceKnobs) {
   runtime::Status status;
   std::unique_ptr<runtime::StepRouter> router = runtime::StepRouter::create(
       std::move(entries), layerInputs, experts, knobs, label, status);
   if (!router)
     fail(status);
+  if (!cuda.empty()) {
+    std::unique_ptr<runtime::CudaStepRouter> gpu = runtime::CudaStepRouter::create(
+        std::move(cuda), router->layerInputs(), deviceKnobs, router->label(), status);
+    if (!gpu)
+      fail(status);
+    router->attachCuda(std::move(gpu));
+  }
   return runtime::registerStepRouter(std::move(router));
 }
 
@@ -183,6 +191,64 @@ void bindSteps(nb::module_ &m) {
       nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
       nb::arg("layer"), nb::arg("layer_dtypes"), nb::arg("ids"), nb::arg("weights"),
       "Routes one layer's call (raw pointers; results written in place).");
+  m.def(
+      "set_device_step",
+      [](uintptr_t requestIds, uintptr_t positions, uintptr_t draftMask,
+         std::optional<int64_t> phase, bool knobGroups) {
+        runtime::setDeviceStep({reinterpret_cast<const void *>(requestIds),
+                                reinterpret_cast<const void *>(positions),
+                                reinterpret_cast<const void *>(draftMask), phase,
+                                knobGroups});
+      },
+      nb::arg("request_ids"), nb::arg("positions"), nb::arg("draft_mask"),
+      nb::arg("phase").none(), nb::arg("knob_groups") = false,
+      "Sets the calling thread's device metadata (runtime::DeviceStep): device pointers "
+      "(0: not given) to int32 per-token buffers the runner writes before each step, "
+      "and the phase.");
+  m.def(
+      "step_router_cuda_info",
+      [](int64_t handle, int64_t tokens,
+         int dtype) -> std::optional<std::pair<int64_t, size_t>> {
+        const runtime::CudaStepRouter *gpu = routerOf(handle).cuda();
+        if (!gpu)
+          return std::nullopt;
+        return std::make_pair(gpu->workspaceBytes(tokens, static_cast<npy::DType>(dtype)),
+                              gpu->knobStructBytes());
+      },
+      nb::arg("handle"), nb::arg("tokens"), nb::arg("dtype"),
+      "(workspace bytes for `tokens`, the knob struct's size) of a step router's GPU "
+      "launchers; None when it was bound for the host only.");
+  m.def(
+      "step_route_cuda",
+      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,
+         const std::vector<uintptr_t> &layer, uintptr_t ids, uintptr_t weights,
+         uintptr_t workspace, uintptr_t stream) {
+        const runtime::StepRouter &router = routerOf(handle);
+        const runtime::CudaStepRouter *gpu = router.cuda();
+        if (!gpu)
+          fail(router.label() + ": bound for the host only (no GPU launcher)");
+        if (layer.size() != router.layerInputs().size())
+          fail(router.label() + ": " + std::to_string(layer.size()) +
+               " layer tensors for " + std::to_string(router.layerInputs().size()) +
+               " layer inputs");
+        runtime::Status status;
+        {
+          nb::gil_scoped_release release;
+          status = gpu->route(
+              tokens, reinterpret_cast<const void *>(logits),
+              static_cast<npy::DType>(dtype),
+              reinterpret_cast<const void *const *>(layer.data()),
+              reinterpret_cast<int32_t *>(ids), reinterpret_cast<float *>(weights),
+              reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream));
+        }
+        if (!status.isOk())
+          fail(status);
+      },
+      nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
+      nb::arg("layer"), nb::arg("ids"), nb::arg("weights"), nb::arg("workspace"),
+      nb::arg("stream"),
+      "Launches one layer's routing on a CUDA stream (device pointers; the metadata from "
+      "set_device_step, the knobs from the router's device knob struct).");
 }
 
 } // namespace switchyard::python

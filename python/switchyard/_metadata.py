@@ -19,6 +19,7 @@ the routing op switchyard::route_step reads it with no Python in the call.
 """
 import contextlib
 import contextvars
+import weakref
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -39,7 +40,33 @@ def set_batch_metadata(**values: Any) -> None:
     """Sets the metadata of the current step (no arguments: clears it)."""
     entry = _entry(dict(values)) if values else None
     _current.set(entry)
+    _apply(entry)
+
+
+#: StepRouters' writers of their GPU knob struct (write(settings)), called when a step's
+#: knobs are set; weakly held (a router that is gone drops out).
+_device_knob_writers: List[weakref.WeakMethod] = []
+
+
+def register_device_knob_writer(write) -> None:
+    """`write(settings)` (a bound method) is called with the step's knob settings each
+    time batch metadata is set (the GPU path's knob struct in device memory)."""
+    _device_knob_writers[:] = [w for w in _device_knob_writers if w() is not None]
+    _device_knob_writers.append(weakref.WeakMethod(write))
+
+
+def _apply(entry) -> None:
+    """Hands `entry` (or nothing) to the runtime: the host StepState, the device
+    metadata pointers, and the step's knobs into every GPU router's device struct."""
     _switchyard.set_step_state(entry[1] if entry else None)
+    device = entry[2] if entry else (0, 0, 0, None, False)
+    _switchyard.set_device_step(*device)
+    if _device_knob_writers:
+        settings = knob_settings((entry[0].get("knobs") or {}) if entry else {})
+        for method in list(_device_knob_writers):
+            write = method()
+            if write is not None:
+                write(settings)
 
 
 def current_metadata() -> Optional[Dict[str, Any]]:
@@ -53,13 +80,12 @@ def batch_metadata(**values: Any):
     """The metadata of the forward passes run inside the `with` block."""
     entry = _entry(dict(values))
     token = _current.set(entry)
-    _switchyard.set_step_state(entry[1])
+    _apply(entry)
     try:
         yield
     finally:
         _current.reset(token)
-        outer = _current.get()
-        _switchyard.set_step_state(outer[1] if outer is not None else None)
+        _apply(_current.get())
 
 
 def phase_number(value: Any) -> int:
@@ -82,8 +108,8 @@ def knob_settings(knobs: Dict[str, Any], what: str = "knobs") -> List[str]:
 
 
 def _int32(name: str, value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):   # a torch tensor (on the host; a device tensor is copied)
-        value = value.detach().to("cpu").numpy()
+    if hasattr(value, "detach"):   # a torch tensor on the host
+        value = value.detach().numpy()
     array = np.asarray(value)
     if array.ndim != 1:
         raise InputError(f"batch metadata '{name}': expected one value per token, got shape "
@@ -91,8 +117,28 @@ def _int32(name: str, value: Any) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
-def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any]:
-    per_token = {name: _int32(name, values[name]) if values.get(name) is not None else None
+def _on_device(value: Any) -> bool:
+    return hasattr(value, "is_cuda") and value.is_cuda
+
+
+def _device_pointer(name: str, value: Any) -> int:
+    """A CUDA tensor's memory, which the GPU kernels read in place (no copy: a CUDA
+    graph's replays read the buffer the engine writes)."""
+    import torch
+    if value.dim() != 1 or value.dtype != torch.int32 or not value.is_contiguous():
+        raise InputError(f"batch metadata '{name}': a CUDA tensor must be a contiguous "
+                         f"int32 vector (one value per token), got {value.dtype} of shape "
+                         f"{tuple(value.shape)}")
+    return value.data_ptr()
+
+
+def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any, Tuple]:
+    # Per-token metadata on a CUDA device stays there (the GPU path reads it by
+    # pointer); on the host it is the runtime's copy.
+    device = tuple(_device_pointer(name, values[name]) if _on_device(values.get(name))
+                   else 0 for name in _PER_TOKEN)
+    per_token = {name: _int32(name, values[name])
+                 if values.get(name) is not None and not _on_device(values[name]) else None
                  for name in _PER_TOKEN}
     phase = values.get("phase")
     groups = [(np.ascontiguousarray(rows, dtype=np.int64), knob_settings(knobs, "knob_groups"))
@@ -101,4 +147,5 @@ def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any]:
         per_token["request_ids"], per_token["positions"], per_token["draft_mask"],
         None if phase is None else phase_number(phase), bool(values.get("warmup_step")),
         knob_settings(values.get("knobs") or {}), groups)
-    return values, state
+    return values, state, (*device, None if phase is None else phase_number(phase),
+                           bool(groups))

@@ -21,6 +21,14 @@ one is bound, else they are widened inside the call; never by a torch op.
 The engine's routing contract is applied in the same call (vLLM's kernels take ids in
 [0, E) only): a slot the policy left empty (-1) gets weight 0 and an expert the token
 already uses, else one already active in the batch (runtime::fillEmptySlots).
+
+On CUDA tensors the op's C++ kernel launches the policy's GPU launcher
+(runtime::CudaStepRouter) on torch's current stream. What a CUDA graph would freeze is
+kept out of the launch: the knobs are a struct in device memory this router owns
+(written by switchyard.set_batch_metadata when the step's knobs change, outside the
+graph), and the per-token metadata are the device buffers the engine gives
+set_batch_metadata (read by pointer: under CUDA graphs, the same persistent int32 buffers
+every step).
 """
 import atexit
 import os
@@ -31,7 +39,7 @@ import torch
 
 from . import _switchyard
 from ._errors import InputError, SwitchyardError
-from ._metadata import current_metadata
+from ._metadata import register_device_knob_writer
 
 #: Inputs a policy may declare that come from the step's batch metadata (per token,
 #: except the phase: one value for the step).
@@ -63,14 +71,38 @@ class StepRouter:
         narrow = dict(narrow_routers or {})
         #: Logits dtypes an entry reads in place (others are widened in the call).
         self.in_place_dtypes = {torch.float32, *narrow}
+        # The GPU launcher's knob struct, in device memory the kernels read.
+        self._device_knobs, self._written_knobs = None, None
+        if cuda_router is not None and router.knobs:
+            size = len(router._native.knob_struct(router._default_knobs))
+            self._device_knobs = torch.empty(size, dtype=torch.uint8, device=torch.device(
+                "cuda", torch.cuda.current_device()))
+            self.write_device_knobs([])
         self.handle = router._native.bind_step_router(
             [r._native for r in narrow.values()], [_DTYPE_CODES[d] for d in narrow],
-            list(layer_inputs), self.experts, router._default_knobs, self.label)
+            list(layer_inputs), self.experts, router._default_knobs, self.label,
+            cuda=[cuda_router._native] if cuda_router is not None else [],
+            cuda_dtypes=[_DTYPE_CODES[torch.float32]] if cuda_router is not None else [],
+            device_knobs=self._device_knobs.data_ptr() if self._device_knobs is not None
+            else 0)
         self.top_k, self.layer_inputs, self.logits_width = \
             _switchyard.step_router_info(self.handle)
         self.metadata_inputs = [n for n in router.inputs if n in METADATA_INPUTS]
-        self._cuda_router = cuda_router
+        self.on_cuda = cuda_router is not None
+        if self._device_knobs is not None:
+            register_device_knob_writer(self.write_device_knobs)
         _steps[self.handle] = self
+
+    def write_device_knobs(self, settings: List[str]) -> None:
+        """Writes the knob struct of the defaults plus `settings` into the device memory
+        the GPU kernels read (when it changed): the next launch, or the next replay of a
+        captured graph, routes with it. A setting the policy refuses raises KnobError."""
+        if self._device_knobs is None or self._written_knobs == tuple(settings):
+            return
+        raw = self.router._native.knob_struct(self.router._default_knobs + list(settings))
+        self._device_knobs.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8),
+                                 non_blocking=True)
+        self._written_knobs = tuple(settings)
 
     def check_knobs(self, knobs: Dict) -> None:
         """Raises KnobError / SwitchyardError naming a knob the policy does not have or
@@ -83,10 +115,10 @@ class StepRouter:
         """One layer's call (eager): the op's C++ kernel (runtime::StepRouter), whose
         errors are RuntimeErrors; without the op library, the same C++ through the
         extension."""
-        if logits.device.type != "cpu":
-            return self._call_device(logits, layer_tensors)
         if NATIVE_OP:
             return _route_step_op(logits, list(layer_tensors), self.handle)
+        if logits.device.type != "cpu":
+            return self._call_device(logits, layer_tensors)
         dtype = _DTYPE_CODES.get(logits.dtype)
         if dtype is None:
             raise InputError(f"{self.label}: logits of dtype {logits.dtype} (float32, "
@@ -113,18 +145,29 @@ class StepRouter:
         return weights, ids
 
     def _call_device(self, logits, layer_tensors):
-        """CUDA tensors: the policy's GPU kernels on the current stream, then the
-        routing contract as sync-free tensor ops (capturable in a CUDA graph)."""
-        if self._cuda_router is None:
+        """CUDA tensors without the op library: the same runtime::CudaStepRouter launch
+        through the extension, then the routing contract as sync-free tensor ops."""
+        if not self.on_cuda:
             raise InputError(f"{self.label}: logits on {logits.device}, but the policy was "
-                             "bound for the host (bind it with a CUDA router)")
-        inputs = {"logits": logits}
-        inputs.update(zip(self.layer_inputs, layer_tensors))
-        metadata = current_metadata() or {}
-        for name in self.metadata_inputs:
-            inputs[name] = metadata.get(name)
-        out = self._cuda_router(**inputs, knobs=metadata.get("knobs") or None)
-        ids, weights = fill_empty_slots(out["topk_ids"], out["topk_weights"], self.experts)
+                             "bound for the host (bind it with target=\"cuda\")")
+        dtype = _DTYPE_CODES.get(logits.dtype)
+        if dtype is None or logits.dim() != 2 or logits.shape[1] != self.logits_width:
+            raise InputError(f"{self.label}: logits of dtype {logits.dtype} and shape "
+                             f"{tuple(logits.shape)}, expected float32 / bfloat16 / "
+                             f"float16 [tokens, {self.logits_width}]")
+        logits = logits.contiguous()
+        tokens, device = logits.shape[0], logits.device
+        workspace_bytes, _ = _switchyard.step_router_cuda_info(self.handle, tokens, dtype)
+        tensors = [(t.int() if not t.is_floating_point() else t.float()).contiguous()
+                   for t in layer_tensors]
+        ids = torch.empty((tokens, self.top_k), dtype=torch.int32, device=device)
+        weights = torch.empty((tokens, self.top_k), dtype=torch.float32, device=device)
+        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=device)
+        _switchyard.step_route_cuda(self.handle, tokens, logits.data_ptr(), dtype,
+                                    [t.data_ptr() for t in tensors], ids.data_ptr(),
+                                    weights.data_ptr(), workspace.data_ptr(),
+                                    torch.cuda.current_stream(device).cuda_stream)
+        ids, weights = fill_empty_slots(ids, weights, self.experts)
         return weights, ids
 
 
@@ -186,13 +229,13 @@ def _load_op_library() -> bool:
 #: True when route_step's CPU kernel is the C++ op (else it is route_step above).
 NATIVE_OP = _load_op_library()
 _library = torch.library.Library("switchyard", "FRAGMENT")
-if NATIVE_OP:
+if NATIVE_OP:   # CPU and CUDA kernels in C++
     _route_step_op = torch.ops.switchyard.route_step.default
 else:
     _library.define("route_step(Tensor logits, Tensor[] layer_inputs, int handle, "
                     "int layer=-1) -> (Tensor, Tensor)")
     _library.impl("route_step", route_step, "CPU")
-_library.impl("route_step", route_step, "CUDA")
+    _library.impl("route_step", route_step, "CUDA")
 
 
 @torch.library.register_fake("switchyard::route_step")

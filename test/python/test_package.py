@@ -381,15 +381,8 @@ def main():
           bool((dropped["topk_ids"] < 0).any()) and bool(((c_ids >= 0) & (c_ids < 8)).all())
           and torch.equal(c_ids, t_ids) and torch.equal(c_w, t_w))
 
-    # The GPU path of a bound call (written, no GPU here): the policy's device Router on
-    # the logits' device, then the tensor-op fill. Run on CPU tensors with the host
-    # Router standing in for the CUDA one: the same routing as the native path.
-    from switchyard._step import StepRouter
-    stand_in = StepRouter(cap.configured(outputs=("topk_ids", "topk_weights")), experts=8,
-                          cuda_router=cap)
-    d_w, d_ids = stand_in._call_device(x8, [])
-    check("bound call, device path (host Router standing in): = the native path",
-          torch.equal(d_ids, c_ids) and torch.equal(d_w, c_w))
+    # (The GPU path of a bound call, runtime::CudaStepRouter, runs through an emulated
+    # cudart in exec/cuda-step-router.)
 
     # -- the executor -------------------------------------------------------------------
     work = tempfile.mkdtemp(prefix="sy-package-")

@@ -567,6 +567,7 @@ constexpr int64_t kSharedBytesPerBlock = 48 << 10;
 
 LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   std::string paramList, argList;
+  std::vector<std::string> paramTypes;
   os << "__device__ static void " << kernel.getName() << "_body(";
   // The PTX entry's parameters: scalars, and per memref allocated, aligned, offset,
   // sizes, strides.
@@ -574,7 +575,10 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
   auto param = [&](const std::string &text) {
     os << (first ? "" : ", ") << text;
     paramList += (first ? "" : ", ") + text;
-    argList += std::string(first ? "" : ", ") + text.substr(text.find_last_of(" *") + 1);
+    size_t split = text.find_last_of(" *") + 1;
+    argList += std::string(first ? "" : ", ") + text.substr(split);
+    std::string type = text.substr(0, split);
+    paramTypes.push_back(type.back() == ' ' ? type.substr(0, type.size() - 1) : type);
     first = false;
   };
   // The entry block's arguments are the parameters, then the workgroup attributions.
@@ -649,6 +653,13 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
      << "#else\n"
      << "  " << kernel.getName() << "_body(" << argList << ");\n"
      << "#endif\n}\n";
+  // On the CPU, the kernel also in cudaLaunchKernel's convention (a pointer to each
+  // parameter), for an emulated cudart that runs the generated launcher's launches.
+  os << "#ifdef SWITCHYARD_CUDA_ON_HOST\nSY_EXPORT void " << kernel.getName()
+     << "_params(void **args) {\n  " << kernel.getName() << "(";
+  for (auto [i, type] : llvm::enumerate(paramTypes))
+    os << (i ? ", " : "") << "*(" << type << " *)args[" << i << "]";
+  os << ");\n}\n#endif\n";
   return success();
 }
 

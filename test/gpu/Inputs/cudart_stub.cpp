@@ -4,10 +4,15 @@
 // without a GPU: a configurable device (count, compute capability, SMs, resident blocks
 // per SM) and a record of every launch (kernel, grid, block, the first N parameter
 // slots). test_launcher_stub.py links generated launchers against it as libcudart.so.
+// With stub_emulate(library), a launch also RUNS: the kernel of the same name from the
+// router's CUDA C++ compiled for the CPU (NAME.cu with -DSWITCHYARD_CUDA_ON_HOST, its
+// KERNEL_params entry taking cudaLaunchKernel's parameter pointers) on CPU threads, with
+// the launch's grid and block; "device memory" is then host memory.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -23,6 +28,7 @@ struct Launch {
 };
 int devices = 1, ccMajor = 9, ccMinor = 0, sms = 4, perSm = 2, argSlots = 0;
 int loads = 0, occupancyQueries = 0;
+void *emulated = nullptr; // the kernels' CPU build (stub_emulate), or null
 std::vector<std::string> kernels;
 std::vector<Launch> launches;
 } // namespace
@@ -36,6 +42,12 @@ void stub_configure(int deviceCount, int major, int minor, int smCount, int bloc
   perSm = blocksPerSm;
 }
 void stub_expect_args(int slots) { argSlots = slots; }
+/// Runs every launch from now on with the kernels of the shared library at `path` (null:
+/// record only); 0, or -1 when it does not load.
+int stub_emulate(const char *path) {
+  emulated = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  return path && !emulated ? -1 : 0;
+}
 void stub_clear() { launches.clear(); }
 int stub_loads() { return loads; }
 int stub_occupancy_queries() { return occupancyQueries; }
@@ -123,5 +135,15 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *fu
   for (int slot = 0; slot < argSlots; ++slot)
     memcpy(&launch.args[slot], args[slot], sizeof(uint64_t)); // every slot is 8 bytes
   launches.push_back(launch);
+  if (emulated) {
+    auto geometry = reinterpret_cast<void (*)(unsigned, unsigned)>(
+        dlsym(emulated, "switchyard_host_launch"));
+    auto kernel = reinterpret_cast<void (*)(void **)>(
+        dlsym(emulated, (kernels[index] + "_params").c_str()));
+    if (!geometry || !kernel)
+      return cudaErrorInvalidDeviceFunction;
+    geometry(grid.x, block.x);
+    kernel(args);
+  }
   return cudaSuccess;
 }

@@ -18,6 +18,7 @@
 #define SWITCHYARD_RUNTIME_STEPROUTER_H
 
 #include "switchyard/Runtime/BoundCall.h"
+#include "switchyard/Runtime/CudaStepRouter.h"
 
 #include <map>
 #include <mutex>
@@ -93,6 +94,11 @@ public:
   const std::vector<MetadataInput> &metadataInputs() const { return metadata; }
   const std::string &label() const { return name; }
 
+  /// The router's GPU launchers (null: bound for the host only). Attached before the
+  /// router is registered.
+  const CudaStepRouter *cuda() const { return gpu.get(); }
+  void attachCuda(std::unique_ptr<const CudaStepRouter> router) { gpu = std::move(router); }
+
 private:
   StepRouter() = default;
   struct Bound {
@@ -126,6 +132,7 @@ private:
       cache;
   // Per entry: the defaults' knob struct (null: the policy has no run-time knobs).
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> defaultKnobs;
+  std::unique_ptr<const CudaStepRouter> gpu;
 };
 
 /// A routed call the engine asked to record (the op's `layer` >= 0): the layer, its

@@ -1,0 +1,151 @@
+//===- CudaStepRouter.cpp - a policy's GPU launcher bound for an engine ---===//
+#include "switchyard/Runtime/CudaStepRouter.h"
+#include "switchyard/Runtime/StepRouter.h"
+
+#include <algorithm>
+
+namespace switchyard::runtime {
+
+namespace {
+DeviceStep &threadDeviceStep() {
+  thread_local DeviceStep step;
+  return step;
+}
+} // namespace
+
+void setDeviceStep(const DeviceStep &step) { threadDeviceStep() = step; }
+const DeviceStep &currentDeviceStep() { return threadDeviceStep(); }
+
+std::unique_ptr<CudaStepRouter>
+CudaStepRouter::create(std::vector<Entry> entries,
+                       const std::vector<std::string> &layerInputs, const void *deviceKnobs,
+                       const std::string &label, Status &status) {
+  std::unique_ptr<CudaStepRouter> router(new CudaStepRouter);
+  router->name = label;
+  router->knobs = deviceKnobs;
+  auto invalid = [&](const std::string &message) {
+    status = Status(StatusCode::kInvalidArgument, label + ": " + message);
+    return nullptr;
+  };
+  if (entries.empty() || !entries.front().policy)
+    return invalid("no GPU launcher to bind");
+  for (Entry &entry : entries) {
+    const Signature &sig = entry.policy->signature();
+    Bound bound{entry.policy, entry.logits, {}};
+    for (const Param &p : sig.params) {
+      std::pair<Source, size_t> source{Source::Logits, 0};
+      if (p.isOutput) {
+        if (p.name != "topk_ids" && p.name != "topk_weights")
+          return invalid("@" + sig.entry + " returns '" + p.name +
+                         "', which the engine does not take (compile its GPU entry with "
+                         "only the outputs topk_ids and topk_weights)");
+        source.first = p.name == "topk_ids" ? Source::Ids : Source::Weights;
+      } else if (p.name == "logits") {
+        source.first = Source::Logits;
+      } else if (auto layer = std::find(layerInputs.begin(), layerInputs.end(), p.name);
+                 layer != layerInputs.end()) {
+        source = {Source::Layer, size_t(layer - layerInputs.begin())};
+      } else if (std::optional<MetadataInput> m = metadataInput(p.inputName())) {
+        source.first = *m == MetadataInput::RequestIds  ? Source::RequestIds
+                       : *m == MetadataInput::Positions ? Source::Positions
+                       : *m == MetadataInput::DraftMask ? Source::DraftMask
+                                                        : Source::Phase;
+        if (*m != MetadataInput::Phase && *m != MetadataInput::DraftMask &&
+            p.dtype != "int32")
+          return invalid("@" + sig.entry + " reads '" + p.name + "' as " + p.dtype +
+                         "; the device metadata are int32");
+      } else {
+        return invalid("@" + sig.entry + " needs input '" + p.name +
+                       "', which the engine does not give");
+      }
+      bound.params.push_back(source);
+    }
+    if (router->knobBytes == 0 && !sig.knobs.empty())
+      router->knobBytes = KnobLayout(sig.knobs).size;
+    router->entries.push_back(std::move(bound));
+  }
+  status = Status::ok();
+  return router;
+}
+
+const CudaStepRouter::Bound &CudaStepRouter::entryFor(npy::DType logitsType) const {
+  for (size_t i = 1; i < entries.size(); ++i)
+    if (entries[i].logits == logitsType)
+      return entries[i];
+  return entries.front();
+}
+
+int64_t CudaStepRouter::workspaceBytes(int64_t tokens, npy::DType logitsType) const {
+  return entryFor(logitsType).policy->workspaceBytes(tokens);
+}
+
+Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logitsType,
+                             const void *const *layer, int32_t *ids, float *weights,
+                             void *workspace, void *stream) const {
+  const Bound &entry = entryFor(logitsType);
+  if (logitsType != entry.logits)
+    return {StatusCode::kInvalidArgument,
+            name + ": logits of dtype " + npy::dtypeName(logitsType) +
+                " on the GPU need an entry compiled to read them (--input-dtype "
+                "logits=bf16 / f16) or float32 logits"};
+  const DeviceStep &step = currentDeviceStep();
+  if (step.knobGroups)
+    return {StatusCode::kInvalidKnob,
+            name + ": the step has per-request knob groups, which the GPU path does not "
+                   "route yet (set the knobs for the whole step)"};
+  const size_t count = entry.params.size();
+  // Small fixed-size arrays would do; the vectors are what CudaPolicy::launch takes.
+  thread_local std::vector<void *> buffers;
+  thread_local std::vector<int64_t> scalars;
+  buffers.assign(count, nullptr);
+  scalars.assign(count, 0);
+  for (size_t i = 0; i < count; ++i) {
+    auto [source, slot] = entry.params[i];
+    const void *pointer = nullptr;
+    const char *missing = nullptr;
+    switch (source) {
+    case Source::Logits:
+      pointer = logits;
+      break;
+    case Source::Layer:
+      pointer = layer[slot];
+      break;
+    case Source::RequestIds:
+      pointer = step.requestIds;
+      missing = pointer ? nullptr : "request_ids";
+      break;
+    case Source::Positions:
+      pointer = step.positions;
+      missing = pointer ? nullptr : "positions";
+      break;
+    case Source::DraftMask:
+      pointer = step.draftMask;
+      missing = pointer ? nullptr : "draft_mask";
+      break;
+    case Source::Phase:
+      if (!step.phase)
+        missing = "phase";
+      else
+        scalars[i] = *step.phase;
+      break;
+    case Source::Ids:
+      pointer = ids;
+      break;
+    case Source::Weights:
+      pointer = weights;
+      break;
+    }
+    if (missing)
+      return {StatusCode::kInvalidArgument,
+              name + ": the policy needs '" + missing +
+                  "' from the step's device metadata, and none is set (the engine "
+                  "integration sets it before the layers run)"};
+    buffers[i] = const_cast<void *>(pointer);
+  }
+  Status status = entry.policy->launch(tokens, buffers, scalars, knobs, workspace, stream);
+  if (!status.isOk())
+    return {status.code(), name + ": " + status.message()};
+  return Status::ok();
+}
+
+} // namespace switchyard::runtime

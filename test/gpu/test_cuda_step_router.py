@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""The engine's CUDA routing path on a CPU: runtime::CudaStepRouter (what the routing op
+launches on CUDA tensors) with each router's real GPU launcher (libNAME_gpu.so, built by
+switchyard.compile(target="cuda")) loaded against an emulating cudart
+(Inputs/cudart_stub.cpp with stub_emulate: each launch runs the kernel of the same name
+from the router's NAME.cu compiled for the CPU, on CPU threads, with the launch's grid
+and block). "Device memory" is host memory here, so the test reads results directly.
+
+The CUDA-graph contract, checked as a replay would exercise it: every call of a router
+passes byte-identical pointers (logits, layer tensors, metadata buffers, the knob struct,
+outputs, workspace); between the calls only the MEMORY changes — other logits, other
+request ids in the runner's metadata buffer, another knob struct written into the
+router's device knob memory — and each call's ids and weights must equal the host
+target's on that call's values (ids exactly, weights within 1e-5). Also: the bfloat16
+entry reads bf16 logits in place; a router without a set device metadata input says
+which; a GPU entry with results other than topk_ids / topk_weights is refused at bind.
+
+    test_cuda_step_router.py --build BUILD_DIR
+"""
+import argparse
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cuda_host import SWITCHYARD_INCLUDE, cxx  # noqa: E402
+from gpu_cases import CaseTally, alternative_knobs, differing_outputs, entry_info, \
+    example_inputs  # noqa: E402
+from policy_shapes import ROOT, import_switchyard, native_shape  # noqa: E402
+
+CUDA_HOME = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+CUDA_INCLUDE = os.environ.get("SWITCHYARD_CUDA_INCLUDE") or os.path.join(CUDA_HOME, "include")
+F32, BF16 = 2, 1   # npy::DType codes
+# (policy file, entry, the layer inputs the engine passes).
+ROUTERS = [("topk_softmax", "topk_softmax", []), ("deepseek_v3", "deepseek_v3", ["bias"]),
+           ("lynx", "lynx", []), ("xshare", "xshare", []),
+           ("xshare_spec", "xshare_spec", []), ("capacity_topk", "capacity_topk", [])]
+TOKENS = 40   # one-CTA class or the grid for the first call, then fewer rows
+ROUTE = ("topk_ids", "topk_weights")
+
+
+def cudart_soname():
+    """The SONAME of the toolkit's cudart, which the launchers link: the stub takes it,
+    so that a launcher's NEEDED resolves to the stub already loaded."""
+    path = os.path.join(CUDA_HOME, "lib64", "libcudart.so")
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    found = re.search(r"\(SONAME\).*\[(.*)\]", out)
+    return found.group(1) if found else "libcudart.so"
+
+
+def build_stub(build, work):
+    path = os.path.join(work, "libcudart_emulated.so")
+    subprocess.run([cxx(build), "-std=c++17", "-shared", "-fPIC", f"-I{CUDA_INCLUDE}",
+                    os.path.join(HERE, "Inputs", "cudart_stub.cpp"),
+                    f"-Wl,-soname,{cudart_soname()}", "-ldl", "-o", path], check=True)
+    stub = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    stub.stub_configure(1, 9, 0, 4, 2)
+    return stub
+
+
+def build_kernels_on_host(build, directory, entry, work):
+    """NAME.cu of the compiled artifacts as a CPU library (its KERNEL_params entries)."""
+    path = os.path.join(work, f"lib{entry}_{os.path.basename(directory)}_cu.so")
+    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
+                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC",
+                    os.path.join(directory, f"{entry}.cu"), "-o", path], check=True)
+    return path
+
+
+def pointer(array):
+    return array.ctypes.data
+
+
+class Binding:
+    """One router bound as the engine binds it: a host StepRouter with the GPU
+    launchers attached, and the fixed "device" buffers every call passes."""
+
+    def __init__(self, sy, stub, kernels, host, gpu, dtype, layer_names, tokens, experts,
+                 knob_bytes):
+        self.sy, self.stub, self.kernels = sy, stub, kernels
+        self.knobs = np.zeros(max(knob_bytes, 1), np.uint8)   # the device knob struct
+        self.handle = host._native.bind_step_router(
+            [], [], layer_names, experts, [], f"@{host.entry}", cuda=[gpu._native],
+            cuda_dtypes=[dtype], device_knobs=pointer(self.knobs) if knob_bytes else 0)
+        workspace, size = sy._switchyard.step_router_cuda_info(self.handle, tokens, dtype)
+        assert size == knob_bytes, (size, knob_bytes)
+        self.workspace = np.full(max(workspace, 1), 0x5A, np.uint8)
+        self.dtype = dtype
+
+    def route(self, tokens, logits, layer, k):
+        ids = np.full((tokens, k), -7, np.int32)
+        weights = np.full((tokens, k), np.nan, np.float32)
+        if self.stub.stub_emulate(self.kernels.encode()) != 0:
+            raise SystemExit(f"{self.kernels} does not load")
+        self.sy._switchyard.step_route_cuda(self.handle, tokens, pointer(logits), self.dtype,
+                                            [pointer(t) for t in layer], pointer(ids),
+                                            pointer(weights), pointer(self.workspace), 0)
+        return {"topk_ids": ids, "topk_weights": weights}
+
+
+def bf16_bits(values):
+    u = values.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
+    policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+    shape = native_shape(file)
+    host = sy.compile(policy, entry=entry, outputs=ROUTE, **shape)
+    gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda", **shape)
+    info = entry_info(sy, policy, entry, **shape)
+    kernels = build_kernels_on_host(build, gpu._native.directory, entry, work)
+    experts, k = info["experts"], info["top_k"]
+    knob_bytes = len(host._native.knob_struct(host._default_knobs)) if host.knobs else 0
+    binding = Binding(sy, stub, kernels, host, gpu, F32, layer_names, TOKENS, experts,
+                      knob_bytes)
+    inputs = example_inputs(info, TOKENS, rng)
+    # The runner's fixed buffers: logits (T rows at most), the layer's tensors, the
+    # per-token metadata; each call writes new values into them.
+    logits = np.zeros((TOKENS, experts), np.float32)
+    layer = [np.ascontiguousarray(inputs[n]) for n in layer_names]
+    request_ids = np.zeros(TOKENS, np.int32)
+    sy._switchyard.set_device_step(pointer(request_ids), 0, 0, inputs.get("phase"))
+
+    def call(label, tokens, values, knobs=None):
+        logits[:tokens] = values["logits"]
+        for buffer, name in zip(layer, layer_names):
+            buffer[...] = values[name]
+        if "request_ids" in values:
+            request_ids[:tokens] = values["request_ids"]
+        if host.knobs:
+            binding.knobs[:] = np.frombuffer(host._native.knob_struct(
+                host._default_knobs + host._knob_settings(knobs or {})), np.uint8)
+        expected = host(**values, knobs=knobs)
+        got = binding.route(tokens, logits, layer, k)
+        tally.record(f"{entry} {label}", differing_outputs(
+            {n: np.asarray(expected[n]) for n in ROUTE}, got))
+        return expected
+
+    defaults = call(f"T={TOKENS}", TOKENS, inputs)
+    if host.knobs:
+        other, _ = alternative_knobs(host, inputs, defaults)
+        call(f"T={TOKENS}, knobs {other} written into the device struct", TOKENS, inputs,
+             other)
+        call(f"T={TOKENS}, the defaults written back", TOKENS, inputs)
+    smaller = example_inputs(info, TOKENS // 2 + 3, rng)
+    if "request_ids" in smaller:   # requests of 3 tokens now: other metadata values
+        smaller["request_ids"] = (np.arange(TOKENS // 2 + 3) // 3).astype(np.int32)
+    call(f"T={TOKENS // 2 + 3}, new logits and metadata in the same buffers",
+         TOKENS // 2 + 3, smaller)
+
+
+def check_bf16(sy, build, stub, work, tally, rng):
+    """The entry compiled to read bfloat16 logits, chosen for bf16 logits."""
+    policy = os.path.join(ROOT, "policies", "topk_softmax.mlir")
+    shape = native_shape("topk_softmax")
+    host = sy.compile(policy, outputs=ROUTE, **shape)
+    gpu = sy.compile(policy, outputs=ROUTE, target="cuda", input_dtypes={"logits": "bf16"},
+                     **shape)
+    info = entry_info(sy, policy, "topk_softmax", **shape)
+    kernels = build_kernels_on_host(build, gpu._native.directory, "topk_softmax", work)
+    binding = Binding(sy, stub, kernels, host, gpu, BF16, [], TOKENS, info["experts"], 0)
+    values = rng.standard_normal((TOKENS, info["experts"])).astype(np.float32)
+    bits = bf16_bits(values)
+    expected = host(logits=(bits.astype(np.uint32) << 16).view(np.float32))
+    got = binding.route(TOKENS, bits, [], info["top_k"])
+    tally.record("topk_softmax bf16 logits read in place",
+                 differing_outputs({n: np.asarray(expected[n]) for n in ROUTE}, got))
+
+
+def check_errors(sy, tally):
+    """Clear errors: a GPU entry with other results, a missing device metadata input."""
+    policy = os.path.join(ROOT, "policies", "xshare_spec.mlir")
+    shape = native_shape("xshare_spec")
+    host = sy.compile(policy, outputs=ROUTE, **shape)
+    full = sy.compile(policy, target="cuda", **shape)
+    experts = entry_info(sy, policy, "xshare_spec", **shape)["experts"]
+    try:
+        host._native.bind_step_router([], [], [], experts, [], "@xshare_spec",
+                                      cuda=[full._native], cuda_dtypes=[F32])
+        tally.record("a GPU entry with more results is refused", ["no error"])
+    except Exception as error:   # noqa: BLE001 - the message is what is checked
+        ok = "topk_ids and topk_weights" in str(error)
+        tally.record(f"a GPU entry with more results is refused ({error})",
+                     [] if ok else ["message"])
+    gpu = sy.compile(policy, outputs=ROUTE, target="cuda", **shape)
+    handle = host._native.bind_step_router([], [], [], experts, [], "@xshare_spec",
+                                           cuda=[gpu._native], cuda_dtypes=[F32])
+    sy._switchyard.set_device_step(0, 0, 0, None)
+    try:
+        sy._switchyard.step_route_cuda(handle, 4, 1, F32, [], 1, 1, 1, 0)
+        tally.record("a missing request_ids buffer is an error", ["no error"])
+    except Exception as error:   # noqa: BLE001
+        ok = "request_ids" in str(error)
+        tally.record(f"a missing request_ids buffer is an error ({error})",
+                     [] if ok else ["message"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--build", required=True)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="switchyard-cuda-step-")
+    stub = build_stub(args.build, work)   # before any launcher loads
+    sy = import_switchyard(args.build)
+    rng = np.random.default_rng(5)
+    tally = CaseTally()
+    for file, entry, layer_names in ROUTERS:
+        check_router(sy, args.build, stub, work, tally, file, entry, layer_names, rng)
+    check_bf16(sy, args.build, stub, work, tally, rng)
+    check_errors(sy, tally)
+    return tally.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
