@@ -141,8 +141,12 @@ int main(int argc, char **argv) {
     std::vector<void *> buffers(host.buffers().size(), nullptr);
     const auto &params = gpu->signature().params;
     for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].kind == "scalar")
+      if (params[i].kind == "scalar") { // its value in device memory (the kernels read it)
+        int64_t value = host.scalars()[i];
+        cudaMalloc(&buffers[i], 8);
+        cudaMemcpy(buffers[i], &value, params[i].elementBytes(), cudaMemcpyHostToDevice);
         continue;
+      }
       size_t bytes =
           size_t(params[i].elementsFor(tokens).value_or(0) * params[i].elementBytes());
       cudaMalloc(&buffers[i], bytes ? bytes : 1);
@@ -153,7 +157,7 @@ int main(int argc, char **argv) {
     cudaMalloc(&workspace, size_t(std::max<int64_t>(gpu->workspaceBytes(tokens), 1)));
     cudaStream_t stream;
     cudaStreamCreate(&stream);
-    if (!gpu->launch(tokens, buffers, host.scalars(), {}, workspace, stream, error))
+    if (!gpu->launch(tokens, buffers, /*deviceKnobs=*/nullptr, workspace, stream, error))
       return fail(error);
     cudaStreamSynchronize(stream);
     std::vector<int32_t> ids(size_t(tokens * topK));

@@ -30,6 +30,13 @@ static cl::list<std::string> inputDtypeFlags(
              "(the compiled entry takes that dtype and widens at each load; repeatable)"),
     cl::value_desc("name=bf16|f16|f32"), cl::cat(category()));
 
+static cl::opt<bool> fill(
+    "fill-empty-slots",
+    cl::desc("return every slot of topk_ids as an expert (a serving engine's contract: a "
+             "slot the policy leaves empty gets weight 0 and an expert the token or the "
+             "batch already uses)"),
+    cl::cat(category()));
+
 static cl::opt<bool>
     freeze("freeze-knobs",
            cl::desc("compile the knobs' values in (no run-time knob struct)"),
@@ -47,6 +54,8 @@ const std::string &entryName() { return entry; }
 int64_t hostThreadMinWork() { return threadMinWork; }
 
 bool freezeKnobs() { return freeze; }
+
+bool fillEmptySlots() { return fill; }
 
 std::vector<std::string> outputNames() {
   return std::vector<std::string>(outputs.begin(), outputs.end());

@@ -36,13 +36,14 @@ namespace nb = nanobind;
 runtime::TensorView viewOf(const nb::ndarray<> &array, const std::string &what);
 
 /// Creates and registers a step router (runtime::StepRouter) of `entries`, with the
-/// GPU launchers `cuda` (none: host only) reading the knob struct at `deviceKnobs`;
+/// GPU launchers `cuda` (none: host only) reading the knob struct at `deviceKnobs` and
+/// the phase at `devicePhase` (device memory);
 /// returns its handle, or raises the router's error.
 int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
                            const std::vector<std::string> &layerInputs, int64_t experts,
                            const std::vector<std::string> &knobs, const std::string &label,
                            std::vector<runtime::CudaStepRouter::Entry> cuda,
-                           const void *deviceKnobs);
+                           const void *deviceKnobs, const void *devicePhase);
 
 void bindPolicies(nb::module_ &m);
 void bindSteps(nb::module_ &m);

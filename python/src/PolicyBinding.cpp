@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
+#include <nanobind/stl/map.h>
+
 #include "switchyard/Runtime/CudaPolicy.h"
 #include "switchyard/Runtime/HostPolicy.h"
 #include "switchyard/Runtime/PolicyCache.h"
@@ -93,17 +95,28 @@ public:
   }
 
   /// Launches on a CUDA stream (a cudaStream_t as an integer, 0: the legacy default)
-  /// with device arrays, a device workspace of workspace_bytes(tokens) and the knob
-  /// struct in device memory (knob_struct's bytes; 0: the defaults).
-  int64_t launch(nb::dict inputs, nb::dict outputs, uintptr_t knobs, uintptr_t workspace,
-                 uintptr_t stream) {
+  /// with device arrays, each scalar input's value in device memory (`scalars`: name ->
+  /// device pointer), a device workspace of workspace_bytes(tokens) and the knob struct
+  /// in device memory (knob_struct's bytes; 0: the defaults).
+  int64_t launch(nb::dict inputs, nb::dict outputs,
+                 const std::map<std::string, uintptr_t> &scalars, uintptr_t knobs,
+                 uintptr_t workspace, uintptr_t stream) {
     if (!gpu)
       fail("@" + sig.entry + " was loaded for the host; compile it with target=\"cuda\"");
     runtime::CallBuffers call(sig);
     bindAll(call, inputs, outputs, /*device=*/true);
+    std::vector<void *> buffers = call.buffers();
+    for (size_t i = 0; i < sig.params.size(); ++i) {
+      if (sig.params[i].kind != "scalar")
+        continue;
+      auto found = scalars.find(sig.params[i].name);
+      if (found == scalars.end())
+        fail("argument '" + sig.params[i].name +
+             "': a scalar input of a GPU launch is given in device memory (scalars=)");
+      buffers[i] = reinterpret_cast<void *>(found->second);
+    }
     runtime::Status status =
-        gpu->launch(call.tokens(), call.buffers(), call.scalars(),
-                    reinterpret_cast<const void *>(knobs),
+        gpu->launch(call.tokens(), buffers, reinterpret_cast<const void *>(knobs),
                     reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream));
     if (!status.isOk())
       fail(status);
@@ -208,7 +221,7 @@ void bindPolicies(nb::module_ &m) {
       .def_prop_ro("signature", &Policy::signature, nb::rv_policy::reference_internal)
       .def("run", &Policy::run, nb::arg("inputs"), nb::arg("outputs"), nb::arg("knobs"))
       .def("launch", &Policy::launch, nb::arg("inputs"), nb::arg("outputs"),
-           nb::arg("knobs"), nb::arg("workspace"), nb::arg("stream"))
+           nb::arg("scalars"), nb::arg("knobs"), nb::arg("workspace"), nb::arg("stream"))
       .def("workspace_bytes", &Policy::workspaceBytes, nb::arg("tokens"))
       .def("check_knobs", [](const Policy &p,
                              const std::vector<std::string> &knobs) { p.packKnobs(knobs); })
@@ -220,7 +233,7 @@ void bindPolicies(nb::module_ &m) {
              const std::vector<std::string> &layerInputs, int64_t experts,
              const std::vector<std::string> &knobs, const std::string &label,
              const std::vector<const Policy *> &cuda, const std::vector<int> &cudaDtypes,
-             uintptr_t deviceKnobs) {
+             uintptr_t deviceKnobs, uintptr_t devicePhase) {
             if (!self.sharedHost())
               fail("bind_step_router: the policy was loaded for CUDA (a step router runs "
                    "on the host)");
@@ -237,16 +250,20 @@ void bindPolicies(nb::module_ &m) {
             }
             return registerStepRouter(std::move(entries), layerInputs, experts, knobs,
                                       label, std::move(gpuEntries),
-                                      reinterpret_cast<const void *>(deviceKnobs));
+                                      reinterpret_cast<const void *>(deviceKnobs),
+                                      reinterpret_cast<const void *>(devicePhase));
           },
           nb::arg("narrow"), nb::arg("narrow_dtypes"), nb::arg("layer_inputs"),
           nb::arg("experts"), nb::arg("knobs"), nb::arg("label"),
           nb::arg("cuda") = std::vector<const Policy *>(),
           nb::arg("cuda_dtypes") = std::vector<int>(), nb::arg("device_knobs") = 0,
+          nb::arg("device_phase") = 0,
           "Binds the policy (float32 logits; `narrow`: the same policy compiled to read "
           "the logits dtypes `narrow_dtypes` in place) as a step router; `cuda`: its GPU "
           "launchers (the logits dtypes `cuda_dtypes`, float32 first) reading the knob "
-          "struct at `device_knobs` (device memory; 0: the defaults). Returns its handle "
+          "struct at `device_knobs` (device memory; 0: the defaults) and the step's phase "
+          "at "
+          "`device_phase` (an int32 in device memory). Returns its handle "
           "(runtime::StepRouter).");
 }
 

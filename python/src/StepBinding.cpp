@@ -23,15 +23,16 @@ int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
                            const std::vector<std::string> &layerInputs, int64_t experts,
                            const std::vector<std::string> &knobs, const std::string &label,
                            std::vector<runtime::CudaStepRouter::Entry> cuda,
-                           const void *deviceKnobs) {
+                           const void *deviceKnobs, const void *devicePhase) {
   runtime::Status status;
   std::unique_ptr<runtime::StepRouter> router = runtime::StepRouter::create(
       std::move(entries), layerInputs, experts, knobs, label, status);
   if (!router)
     fail(status);
   if (!cuda.empty()) {
-    std::unique_ptr<runtime::CudaStepRouter> gpu = runtime::CudaStepRouter::create(
-        std::move(cuda), router->layerInputs(), deviceKnobs, router->label(), status);
+    std::unique_ptr<runtime::CudaStepRouter> gpu =
+        runtime::CudaStepRouter::create(std::move(cuda), router->layerInputs(), deviceKnobs,
+                                        devicePhase, router->label(), status);
     if (!gpu)
       fail(status);
     router->attachCuda(std::move(gpu));
@@ -193,18 +194,22 @@ void bindSteps(nb::module_ &m) {
       "Routes one layer's call (raw pointers; results written in place).");
   m.def(
       "set_device_step",
-      [](uintptr_t requestIds, uintptr_t positions, uintptr_t draftMask,
-         std::optional<int64_t> phase, bool knobGroups) {
-        runtime::setDeviceStep({reinterpret_cast<const void *>(requestIds),
-                                reinterpret_cast<const void *>(positions),
-                                reinterpret_cast<const void *>(draftMask), phase,
-                                knobGroups});
+      [](uintptr_t requestIds, uintptr_t positions, uintptr_t draftMask, bool phase,
+         bool knobGroups) {
+        runtime::DeviceStep step;
+        step.requestIds = reinterpret_cast<const void *>(requestIds);
+        step.positions = reinterpret_cast<const void *>(positions);
+        step.draftMask = reinterpret_cast<const void *>(draftMask);
+        step.phase = phase;
+        step.knobGroups = knobGroups;
+        runtime::setDeviceStep(step);
       },
       nb::arg("request_ids"), nb::arg("positions"), nb::arg("draft_mask"),
-      nb::arg("phase").none(), nb::arg("knob_groups") = false,
+      nb::arg("phase") = false, nb::arg("knob_groups") = false,
       "Sets the calling thread's device metadata (runtime::DeviceStep): device pointers "
-      "(0: not given) to int32 per-token buffers the runner writes before each step, "
-      "and the phase.");
+      "(0: not given) to int32 per-token buffers the runner writes before each step; "
+      "whether the step's phase was written into the routers' device phase; whether the "
+      "step has per-request knob groups.");
   m.def(
       "step_router_cuda_info",
       [](int64_t handle, int64_t tokens,

@@ -113,7 +113,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             entry: Optional[str] = None, outputs: Optional[Iterable[str]] = None,
             allow_unused: Optional[bool] = None, freeze_knobs: bool = False,
             host_threads_min_work: Optional[int] = None,
-            input_dtypes: Optional[Dict[str, Any]] = None, **shape: Any) -> Router:
+            input_dtypes: Optional[Dict[str, Any]] = None, fill_empty_slots: bool = False,
+            **shape: Any) -> Router:
     """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
     returns a Router.
 
@@ -143,6 +144,12 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
              loads it: bf16 torch tensors (CPU or CUDA) and float16 arrays bind with no
              copy; a float32 tensor for such an input is an InputError (narrowing rounds)
 
+    fill_empty_slots
+             a serving engine's contract in the compiled code (moe-compile
+             --fill-empty-slots): every slot of topk_ids an expert in [0, E), a slot
+             the policy leaves empty with weight 0 and an expert the token (or else the
+             batch) already uses
+
     Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
     shape and target compile once.
     """
@@ -166,6 +173,8 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             raise SwitchyardError("host_threads_min_work must be an integer >= 0, got "
                                   f"{host_threads_min_work!r}")
         flags.append(f"--host-threads-min-work={host_threads_min_work}")
+    if fill_empty_slots:
+        flags.append("--fill-empty-slots")
     for name, dtype in sorted((input_dtypes or {}).items()):
         flags += ["--input-dtype", f"{name}={_dtype_name(dtype)}"]
     if knobs is not None and not isinstance(knobs, Mapping):

@@ -43,30 +43,32 @@ def set_batch_metadata(**values: Any) -> None:
     _apply(entry)
 
 
-#: StepRouters' writers of their GPU knob struct (write(settings)), called when a step's
-#: knobs are set; weakly held (a router that is gone drops out).
-_device_knob_writers: List[weakref.WeakMethod] = []
+#: StepRouters' writers of their GPU state (write(settings, phase)): called when a
+#: step's metadata is set; weakly held (a router that is gone drops out).
+_device_writers: List[weakref.WeakMethod] = []
 
 
-def register_device_knob_writer(write) -> None:
-    """`write(settings)` (a bound method) is called with the step's knob settings each
-    time batch metadata is set (the GPU path's knob struct in device memory)."""
-    _device_knob_writers[:] = [w for w in _device_knob_writers if w() is not None]
-    _device_knob_writers.append(weakref.WeakMethod(write))
+def register_device_writer(write) -> None:
+    """`write(settings, phase)` (a bound method) is called with the step's knob settings
+    and phase (a number, or None) each time batch metadata is set: the GPU path's knob
+    struct and phase live in device memory the kernels read."""
+    _device_writers[:] = [w for w in _device_writers if w() is not None]
+    _device_writers.append(weakref.WeakMethod(write))
 
 
 def _apply(entry) -> None:
     """Hands `entry` (or nothing) to the runtime: the host StepState, the device
-    metadata pointers, and the step's knobs into every GPU router's device struct."""
+    metadata pointers, and the step's knobs and phase into every GPU router's device
+    memory."""
     _switchyard.set_step_state(entry[1] if entry else None)
-    device = entry[2] if entry else (0, 0, 0, None, False)
-    _switchyard.set_device_step(*device)
-    if _device_knob_writers:
+    pointers, phase, groups = entry[2] if entry else ((0, 0, 0), None, False)
+    _switchyard.set_device_step(*pointers, phase is not None, groups)
+    if _device_writers:
         settings = knob_settings((entry[0].get("knobs") or {}) if entry else {})
-        for method in list(_device_knob_writers):
+        for method in list(_device_writers):
             write = method()
             if write is not None:
-                write(settings)
+                write(settings, phase)
 
 
 def current_metadata() -> Optional[Dict[str, Any]]:
@@ -147,5 +149,5 @@ def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any, Tuple]:
         per_token["request_ids"], per_token["positions"], per_token["draft_mask"],
         None if phase is None else phase_number(phase), bool(values.get("warmup_step")),
         knob_settings(values.get("knobs") or {}), groups)
-    return values, state, (*device, None if phase is None else phase_number(phase),
+    return values, state, (device, None if phase is None else phase_number(phase),
                            bool(groups))

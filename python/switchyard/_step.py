@@ -18,15 +18,17 @@ switchyard.set_batch_metadata / batch_metadata set once per step. bfloat16 / flo
 logits go to an entry compiled to read them in place (--input-dtype logits=bf16) when
 one is bound, else they are widened inside the call; never by a torch op.
 
-The engine's routing contract is applied in the same call (vLLM's kernels take ids in
-[0, E) only): a slot the policy left empty (-1) gets weight 0 and an expert the token
-already uses, else one already active in the batch (runtime::fillEmptySlots).
+The engine's routing contract holds in every result (vLLM's kernels take ids in [0, E)
+only): a slot the policy left empty (-1) gets weight 0 and an expert the token already
+uses, else the lowest one the batch routes to — inside the compiled code (bind compiles
+with --fill-empty-slots: moe.fill_empty_slots), and in runtime::fillEmptySlots for a host
+entry compiled without it.
 
 On CUDA tensors the op's C++ kernel launches the policy's GPU launcher
 (runtime::CudaStepRouter) on torch's current stream. What a CUDA graph would freeze is
-kept out of the launch: the knobs are a struct in device memory this router owns
-(written by switchyard.set_batch_metadata when the step's knobs change, outside the
-graph), and the per-token metadata are the device buffers the engine gives
+kept out of the launch: the knobs (a struct) and the phase are device memory this router
+owns (written by switchyard.set_batch_metadata when the step's values change, outside
+the graph), and the per-token metadata are the device buffers the engine gives
 set_batch_metadata (read by pointer: under CUDA graphs, the same persistent int32 buffers
 every step).
 """
@@ -39,7 +41,7 @@ import torch
 
 from . import _switchyard
 from ._errors import InputError, SwitchyardError
-from ._metadata import register_device_knob_writer
+from ._metadata import register_device_writer
 
 #: Inputs a policy may declare that come from the step's batch metadata (per token,
 #: except the phase: one value for the step).
@@ -71,38 +73,49 @@ class StepRouter:
         narrow = dict(narrow_routers or {})
         #: Logits dtypes an entry reads in place (others are widened in the call).
         self.in_place_dtypes = {torch.float32, *narrow}
-        # The GPU launcher's knob struct, in device memory the kernels read.
-        self._device_knobs, self._written_knobs = None, None
-        if cuda_router is not None and router.knobs:
-            size = len(router._native.knob_struct(router._default_knobs))
-            self._device_knobs = torch.empty(size, dtype=torch.uint8, device=torch.device(
-                "cuda", torch.cuda.current_device()))
-            self.write_device_knobs([])
+        # The GPU launcher's knob struct and phase, in device memory the kernels read.
+        self._device_knobs = self._device_phase = None
+        self._written_knobs = self._written_phase = None
+        if cuda_router is not None:
+            device = torch.device("cuda", torch.cuda.current_device())
+            if router.knobs:
+                size = len(router._native.knob_struct(router._default_knobs))
+                self._device_knobs = torch.empty(size, dtype=torch.uint8, device=device)
+                self.write_device_state([], None)
+            if "phase" in router.inputs:
+                self._device_phase = torch.zeros(1, dtype=torch.int32, device=device)
         self.handle = router._native.bind_step_router(
             [r._native for r in narrow.values()], [_DTYPE_CODES[d] for d in narrow],
             list(layer_inputs), self.experts, router._default_knobs, self.label,
             cuda=[cuda_router._native] if cuda_router is not None else [],
             cuda_dtypes=[_DTYPE_CODES[torch.float32]] if cuda_router is not None else [],
             device_knobs=self._device_knobs.data_ptr() if self._device_knobs is not None
+            else 0,
+            device_phase=self._device_phase.data_ptr() if self._device_phase is not None
             else 0)
         self.top_k, self.layer_inputs, self.logits_width = \
             _switchyard.step_router_info(self.handle)
         self.metadata_inputs = [n for n in router.inputs if n in METADATA_INPUTS]
         self.on_cuda = cuda_router is not None
-        if self._device_knobs is not None:
-            register_device_knob_writer(self.write_device_knobs)
+        if self._device_knobs is not None or self._device_phase is not None:
+            register_device_writer(self.write_device_state)
         _steps[self.handle] = self
 
-    def write_device_knobs(self, settings: List[str]) -> None:
-        """Writes the knob struct of the defaults plus `settings` into the device memory
-        the GPU kernels read (when it changed): the next launch, or the next replay of a
-        captured graph, routes with it. A setting the policy refuses raises KnobError."""
-        if self._device_knobs is None or self._written_knobs == tuple(settings):
-            return
-        raw = self.router._native.knob_struct(self.router._default_knobs + list(settings))
-        self._device_knobs.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8),
-                                 non_blocking=True)
-        self._written_knobs = tuple(settings)
+    def write_device_state(self, settings: List[str], phase) -> None:
+        """Writes the knob struct of the defaults plus `settings`, and the phase (when
+        given), into the device memory the GPU kernels read, where they changed: the
+        next launch, or the next replay of a captured graph, routes with them. A setting
+        the policy refuses raises KnobError."""
+        if self._device_knobs is not None and self._written_knobs != tuple(settings):
+            raw = self.router._native.knob_struct(self.router._default_knobs +
+                                                  list(settings))
+            self._device_knobs.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8),
+                                     non_blocking=True)
+            self._written_knobs = tuple(settings)
+        if self._device_phase is not None and phase is not None and \
+                phase != self._written_phase:
+            self._device_phase.fill_(int(phase))
+            self._written_phase = phase
 
     def check_knobs(self, knobs: Dict) -> None:
         """Raises KnobError / SwitchyardError naming a knob the policy does not have or
@@ -146,7 +159,8 @@ class StepRouter:
 
     def _call_device(self, logits, layer_tensors):
         """CUDA tensors without the op library: the same runtime::CudaStepRouter launch
-        through the extension, then the routing contract as sync-free tensor ops."""
+        through the extension (the GPU entry holds the routing contract: compiled with
+        --fill-empty-slots)."""
         if not self.on_cuda:
             raise InputError(f"{self.label}: logits on {logits.device}, but the policy was "
                              "bound for the host (bind it with target=\"cuda\")")
@@ -167,24 +181,7 @@ class StepRouter:
                                     [t.data_ptr() for t in tensors], ids.data_ptr(),
                                     weights.data_ptr(), workspace.data_ptr(),
                                     torch.cuda.current_stream(device).cuda_stream)
-        ids, weights = fill_empty_slots(ids, weights, self.experts)
         return weights, ids
-
-
-def fill_empty_slots(ids: torch.Tensor, weights: torch.Tensor, experts: int):
-    """runtime::fillEmptySlots as tensor ops with no host synchronisation (for device
-    tensors and CUDA graphs): the same ids and weights."""
-    valid = (ids >= 0) & (ids < experts)
-    flat_valid = valid.reshape(-1)
-    first = flat_valid.to(torch.int32).argmax()
-    batch_any = ids.reshape(-1)[first]
-    batch_any = torch.where(flat_valid[first], batch_any, torch.zeros_like(batch_any))
-    own_index = valid.to(torch.int32).argmax(dim=1, keepdim=True)
-    own = ids.gather(1, own_index)
-    own = torch.where(valid.any(dim=1, keepdim=True), own, batch_any)
-    ids = torch.where(valid, ids, own.expand_as(ids)).to(torch.int32)
-    weights = torch.where(valid, weights, torch.zeros_like(weights)).to(torch.float32)
-    return ids, weights
 
 
 def route_step(logits: torch.Tensor, layer_inputs: List[torch.Tensor], handle: int,

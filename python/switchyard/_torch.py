@@ -8,6 +8,7 @@ from ._errors import InputError
 
 _DTYPES = {"float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
            "bfloat16": torch.bfloat16, "float16": torch.float16}
+_SCALAR_DTYPES = {"int32": torch.int32, "int64": torch.int64}
 
 
 def result_dtype(param) -> torch.dtype:
@@ -86,9 +87,16 @@ def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Ten
         workspace = torch.empty(max(router._native.workspace_bytes(tokens), 1),
                                 dtype=torch.uint8, device=device)
         knobs = device_knobs(router, settings, device)
+        # Scalar inputs (the phase) in device memory, which the kernels read.
+        dtypes = {p["name"]: p["dtype"] for p in router.signature["params"]}
+        scalars = {name: torch.tensor([int(value)], dtype=_SCALAR_DTYPES[dtypes[name]],
+                                      device=device)
+                   for name, value in tensors.items() if name in router._scalars}
         stream = torch.cuda.current_stream(device).cuda_stream
-        router._native.launch(tensors, outputs, knobs.data_ptr() if knobs is not None
-                              else 0, workspace.data_ptr(), stream)
+        router._native.launch(tensors, outputs,
+                              {name: t.data_ptr() for name, t in scalars.items()},
+                              knobs.data_ptr() if knobs is not None else 0,
+                              workspace.data_ptr(), stream)
     return {p["name"]: outputs[p["name"]] for p in router._selected}
 
 

@@ -454,13 +454,13 @@ npy::Array CallBuffers::output(size_t index) const {
 PackedArguments::PackedArguments(const Signature &signature, int64_t tokens,
                                  const std::vector<void *> &buffers,
                                  const std::vector<int64_t> &scalars, const void *knobs,
-                                 std::vector<void *> trailing)
+                                 std::vector<void *> trailing, bool scalarsInBuffers)
     : numTokens(tokens), bufferValues(buffers), scalar32(signature.params.size()),
       scalar64(signature.params.size()), knobStruct(knobs), extra(std::move(trailing)) {
   packed.push_back(&numTokens);
   for (size_t i = 0; i < signature.params.size(); ++i) {
     const Param &p = signature.params[i];
-    if (p.kind != "scalar") {
+    if (p.kind != "scalar" || scalarsInBuffers) {
       packed.push_back(&bufferValues[i]);
     } else if (p.dtype == "int64") {
       scalar64[i] = scalars[i];

@@ -160,9 +160,10 @@ Status BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DTyp
 int64_t fillEmptySlots(int32_t *ids, float *weights, int64_t tokens, int64_t k,
                        int64_t experts) {
   auto valid = [experts](int32_t id) { return id >= 0 && id < experts; };
+  // The lowest expert the batch routes to (moe.fill_empty_slots' rule), else 0.
   int32_t batchFallback = -1;
-  for (int64_t i = 0; i < tokens * k && batchFallback < 0; ++i)
-    if (valid(ids[i]))
+  for (int64_t i = 0; i < tokens * k; ++i)
+    if (valid(ids[i]) && (batchFallback < 0 || ids[i] < batchFallback))
       batchFallback = ids[i];
   if (batchFallback < 0)
     batchFallback = 0;

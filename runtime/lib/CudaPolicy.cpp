@@ -66,12 +66,11 @@ std::unique_ptr<CudaPolicy> CudaPolicy::load(const std::string &dir,
 }
 
 Status CudaPolicy::launch(int64_t tokens, const std::vector<void *> &buffers,
-                          const std::vector<int64_t> &scalars, const void *deviceKnobs,
-                          void *workspacePtr, void *stream) const {
-  // The launcher's parameters: those of the host entry (the knob struct a device
-  // pointer), then workspace and stream.
-  PackedArguments packed(entry.signature, tokens, buffers, scalars, deviceKnobs,
-                         {workspacePtr, stream});
+                          const void *deviceKnobs, void *workspacePtr, void *stream) const {
+  // The launcher's parameters: those of the host entry (scalars and the knob struct as
+  // device pointers), then workspace and stream.
+  PackedArguments packed(entry.signature, tokens, buffers, {}, deviceKnobs,
+                         {workspacePtr, stream}, /*scalarsInBuffers=*/true);
   launcher(packed.arguments().data());
   int32_t status = packed.status();
   // Negative: the launcher's own status (the token count); positive: a cudaError_t.

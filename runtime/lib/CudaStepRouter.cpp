@@ -19,10 +19,11 @@ const DeviceStep &currentDeviceStep() { return threadDeviceStep(); }
 std::unique_ptr<CudaStepRouter>
 CudaStepRouter::create(std::vector<Entry> entries,
                        const std::vector<std::string> &layerInputs, const void *deviceKnobs,
-                       const std::string &label, Status &status) {
+                       const void *devicePhase, const std::string &label, Status &status) {
   std::unique_ptr<CudaStepRouter> router(new CudaStepRouter);
   router->name = label;
   router->knobs = deviceKnobs;
+  router->phase = devicePhase;
   auto invalid = [&](const std::string &message) {
     status = Status(StatusCode::kInvalidArgument, label + ": " + message);
     return nullptr;
@@ -50,10 +51,13 @@ CudaStepRouter::create(std::vector<Entry> entries,
                        : *m == MetadataInput::Positions ? Source::Positions
                        : *m == MetadataInput::DraftMask ? Source::DraftMask
                                                         : Source::Phase;
-        if (*m != MetadataInput::Phase && *m != MetadataInput::DraftMask &&
-            p.dtype != "int32")
+        if (*m != MetadataInput::DraftMask && p.dtype != "int32")
           return invalid("@" + sig.entry + " reads '" + p.name + "' as " + p.dtype +
                          "; the device metadata are int32");
+        if (*m == MetadataInput::Phase && !devicePhase)
+          return invalid("@" + sig.entry +
+                         " reads the phase: bind it with the device "
+                         "memory that holds the step's phase");
       } else {
         return invalid("@" + sig.entry + " needs input '" + p.name +
                        "', which the engine does not give");
@@ -94,11 +98,9 @@ Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logi
             name + ": the step has per-request knob groups, which the GPU path does not "
                    "route yet (set the knobs for the whole step)"};
   const size_t count = entry.params.size();
-  // Small fixed-size arrays would do; the vectors are what CudaPolicy::launch takes.
+  // A small fixed-size array would do; the vector is what CudaPolicy::launch takes.
   thread_local std::vector<void *> buffers;
-  thread_local std::vector<int64_t> scalars;
   buffers.assign(count, nullptr);
-  scalars.assign(count, 0);
   for (size_t i = 0; i < count; ++i) {
     auto [source, slot] = entry.params[i];
     const void *pointer = nullptr;
@@ -123,10 +125,8 @@ Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logi
       missing = pointer ? nullptr : "draft_mask";
       break;
     case Source::Phase:
-      if (!step.phase)
-        missing = "phase";
-      else
-        scalars[i] = *step.phase;
+      pointer = phase;
+      missing = step.phase ? nullptr : "phase";
       break;
     case Source::Ids:
       pointer = ids;
@@ -142,7 +142,7 @@ Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logi
                   "integration sets it before the layers run)"};
     buffers[i] = const_cast<void *>(pointer);
   }
-  Status status = entry.policy->launch(tokens, buffers, scalars, knobs, workspace, stream);
+  Status status = entry.policy->launch(tokens, buffers, knobs, workspace, stream);
   if (!status.isOk())
     return {status.code(), name + ": " + status.message()};
   return Status::ok();

@@ -85,8 +85,10 @@ class DeviceCall:
             self.set_knobs(knobs_hex)
         args, k = [self.tokens], 0
         for port in router["arguments"]:
-            if port["kind"] == "scalar":
-                args.append(ctypes.c_int32(case_inputs.scalars[port["name"]]))
+            if port["kind"] == "scalar":   # a device pointer to the value
+                value = cuda.to_device(np.array([case_inputs.scalars[port["name"]]], np.int32))
+                self.inputs.append(value)
+                args.append(value)
                 continue
             count = 2 if port["kind"] == "placement" else 1
             args += self.inputs[k:k + count]

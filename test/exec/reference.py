@@ -192,11 +192,11 @@ def _result(ids, weights, E, selected=None):
 def engine_contract(ids, weights, experts):
     """vLLM's routing contract on a routed batch (docs/vllm.md): a slot left empty (an
     id outside [0, E)) gets weight 0 and the token's first routed expert, else the
-    batch's first routed expert in token order, else expert 0."""
+    lowest expert the batch routes to, else expert 0."""
     ids = np.array(ids, dtype=np.int32)
     weights = np.array(weights, dtype=F32)
     valid = (ids >= 0) & (ids < experts)
-    batch = ids[valid][0] if valid.any() else 0
+    batch = ids[valid].min() if valid.any() else 0
     for t in range(ids.shape[0]):
         own = ids[t][valid[t]]
         ids[t][~valid[t]] = own[0] if own.size else batch

@@ -132,11 +132,12 @@ def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
     if logits_bits is not None:  # logits is the first buffer of every standard router
         assert info["arguments"][0]["name"] == "logits"
         keep[0] = np.ascontiguousarray(logits_bits)
-    call = [ctypes.c_int64(tokens)]
+    call, scalars = [ctypes.c_int64(tokens)], []
     k = 0
     for port in info["arguments"]:
-        if port["kind"] == "scalar":
-            call.append(ctypes.c_int32(int(inputs[port["name"]])))
+        if port["kind"] == "scalar":   # its value in (emulated) device memory
+            scalars.append(np.array([int(inputs[port["name"]])], dtype=np.int32))
+            call += descriptor(scalars[-1])
             continue
         for _ in range(2 if port["kind"] == "placement" else 1):
             call += descriptor(keep[k])

@@ -37,7 +37,9 @@ router's on the widened values. A second pass compiles each router of a one-CTA 
 with --cta-tokens=16 --tokens-per-cta=24 (same 256-thread block) and runs T = 60 on 3
 CTAs: 3 tokens per warp in the large-batch pair, and a last CTA of 12 tokens whose warps
 take 2 or 1. Routers with knobs also replay with knobs written between launches into
-the device memory the kernels read (check_knob_replays).
+the device memory the kernels read (check_knob_replays). The engine builds of the
+routers (topk_ids and topk_weights only, --fill-empty-slots) run at the same sizes: the
+engine contract inside the kernels = the host's.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -100,17 +102,21 @@ def bf16_bits(values):
 
 
 def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
-             narrow=None, geometry=(), tokens_list=None):
+             narrow=None, geometry=(), tokens_list=None, engine=False):
     """Compiles one router (`geometry`: extra moe-compile flags, none for the shipped
-    launch) and runs its CUDA C++ on the CPU at each batch size (batch_sizes() unless
-    `tokens_list`); returns its launch metadata (NAME.json)."""
+    launch; `engine`: the build an engine runs, --fill-empty-slots) and runs its CUDA
+    C++ on the CPU at each batch size (batch_sizes() unless `tokens_list`); returns its
+    launch metadata (NAME.json)."""
     label = (f"{name}{' (ids, weights)' if selected else ''}"
+             f"{' filled' if engine else ''}"
              f"{' logits=' + narrow if narrow else ''}"
              f"{' ' + ' '.join(geometry) if geometry else ''}")
     out = os.path.join(workdir, name + ("-route" if selected else "") +
+                       ("-engine" if engine else "") +
                        (f"-{narrow}" if narrow else "") + ("-geometry" if geometry else ""))
     flags = list(geometry) + (["--outputs", ",".join(selected)] if selected else []) \
-        + ([f"--input-dtype=logits={narrow}"] if narrow else [])
+        + ([f"--input-dtype=logits={narrow}"] if narrow else []) \
+        + (["--fill-empty-slots"] if engine else [])
     lib, meta = compile_on_host(build, out, file, name, flags)
     kernels = {k["name"]: k for k in meta["kernels"]}
     # The block the emulation runs is the launch metadata's, which must be the one
@@ -120,7 +126,8 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
             fail(tally, f"{label}: {name}_launch.cpp launches {kernel} with blocks "
                         f"{sorted(blocks)}, {name}.json says {kernels[kernel]['block']}")
     policy = os.path.join(ROOT, "policies", f"{file}.mlir")
-    router = switchyard.compile(policy, entry=name, outputs=selected, **native_shape(file))
+    router = switchyard.compile(policy, entry=name, outputs=selected, fill_empty_slots=engine,
+                                **native_shape(file))
     info = entry_info(switchyard, policy, name, **native_shape(file))
     ran = set()
     runs = [(tokens, EMULATED_RESIDENT) for tokens in tokens_list or batch_sizes(meta, narrow)]
@@ -156,10 +163,10 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                      f"{launch_block(kernels[launches[0]])} threads, "
                      f"{time.time() - started:.1f} s)",
                      differing_outputs(expected, outputs))
-    if router.knobs and not geometry and not narrow:
+    if router.knobs and not geometry and not narrow and not engine:
         check_knob_replays(lib, meta, router, info, rng, tally, label,
                            [tokens for tokens, _ in runs])
-    if not geometry and not narrow:  # the shipped geometry: every size class, many CTAs
+    if not geometry and not narrow and not engine:  # every size class, many CTAs
         missing = {c["name"] for c in meta["size_classes"]} - {c for c, _ in ran}
         if missing or max(g for _, g in ran) < 3:
             fail(tally, f"{label}: " + (f"size classes {sorted(missing)} not run" if missing
@@ -267,6 +274,11 @@ def main():
         metas[name] = run_case(*common, file, name)
     for file in ("topk_softmax", "deepseek_v3"):
         run_case(*common, file, file, selected=("topk_ids", "topk_weights"))
+    # The builds engines run: only the routing results, every slot an expert
+    # (--fill-empty-slots: moe.fill_empty_slots in the kernels), at every size class.
+    for file, name in POLICIES:
+        if name != "libra_predict":
+            run_case(*common, file, name, selected=("topk_ids", "topk_weights"), engine=True)
     # Logits read in place as bfloat16 / float16 (--input-dtype).
     for file in ("topk_softmax", "deepseek_v3", "xshare", "lynx"):
         run_case(*common, file, file, narrow="bf16")

@@ -9,9 +9,12 @@ and block). "Device memory" is host memory here, so the test reads results direc
 The CUDA-graph contract, checked as a replay would exercise it: every call of a router
 passes byte-identical pointers (logits, layer tensors, metadata buffers, the knob struct,
 outputs, workspace); between the calls only the MEMORY changes — other logits, other
-request ids in the runner's metadata buffer, another knob struct written into the
-router's device knob memory — and each call's ids and weights must equal the host
-target's on that call's values (ids exactly, weights within 1e-5). Also: the bfloat16
+request ids in the runner's metadata buffer, another phase in the router's device phase,
+another knob struct written into the router's device knob memory — and each call's ids
+and weights must equal the host
+target's on that call's values (ids exactly, weights within 1e-5), both compiled as the
+vLLM plugin compiles them (topk_ids and topk_weights only, --fill-empty-slots: capacity
+drops come back as weight-0 slots of used experts). Also: the bfloat16
 entry reads bf16 logits in place; a router without a set device metadata input says
 which; a GPU entry with results other than topk_ids / topk_weights is refused at bind.
 
@@ -85,9 +88,11 @@ class Binding:
                  knob_bytes):
         self.sy, self.stub, self.kernels = sy, stub, kernels
         self.knobs = np.zeros(max(knob_bytes, 1), np.uint8)   # the device knob struct
+        self.phase = np.zeros(1, np.int32)                    # the device phase
         self.handle = host._native.bind_step_router(
             [], [], layer_names, experts, [], f"@{host.entry}", cuda=[gpu._native],
-            cuda_dtypes=[dtype], device_knobs=pointer(self.knobs) if knob_bytes else 0)
+            cuda_dtypes=[dtype], device_knobs=pointer(self.knobs) if knob_bytes else 0,
+            device_phase=pointer(self.phase))
         workspace, size = sy._switchyard.step_router_cuda_info(self.handle, tokens, dtype)
         assert size == knob_bytes, (size, knob_bytes)
         self.workspace = np.full(max(workspace, 1), 0x5A, np.uint8)
@@ -112,8 +117,10 @@ def bf16_bits(values):
 def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
     policy = os.path.join(ROOT, "policies", f"{file}.mlir")
     shape = native_shape(file)
-    host = sy.compile(policy, entry=entry, outputs=ROUTE, **shape)
-    gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda", **shape)
+    # As switchyard.vllm.bind compiles them: the routing results, every slot an expert.
+    host = sy.compile(policy, entry=entry, outputs=ROUTE, fill_empty_slots=True, **shape)
+    gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda", fill_empty_slots=True,
+                     **shape)
     info = entry_info(sy, policy, entry, **shape)
     kernels = build_kernels_on_host(build, gpu._native.directory, entry, work)
     experts, k = info["experts"], info["top_k"]
@@ -126,7 +133,7 @@ def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
     logits = np.zeros((TOKENS, experts), np.float32)
     layer = [np.ascontiguousarray(inputs[n]) for n in layer_names]
     request_ids = np.zeros(TOKENS, np.int32)
-    sy._switchyard.set_device_step(pointer(request_ids), 0, 0, inputs.get("phase"))
+    sy._switchyard.set_device_step(pointer(request_ids), 0, 0, "phase" in inputs)
 
     def call(label, tokens, values, knobs=None):
         logits[:tokens] = values["logits"]
@@ -134,6 +141,8 @@ def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
             buffer[...] = values[name]
         if "request_ids" in values:
             request_ids[:tokens] = values["request_ids"]
+        if "phase" in values:
+            binding.phase[0] = values["phase"]
         if host.knobs:
             binding.knobs[:] = np.frombuffer(host._native.knob_struct(
                 host._default_knobs + host._knob_settings(knobs or {})), np.uint8)
@@ -152,6 +161,8 @@ def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
     smaller = example_inputs(info, TOKENS // 2 + 3, rng)
     if "request_ids" in smaller:   # requests of 3 tokens now: other metadata values
         smaller["request_ids"] = (np.arange(TOKENS // 2 + 3) // 3).astype(np.int32)
+    if "phase" in smaller:   # prefill now: LYNX's gate takes its other branch
+        smaller["phase"] = 0
     call(f"T={TOKENS // 2 + 3}, new logits and metadata in the same buffers",
          TOKENS // 2 + 3, smaller)
 
@@ -192,7 +203,7 @@ def check_errors(sy, tally):
     gpu = sy.compile(policy, outputs=ROUTE, target="cuda", **shape)
     handle = host._native.bind_step_router([], [], [], experts, [], "@xshare_spec",
                                            cuda=[gpu._native], cuda_dtypes=[F32])
-    sy._switchyard.set_device_step(0, 0, 0, None)
+    sy._switchyard.set_device_step(0, 0, 0)
     try:
         sy._switchyard.step_route_cuda(handle, 4, 1, F32, [], 1, 1, 1, 0)
         tally.record("a missing request_ids buffer is an error", ["no error"])

@@ -75,8 +75,10 @@ def run_on_gpu(cuda, launcher, router, info, inputs):
     out_ptrs = [cuda.to_device(arr) for arr in outputs.values()]
     args, k = [tokens], 0
     for port in info["arguments"]:
-        if port["kind"] == "scalar":
-            args.append(ctypes.c_int32(int(inputs[port["name"]])))
+        if port["kind"] == "scalar":   # a device pointer to the value
+            value = cuda.to_device(np.array([int(inputs[port["name"]])], dtype=np.int32))
+            device.append(value)
+            args.append(value)
             continue
         count = 2 if port["kind"] == "placement" else 1
         args += device[k:k + count]

@@ -361,25 +361,38 @@ def main():
     check("vLLM: bfloat16 logits route as their float32 values",
           same_routing(b_ids.numpy(), b_w.numpy(), r16_ids, r16_w))
     # vLLM's contract: empty slots (-1) get weight 0 and an expert the token, else the
-    # batch, already uses; the native fill and the tensor-op fill (CUDA path) agree.
-    from switchyard._step import fill_empty_slots
-    raw = torch.tensor([[3, -1, -1], [-1, -1, -1], [5, 2, -1], [-1, 7, -1]], dtype=torch.int32)
-    raw_w = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.1], [0.6, 0.4, 0.9], [0.2, 0.8, 0.3]])
-    want_ids = torch.tensor([[3, 3, 3], [3, 3, 3], [5, 2, 5], [7, 7, 7]], dtype=torch.int32)
-    want_w = torch.tensor([[0.5, 0, 0], [0, 0, 0], [0.6, 0.4, 0], [0, 0.8, 0]])
-    f_ids, f_w = fill_empty_slots(raw, raw_w, 16)
-    check("fill_empty_slots (tensor ops): weight 0, the token's or the batch's expert",
-          torch.equal(f_ids, want_ids) and torch.equal(f_w, want_w))
+    # batch, already uses — inside the compiled code (bind compiles --fill-empty-slots)
+    # and in the runtime for entries compiled without it: both = the numpy reference.
+    sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
+    from reference import engine_contract
     cap = sy.compile("capacity_topk", experts=8, top_k=2, knobs={"capacity_factor": 0.25})
+    cap_filled = sy.compile("capacity_topk", experts=8, top_k=2, fill_empty_slots=True,
+                            knobs={"capacity_factor": 0.25})
     cap_step = switchyard.vllm.bind("capacity_topk", experts=8, top_k=2,
                                     knobs={"capacity_factor": 0.25})
     x8 = torch.randn(32, 8)
     dropped = cap(logits=x8)
+    want_ids, want_w = engine_contract(dropped["topk_ids"].numpy(),
+                                       dropped["topk_weights"].numpy(), 8)
+    filled = cap_filled(logits=x8)
+    check("capacity drops, compiled with --fill-empty-slots: = the reference contract",
+          bool((dropped["topk_ids"] < 0).any()) and
+          np.array_equal(filled["topk_ids"].numpy(), want_ids) and
+          np.allclose(filled["topk_weights"].numpy(), want_w, atol=1e-6))
+    choice = sy.compile("expert_choice", experts=8, top_k=2)
+    choice_filled = sy.compile("expert_choice", experts=8, top_k=2, fill_empty_slots=True)
+    unchosen = choice(logits=x8)
+    want_c_ids, want_c_w = engine_contract(unchosen["topk_ids"].numpy(),
+                                           unchosen["topk_weights"].numpy(), 8)
+    got = choice_filled(logits=x8)
+    check("expert choice, compiled with --fill-empty-slots: = the reference contract",
+          bool((unchosen["topk_ids"] < 0).any()) and
+          np.array_equal(got["topk_ids"].numpy(), want_c_ids) and
+          np.allclose(got["topk_weights"].numpy(), want_c_w, atol=1e-6))
     c_w, c_ids = cap_step(x8, [])
-    t_ids, t_w = fill_empty_slots(dropped["topk_ids"], dropped["topk_weights"], 8)
-    check("capacity drops through the bound call: ids in [0, E), = the tensor-op fill",
-          bool((dropped["topk_ids"] < 0).any()) and bool(((c_ids >= 0) & (c_ids < 8)).all())
-          and torch.equal(c_ids, t_ids) and torch.equal(c_w, t_w))
+    check("capacity drops through the bound call: ids in [0, E), = the reference",
+          np.array_equal(c_ids.numpy(), want_ids) and
+          np.allclose(c_w.numpy(), want_w, atol=1e-6))
 
     # (The GPU path of a bound call, runtime::CudaStepRouter, runs through an emulated
     # cudart in exec/cuda-step-router.)

@@ -177,7 +177,8 @@ int main(int argc, char **argv) {
   // Knob values first: a default that the bound shape would reject (ExpertFlow's cache of
   // 32 experts on an 8-expert model) is then checked with the value asked for.
   if (!compiler::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
-      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
+      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())) ||
+      (tools::fillEmptySlots() && failed(moe::fillEmptySlots(*module, tools::entryName()))))
     return 1;
 
   std::vector<compiler::RouterInfo> routers = compiler::describeRouters(*module);

@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
     return fail(error);
   // Knob values before the shape (as moe-compile): the shape checks the values asked for.
   if (!compiler::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
-      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())))
+      failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())) ||
+      (tools::fillEmptySlots() && failed(moe::fillEmptySlots(*module, tools::entryName()))))
     return 1;
   if (list) {
     llvm::outs() << compiler::routersToJson(compiler::describeRouters(*module)) << "\n";

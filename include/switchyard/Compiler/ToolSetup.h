@@ -26,6 +26,8 @@ llvm::cl::OptionCategory &category();
 const std::string &entryName();
 /// --freeze-knobs: compile the knobs' values in instead of taking them at run time.
 bool freezeKnobs();
+/// --fill-empty-slots: the engine contract in the generated code (moe-fill-empty-slots).
+bool fillEmptySlots();
 /// --host-threads-min-work: the batch size (T * E) from which host code is threaded.
 int64_t hostThreadMinWork();
 /// --set knob=value ...: knob overrides.

@@ -82,8 +82,9 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     For every function made by `moe-lower-to-loops`, adds `gpu.module @<name>_kernels`
     holding kernels with the function's parameters plus an i8 workspace, except the
     knobs: a kernel takes them as ONE i8 buffer holding the C entry's `NAME_knobs`
-    struct in device memory (empty: the defaults) and reads its fields at entry, so
-    that a captured CUDA graph routes with the knobs written there before each replay.
+    struct in device memory (empty: the defaults) and reads its fields at entry, and
+    each scalar input (LYNX's phase) as a one-element buffer, so that a captured CUDA
+    graph routes with the values written there before each replay.
 
     A policy of token loops only (every token's outputs from its own row: softmax
     top-k reduced to ids and weights, DeepSeek-V3's grouped top-k, a predictor) gets

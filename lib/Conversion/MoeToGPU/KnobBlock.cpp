@@ -83,4 +83,28 @@ void readKnobsFromDeviceStruct(gpu::GPUFuncOp kernel) {
   (void)kernel.eraseArguments(erase);
 }
 
+void readScalarInputsFromDevice(gpu::GPUFuncOp kernel) {
+  AbiAttr abi = getAbi(kernel);
+  if (!abi)
+    return;
+  Block &entry = kernel.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  Location loc = kernel.getLoc();
+  Value zero;
+  // Kernel argument i is ABI parameter i up to the knobs (the last parameters).
+  for (auto [i, p] : llvm::enumerate(abi.getParams())) {
+    if (p.isKnob() || p.isOutput() || p.getKind() != AbiKind::scalar || i == 0)
+      continue;
+    Type type = p.getType();
+    if (failed(kernel.insertArgument(i, MemRefType::get({1}, type),
+                                     DictionaryAttr::get(kernel.getContext()), loc)))
+      return;
+    if (!zero)
+      zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value value = memref::LoadOp::create(b, loc, entry.getArgument(i), ValueRange{zero});
+    entry.getArgument(i + 1).replaceAllUsesWith(value);
+    (void)kernel.eraseArgument(i + 1);
+  }
+}
+
 } // namespace switchyard::moe

@@ -1,4 +1,4 @@
-//===- KnobBlock.h - a kernel's knobs read from device memory ---*- C++ -*-===//
+//===- KnobBlock.h - a kernel's knobs and scalars read from device memory -*- C++ -*-===//
 //
 // A kernel parameter is frozen when a CUDA graph captures the launch, so knobs passed
 // by value would keep their capture-time values at every replay. Every GPU kernel
@@ -19,6 +19,12 @@ namespace switchyard::moe {
 /// before the workspace) with one `memref<?xi8>` holding struct NAME_knobs, read at the
 /// kernel's entry; its size is 0 for the defaults. No-op without knobs.
 void readKnobsFromDeviceStruct(mlir::gpu::GPUFuncOp kernel);
+
+/// Replaces each scalar input parameter of `kernel` (the moe.abi's role `in`, kind
+/// `scalar`: LYNX's phase) with a `memref<1xT>` holding the value in device memory, read
+/// at the kernel's entry: like the knobs, a value a CUDA graph's replay takes from
+/// memory the runner writes, not from the captured parameters.
+void readScalarInputsFromDevice(mlir::gpu::GPUFuncOp kernel);
 
 /// Byte offsets of the knob struct's fields (C layout: each field aligned to its size)
 /// and the struct's size, for the knob types in order.

@@ -23,8 +23,9 @@
 //   each branch is mapped the same way;
 // * temporaries (memref.alloc) become views into a caller-provided workspace (an i8
 //   buffer passed as the last kernel parameter) at 16-byte aligned offsets;
-// * the knobs arrive as one i8 buffer, the knob struct in device memory, read at the
-//   kernel's entry (KnobBlock.h: a CUDA graph's replays read the knobs written there).
+// * the knobs arrive as one i8 buffer, the knob struct in device memory, and a scalar
+//   input (the phase) as a one-element buffer, read at the kernel's entry (KnobBlock.h:
+//   a CUDA graph's replays read what the runner writes there).
 // Pure code (constants, index arithmetic, views) runs on every thread.
 //
 //===----------------------------------------------------------------------===//
@@ -382,9 +383,12 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       // Without the pair the one-CTA kernel takes every batch (no upper bound).
       setLaunch(kernel, SizeClass::decode, 1, split ? model.ctaTokens : 0, 0, *workspace);
     }
-    // Last, once every kernel is mapped and fused: knobs from device memory.
-    module.walk(
-        [](gpu::GPUFuncOp kernel) { switchyard::moe::readKnobsFromDeviceStruct(kernel); });
+    // Last, once every kernel is mapped and fused: scalar inputs and knobs from device
+    // memory (scalars first: their argument indices are the ABI's).
+    module.walk([](gpu::GPUFuncOp kernel) {
+      switchyard::moe::readScalarInputsFromDevice(kernel);
+      switchyard::moe::readKnobsFromDeviceStruct(kernel);
+    });
   }
 };
 

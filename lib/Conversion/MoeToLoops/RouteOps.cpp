@@ -105,6 +105,47 @@ LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
   return success();
 }
 
+/// The engine contract, one token per iteration (a whole op: it follows the ops that
+/// make its ids, capacity drops and counts included): invalid slots get weight 0 and the
+/// token's first valid id, else the lowest expert the batch routes to, else 0.
+LogicalResult fillEmptySlots(RouterLowering &L, FillEmptySlotsOp op) {
+  LoopEmitter &em = L.em();
+  int64_t k = op.getIds().getType().getDimSize(1), n = op.getExperts();
+  Value ids = L.mem(op.getIds()), weights = L.mem(op.getWeights());
+  Value outIds = L.allocFull(op.getResultIds());
+  Value outWeights = L.allocFull(op.getResultWeights());
+  Value counts = op.getCounts() ? L.mem(op.getCounts()) : Value();
+  auto valid = [&](Value e) {
+    return em.andI(em.cmpI(P::sge, e, em.i32(0)), em.cmpI(P::slt, e, em.i32(n)));
+  };
+  L.parallelLoop(L.tokens(), [&](Value t) {
+    Value own =
+        em.loopCarried(em.idx(0), em.idx(k), {em.i32(-1)}, [&](Value j, ValueRange it) {
+          Value e = em.load(ids, {t, j});
+          return SmallVector<Value>{
+              em.select(em.andI(em.cmpI(P::slt, it[0], em.i32(0)), valid(e)), e, it[0])};
+        })[0];
+    Value fallback = em.i32(0);
+    if (counts) {
+      // The lowest routed expert: the largest key n - e over experts with tokens.
+      Value key =
+          L.reduceLanes(em.idx(n), em.i32(0), RouterLowering::Combine::MaxUI, [&](Value e) {
+            Value used = em.cmpI(P::sgt, em.load(counts, e), em.i32(0));
+            return em.select(used, em.subI(em.i32(n), em.toI32(e)), em.i32(0));
+          });
+      fallback =
+          em.select(em.cmpI(P::sgt, key, em.i32(0)), em.subI(em.i32(n), key), em.i32(0));
+    }
+    Value fill = em.select(em.cmpI(P::sge, own, em.i32(0)), own, fallback);
+    em.loop(k, [&](Value j) {
+      Value e = em.load(ids, {t, j}), ok = valid(e);
+      em.store(em.select(ok, e, fill), outIds, {t, j});
+      em.store(em.select(ok, em.load(weights, {t, j}), em.f32(0)), outWeights, {t, j});
+    });
+  });
+  return success();
+}
+
 /// Whether code of the policy reads `v` (through stage and phase-gate results), not
 /// only returns it.
 bool readByPolicy(Value v) {
@@ -292,8 +333,8 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
 
 void registerRouteOpLowerings(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
-    attachLoopLowerings<routeRow, remapRow, expertCounts, compactActive, alignBlocks>(
-        context);
+    attachLoopLowerings<routeRow, remapRow, expertCounts, fillEmptySlots, compactActive,
+                        alignBlocks>(context);
   });
 }
 

@@ -49,9 +49,10 @@ def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] =
     from .._step import StepRouter
     if renormalize is not None:
         shape["norm_topk_prob"] = bool(renormalize)
-    def routing(**options):   # the policy with only its routing results
-        return _compile(policy, experts=experts, top_k=top_k, knobs=knobs,
-                        outputs=ROUTING_OUTPUTS, allow_unused=True, **options, **shape)
+    def routing(**options):   # the policy with only its routing results, every slot
+        return _compile(policy, experts=experts, top_k=top_k, knobs=knobs,   # an expert
+                        outputs=ROUTING_OUTPUTS, allow_unused=True, fill_empty_slots=True,
+                        **options, **shape)
 
     # Single-threaded host code: the engine's own threads own the cores (an OpenMP
     # team of ours would spin against vLLM's torch threads between calls).

@@ -1466,6 +1466,43 @@ moe.router @expert_counts_dynamic_experts(%ids: tensor<?x2xi32>)
 
 // -----
 
+func.func @fill_empty_slots_k_mismatch(%ids: tensor<?x2xi32>, %w: tensor<?x3xf32>) {
+  // expected-error @+1 {{'moe.fill_empty_slots' op weights must have k = 2 columns like ids, got 'tensor<?x3xf32>'}}
+  %a, %b = moe.fill_empty_slots %ids, %w experts = 8 : tensor<?x2xi32>, tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @fill_empty_slots_no_experts(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>) {
+  // expected-error @+1 {{'moe.fill_empty_slots' op experts must be >= 1, got 0}}
+  %a, %b = moe.fill_empty_slots %ids, %w experts = 0 : tensor<?x2xi32>, tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @fill_empty_slots_counts(%ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                   %counts: tensor<4xi32>) {
+  // expected-error @+1 {{'moe.fill_empty_slots' op counts must have one entry per expert (8), got 'tensor<4xi32>'}}
+  %a, %b = moe.fill_empty_slots %ids, %w batch(%counts : tensor<4xi32>) experts = 8
+      : tensor<?x2xi32>, tensor<?x2xf32>
+  return
+}
+
+// -----
+
+moe.router @fill_empty_slots_experts(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  // expected-error @+1 {{'moe.fill_empty_slots' op experts has 16 experts but the enclosing router has 8}}
+  %a, %b = moe.fill_empty_slots %ids, %w experts = 16 : tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %a, %b : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
 moe.router @expert_counts_expert_count(%ids: tensor<?x2xi32>)
     -> (expert_counts: tensor<16xi32>) attributes {experts = 8, top_k = 2} {
   // expected-error @+1 {{'moe.expert_counts' op counts has 16 experts but the enclosing router has 8}}

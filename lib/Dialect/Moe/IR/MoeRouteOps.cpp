@@ -74,6 +74,29 @@ LogicalResult RemapPhysicalOp::verify() {
   return verifyExpertCount(*this, getPlacement().getType().getExperts(), "placement");
 }
 
+LogicalResult FillEmptySlotsOp::verify() {
+  FailureOr<int64_t> k = verifyIdMatrix(*this, getIds().getType(), "ids");
+  if (failed(k))
+    return failure();
+  auto weights = cast<RankedTensorType>(getWeights().getType());
+  if (weights.getDimSize(1) != *k)
+    return emitOpError() << "weights must have k = " << *k << " columns like ids, got "
+                         << weights;
+  if (failed(verifySameTokens(*this, getIds().getType(), "ids", weights, "weights")))
+    return failure();
+  if (getExperts() < 1)
+    return emitOpError() << "experts must be >= 1, got " << getExperts();
+  if (failed(verifyExpertCount(*this, getExperts(), "experts")))
+    return failure();
+  if (Value counts = getCounts()) {
+    int64_t n = cast<RankedTensorType>(counts.getType()).getDimSize(0);
+    if (n != getExperts())
+      return emitOpError() << "counts must have one entry per expert (" << getExperts()
+                           << "), got " << counts.getType();
+  }
+  return success();
+}
+
 LogicalResult ExpertCountsOp::verify() {
   if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
     return failure();

@@ -96,9 +96,12 @@ private:
 /// stream), then one to the int32 status it returns.
 class PackedArguments {
 public:
+  /// `scalarsInBuffers`: a scalar parameter is the pointer in `buffers` (a GPU
+  /// launcher's scalar inputs, device pointers to their values), not a value.
   PackedArguments(const Signature &signature, int64_t tokens,
                   const std::vector<void *> &buffers, const std::vector<int64_t> &scalars,
-                  const void *knobs, std::vector<void *> trailing = {});
+                  const void *knobs, std::vector<void *> trailing = {},
+                  bool scalarsInBuffers = false);
   PackedArguments(const PackedArguments &) = delete;
   PackedArguments &operator=(const PackedArguments &) = delete;
 

@@ -57,10 +57,11 @@ private:
 /// vLLM's routing contract on a routed batch (ids [T, K] int32, weights [T, K]
 /// float32): every id in [0, E). A slot the policy left empty (an id outside
 /// [0, E): -1 for XShare below k, capacity drops, expert choice) gets weight 0 and an
-/// expert the token already uses; a token with none gets one already active in the
-/// batch (the first routed slot in token order), so no expert is newly activated;
-/// only a batch with no routed slot at all falls back to expert 0. Returns the number
-/// of slots filled.
+/// expert the token already uses (its first valid id); a token with none gets one
+/// already active in the batch (the lowest routed expert), so no expert is newly
+/// activated; only a batch with no routed slot at all falls back to expert 0. The same
+/// rule as moe.fill_empty_slots (entries compiled with --fill-empty-slots already hold
+/// it: nothing is left to fill). Returns the number of slots filled.
 int64_t fillEmptySlots(int32_t *ids, float *weights, int64_t tokens, int64_t k,
                        int64_t experts);
 

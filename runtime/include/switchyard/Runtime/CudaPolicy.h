@@ -39,20 +39,18 @@ public:
   /// Device workspace a launch for `tokens` tokens needs.
   int64_t workspaceBytes(int64_t tokens) const { return workspace(tokens); }
 
-  /// Launches on `stream` (a cudaStream_t): one device pointer per buffer parameter
-  /// (nullptr for scalars), scalars by value in ABI order, and `deviceKnobs`, the knob
-  /// struct (packKnobs' bytes, checked there) in DEVICE memory or nullptr for the
+  /// Launches on `stream` (a cudaStream_t): one device pointer per parameter (a scalar
+  /// input's: to its value, which the kernels read when they run), and `deviceKnobs`, the
+  /// knob struct (packKnobs' bytes, checked there) in DEVICE memory or nullptr for the
   /// defaults. The kernels read the struct when they run, so a captured CUDA graph
   /// takes the knobs written there before each replay. A non-zero status (a
   /// cudaError_t, or a rejected token count) is an error naming it (kDevice,
   /// kInvalidArgument).
-  Status launch(int64_t tokens, const std::vector<void *> &buffers,
-                const std::vector<int64_t> &scalars, const void *deviceKnobs,
+  Status launch(int64_t tokens, const std::vector<void *> &buffers, const void *deviceKnobs,
                 void *workspace, void *stream) const;
-  bool launch(int64_t tokens, const std::vector<void *> &buffers,
-              const std::vector<int64_t> &scalars, const void *deviceKnobs, void *workspace,
-              void *stream, std::string &error) const {
-    return launch(tokens, buffers, scalars, deviceKnobs, workspace, stream).report(error);
+  bool launch(int64_t tokens, const std::vector<void *> &buffers, const void *deviceKnobs,
+              void *workspace, void *stream, std::string &error) const {
+    return launch(tokens, buffers, deviceKnobs, workspace, stream).report(error);
   }
 
 private:

@@ -15,7 +15,8 @@
 // * the per-token metadata (request ids, positions, draft mask) are device buffers the
 //   runner writes before each step or replay (the calling thread's DeviceStep names
 //   them; a buffer holds at least the step's token count);
-// * the phase is a kernel parameter: a graph replays its capture's phase.
+// * the phase is an int32 in device memory the caller keeps (devicePhase), written
+//   before each step or replay like the knobs.
 //
 // The runtime does not link cudart: every pointer here is device memory the caller
 // owns, the stream a cudaStream_t. No LLVM/MLIR, torch or Python dependency.
@@ -35,7 +36,8 @@ namespace switchyard::runtime {
 /// entry's dtype), for CUDA routers; null: not given.
 struct DeviceStep {
   const void *requestIds = nullptr, *positions = nullptr, *draftMask = nullptr;
-  std::optional<int64_t> phase;
+  /// The step's phase was written into the routers' device phase (see create).
+  bool phase = false;
   /// The step has per-request knob groups, which the GPU path does not route yet (an
   /// error, not the step's knobs for every token).
   bool knobGroups = false;
@@ -57,10 +59,12 @@ public:
   /// the metadata inputs; the results topk_ids and topk_weights. Another input or
   /// result, or per-token metadata that is not int32, is an error naming it
   /// (kInvalidArgument). `deviceKnobs`: the knob struct in device memory (the
-  /// caller's; null: the defaults), read by every launch.
+  /// caller's; null: the defaults), read by every launch; `devicePhase`: the step's
+  /// phase, an int32 in device memory (the caller's; needed when the policy reads it).
   static std::unique_ptr<CudaStepRouter> create(std::vector<Entry> entries,
                                                 const std::vector<std::string> &layerInputs,
                                                 const void *deviceKnobs,
+                                                const void *devicePhase,
                                                 const std::string &label, Status &status);
 
   /// Device workspace bytes a call of `tokens` tokens with `logitsType` logits needs.
@@ -98,7 +102,7 @@ private:
   const Bound &entryFor(npy::DType logitsType) const;
 
   std::vector<Bound> entries;
-  const void *knobs = nullptr;
+  const void *knobs = nullptr, *phase = nullptr;
   size_t knobBytes = 0;
   std::string name;
 };

@@ -38,7 +38,7 @@ public:
   DeviceFfn shared;
   // Per-batch device buffers.
   DeviceBuffer x, y, logits, rowsIn, rowsOut, gateOut, upOut, slots, rowOfSlot, weights,
-      workspace, requestIds, positions, draftMask, replicas, log2phy;
+      workspace, requestIds, positions, draftMask, phase, replicas, log2phy;
   std::vector<DeviceBuffer> policyOutputs;
 
   int64_t index() const override { return layer; }
@@ -114,7 +114,6 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
   const int64_t e = config->experts;
   size_t t = static_cast<size_t>(tokens);
   std::vector<void *> buffers(sig.params.size(), nullptr);
-  std::vector<int64_t> scalars(sig.params.size(), 0);
   policyOutputs.resize(sig.params.size());
   int64_t idsIndex = -1, weightsIndex = -1;
   for (size_t i = 0; i < sig.params.size(); ++i) {
@@ -131,8 +130,12 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
       buffers[i] = logits.ptr;
     } else if (name == "bias") {
       buffers[i] = bias.ptr;
-    } else if (name == "phase") {
-      scalars[i] = static_cast<int32_t>(batch.phase);
+    } else if (name == "phase") { // an int32 in device memory, read by the kernels
+      const int32_t value = static_cast<int32_t>(batch.phase);
+      CHECK_CUDA(phase.reserve(sizeof value));
+      CHECK_CUDA(cudaMemcpyAsync(phase.ptr, &value, sizeof value, cudaMemcpyHostToDevice,
+                                 ctx->stream));
+      buffers[i] = phase.ptr;
     } else if (name == "request_ids" || name == "positions") {
       DeviceBuffer &to = name == "request_ids" ? requestIds : positions;
       const std::vector<int32_t> &from =
@@ -169,8 +172,7 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
   }
   CHECK_CUDA(
       workspace.reserve(size_t(std::max<int64_t>(policy->workspaceBytes(tokens), 1))));
-  if (!policy->launch(tokens, buffers, scalars, knobs.ptr, workspace.ptr, ctx->stream,
-                      error)) {
+  if (!policy->launch(tokens, buffers, knobs.ptr, workspace.ptr, ctx->stream, error)) {
     error = "layer " + std::to_string(layer) + ": " + error;
     return false;
   }

@@ -82,6 +82,38 @@ def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise,
   let hasVerifier = 1;
 }
 
+def Moe_FillEmptySlotsOp : Moe_RouteStageOp<"fill_empty_slots", [
+    AllTypesMatch<["ids", "result_ids"]>, AllTypesMatch<["weights", "result_weights"]>]> {
+  let summary = "a serving engine's routing contract: every slot names an expert";
+  let description = [{
+    Engines' MoE kernels take expert ids in `[0, E)` only (vLLM's fused MoE, its
+    block alignment). Every slot `(t, j)` whose id is outside `[0, experts)` (a slot a
+    policy left empty: `-1` below k within a set, a capacity drop, a token no expert
+    chose) gets weight 0 and the token's first valid id; a token with no valid id gets
+    the lowest expert the batch routes to (`batch(%counts)`, the batch's
+    `moe.expert_counts`), so that no expert is newly activated, or expert 0 when no
+    counts are given or the batch routes nothing. Valid slots are unchanged.
+
+    `moe-compile --fill-empty-slots` (the engine integrations' builds) appends it to
+    a router's `topk_ids` / `topk_weights`: inside the generated code, host and GPU.
+
+    Example:
+    ```mlir
+    %counts = moe.expert_counts %ids : tensor<?x8xi32> -> tensor<64xi32>
+    %ids2, %w2 = moe.fill_empty_slots %ids, %w batch(%counts : tensor<64xi32>)
+        experts = 64 : tensor<?x8xi32>, tensor<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_IdTensor:$ids, Moe_ScoreTensor:$weights,
+                       Optional<TensorRankOf<[I32], [1]>>:$counts, Moe_I64Attr:$experts);
+  let results = (outs Moe_IdTensor:$result_ids, Moe_ScoreTensor:$result_weights);
+  let assemblyFormat = [{
+    $ids `,` $weights (`batch` `(` $counts^ `:` type($counts) `)`)? `experts` `=` $experts
+    attr-dict `:` type($ids) `,` type($weights)
+  }];
+  let hasVerifier = 1;
+}
+
 def Moe_ExpertCountsOp : Moe_RouteStageOp<"expert_counts", [Moe_ExpertIdsReaderOpInterface]> {
   let summary = "how many tokens each expert receives";
   let description = [{

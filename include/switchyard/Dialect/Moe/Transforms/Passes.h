@@ -29,6 +29,11 @@ mlir::LogicalResult setKnobs(mlir::ModuleOp module, llvm::ArrayRef<std::string> 
 mlir::LogicalResult selectOutputs(mlir::ModuleOp module, llvm::ArrayRef<std::string> names,
                                   llvm::StringRef entry = {});
 
+/// Appends moe.fill_empty_slots to the topk_ids / topk_weights of every router of the
+/// module (or only `entry`) that returns both (moe-fill-empty-slots;
+/// `--fill-empty-slots`).
+mlir::LogicalResult fillEmptySlots(mlir::ModuleOp module, llvm::StringRef entry = {});
+
 } // namespace switchyard::moe
 
 #endif

@@ -101,6 +101,23 @@ def MoeSelectOutputs : Pass<"moe-select-outputs", "mlir::ModuleOp"> {
   ];
 }
 
+def MoeFillEmptySlots : Pass<"moe-fill-empty-slots", "mlir::ModuleOp"> {
+  let summary = "a serving engine's contract in the generated code: every slot an expert";
+  let description = [{
+    Engines' MoE kernels take expert ids in `[0, E)` only. Every router returning
+    `topk_ids` and `topk_weights` returns them through `moe.fill_empty_slots`: a slot
+    the policy left empty gets weight 0 and an expert the token already uses, or (a
+    token left with none) the lowest expert the batch routes to. A route over all
+    experts (no `within`) fills from the token's own row only, so a policy of token loops
+    stays one (the GPU's grid kernel); other producers also take the batch's
+    `moe.expert_counts`. Run on bound routers (after `moe-specialize`);
+    `moe-compile --fill-empty-slots` runs it after `--outputs`.
+
+    Example: `moe-opt --moe-fill-empty-slots policies/capacity_topk.mlir --experts 64
+    --top-k 2` (bound first).
+  }];
+}
+
 def MoeFoldRouteSoftmax : Pass<"moe-fold-route-softmax", "mlir::ModuleOp"> {
   let summary = "weighs a renormalized route by its selected scores' softmax";
   let description = [{
