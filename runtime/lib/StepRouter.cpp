@@ -220,6 +220,14 @@ Status StepRouter::knobsFor(size_t entry, const std::vector<std::string> &overri
   return Status::ok();
 }
 
+Status StepRouter::knobStruct(const std::vector<std::string> &overrides,
+                              std::vector<uint8_t> &bytes) const {
+  std::shared_ptr<const std::vector<uint8_t>> packed;
+  Status status = knobsFor(0, overrides, packed);
+  bytes = packed ? *packed : std::vector<uint8_t>();
+  return status;
+}
+
 Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsType,
                          const void *const *layer, const npy::DType *layerTypes,
                          int32_t *ids, float *weights) const {

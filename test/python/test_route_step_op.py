@@ -3,7 +3,8 @@ runtime::StepRouter), against the papers' numpy references (test/exec/reference.
 and vLLM's routing contract: the kernel is C++ with no Python in the library, results
 match at T = 0, 1, 37, bfloat16 logits and layer tensors, the step's batch metadata and
 knobs (per-thread, nested, per-request knob groups), torch.compile and opcheck, clear
-errors, the trace recorder, and the same library loaded by another torch (.venv-vllm).
+errors, the trace recorder, the same library loaded by another torch (.venv-vllm), and
+the library on its own (load_step_router, knob_struct, set_device_step; no package).
 Exit 77 (skipped) without torch."""
 import os
 import subprocess
@@ -261,6 +262,80 @@ def other_torch(path):
           run.returncode == 0 and "route_step" in run.stdout, run.stderr[-500:])
 
 
+STANDALONE = r"""
+import json, sys
+import numpy as np, torch
+torch.ops.load_library(sys.argv[1])
+args = json.loads(sys.argv[2])
+ops = torch.ops.switchyard
+result = {"torch": torch.__version__}
+handle = ops.load_step_router(args["directory"], args["entry"], "", "", [], 16,
+                              ["capacity_factor=0.5"], "@capacity_topk", None, None)
+x = torch.from_numpy(np.load(args["logits"]))
+w, i = ops.route_step(x, [], handle)
+np.savez(args["out"], ids=i.numpy(), weights=w.numpy(),
+         knobs=ops.knob_struct(handle, ["capacity_factor=2.0"]).numpy())
+errors = {}
+for name, call in [
+        ("bad_knob", lambda: ops.knob_struct(handle, ["capacity_factor=-1"])),
+        ("unknown_knob", lambda: ops.knob_struct(handle, ["nope=1"])),
+        ("no_directory", lambda: ops.load_step_router("/nonexistent", "x", "", "", [], 16,
+                                                      [], "", None, None)),
+        ("cpu_metadata", lambda: ops.set_device_step(torch.zeros(4, dtype=torch.int32),
+                                                     None, None, False, False))]:
+    try:
+        call()
+        errors[name] = ""
+    except RuntimeError as error:
+        errors[name] = str(error)
+result["errors"] = errors
+print(json.dumps(result))
+"""
+
+
+def standalone(path):
+    """The op library on its own, in another torch with no Switchyard package imported:
+    a router compiled ahead of time (switchyard.compile's artifact directory) loaded by
+    switchyard::load_step_router and routed by route_step = the package's routing; its
+    knob structs = the package's; bad input is a RuntimeError naming it."""
+    python = os.path.join(ROOT, ".venv-vllm", "bin", "python")
+    if not os.path.exists(python):
+        python = sys.executable
+    import json
+    import tempfile
+    router = sy.compile("capacity_topk", experts=16, top_k=4, fill_empty_slots=True,
+                        outputs=("topk_ids", "topk_weights"), host_threads_min_work=0,
+                        knobs={"capacity_factor": 0.5})
+    work = tempfile.mkdtemp(prefix="sy-standalone-")
+    x = np.random.default_rng(3).standard_normal((37, 16)).astype(np.float32)
+    np.save(os.path.join(work, "logits.npy"), x)
+    args = {"directory": router._native.directory, "entry": "capacity_topk",
+            "logits": os.path.join(work, "logits.npy"), "out": os.path.join(work, "out.npz")}
+    run = subprocess.run([python, "-c", STANDALONE, path, json.dumps(args)],
+                         capture_output=True, text=True)
+    if not check("the op library alone (no switchyard import) loads and routes",
+                 run.returncode == 0, run.stderr[-800:]):
+        return
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    got = np.load(args["out"])
+    want = router(logits=x)
+    check(f"load_step_router + route_step in torch {result['torch']} = the package",
+          np.array_equal(got["ids"], want["topk_ids"]) and
+          np.allclose(got["weights"], want["topk_weights"], atol=1e-6))
+    check("knob_struct = the package's knob struct",
+          bytes(got["knobs"]) == router._native.knob_struct(
+              router._default_knobs + ["capacity_factor=2.0"]))
+    errors = result["errors"]
+    check("a knob its rule refuses is an error naming it",
+          "capacity_factor" in errors["bad_knob"], errors["bad_knob"])
+    check("an unknown knob is an error naming it", "nope" in errors["unknown_knob"],
+          errors["unknown_knob"])
+    check("a missing artifact directory is an error naming it",
+          "/nonexistent" in errors["no_directory"], errors["no_directory"])
+    check("metadata on the CPU for the device step is an error",
+          "CUDA tensors" in errors["cpu_metadata"], errors["cpu_metadata"])
+
+
 def main():
     path = library()
     step = topk_softmax()
@@ -269,6 +344,7 @@ def main():
     graphs_and_errors(step)
     recorder(step)
     other_torch(path)
+    standalone(path)
     return check.summary()
 
 

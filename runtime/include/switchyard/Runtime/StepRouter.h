@@ -94,6 +94,12 @@ public:
   const std::vector<MetadataInput> &metadataInputs() const { return metadata; }
   const std::string &label() const { return name; }
 
+  /// The knob struct of the router's defaults plus `overrides` ("name=value"), checked
+  /// against the knobs' rules (kInvalidKnob naming the knob); empty without run-time
+  /// knobs (an override is then an error).
+  Status knobStruct(const std::vector<std::string> &overrides,
+                    std::vector<uint8_t> &bytes) const;
+
   /// The router's GPU launchers (null: bound for the host only). Attached before the
   /// router is registered.
   const CudaStepRouter *cuda() const { return gpu.get(); }
