@@ -1,8 +1,9 @@
 """The executor part of the GPU kit: moe-exec and expert-memory-gpu with the shared
 libraries they need beyond a CUDA image (Switchyard's runtime, executor and CUDA layer;
-OpenBLAS, libzip, MPI, libomp...), and the policies the GPU executor test compiles,
+OpenBLAS, libzip, MPI, libomp...), the policies the GPU executor test compiles,
 precompiled here for the test's checkpoints (scripts/gpu_kit/moe-compile-replay serves
-them there). Everything goes into one compressed tarball, KIT/exec.tar.xz.
+them there), and the routing op's library and cases (pack_torch_op.py). Everything goes
+into one compressed tarball, KIT/exec.tar.xz.
 """
 import json
 import os
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "support"))
 sys.path.insert(0, os.path.join(ROOT, "test", "exec"))
 sys.path.insert(0, HERE)
 from compile_cache import record  # noqa: E402
+from pack_torch_op import pack_torch_op  # noqa: E402
 
 # What a CUDA image has (or must have): the C/C++ runtime and CUDA's own libraries.
 SYSTEM = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libstdc++", "libgcc_s",
@@ -74,13 +76,17 @@ def pack_exec(kit, build):
                             os.path.join(build, "bin", "moe-compile"), tempfile.mkdtemp())
     artifacts = [os.path.join(stage, "compiled", k, n) for k in set(keys)
                  for n in os.listdir(os.path.join(stage, "compiled", k)) if n.endswith(".so")]
+    # The routing op's library and cases (its runtime is the one copied below).
+    torch_op = pack_torch_op(stage, build)
     for lib in sorted(set(runtime) | dependencies(bins + runtime + artifacts)):
         shutil.copy2(lib, os.path.join(stage, "lib", os.path.basename(lib)))
     with open(os.path.join(stage, "exec.json"), "w") as f:
         json.dump({"binaries": list(BINARIES), "archs": list(ARCHS),
                    "policies": [p or "native" for p in POLICIES],
                    "libraries": sorted(os.listdir(os.path.join(stage, "lib"))),
-                   "requests": len(set(keys))}, f, indent=1)
+                   "requests": len(set(keys)),
+                   "torch_op_cases": len(torch_op) if torch_op is not None else None},
+                  f, indent=1)
     out = os.path.join(kit, "exec.tar.xz")
     # (preset 1: a third of preset 6's time for 13 MiB instead of 9, well inside the
     # transfer budget)

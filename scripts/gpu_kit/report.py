@@ -18,7 +18,9 @@ STEP_WHAT = {
     "memcheck": "compute-sanitizer memcheck, T = 64 and 4096",
     "racecheck": "compute-sanitizer racecheck, T = 64 and 4096",
     "graphs": "graph capture + replay; knobs written to device memory between replays",
-    "torch-op": "the torch custom op on CUDA tensors",
+    "torch-op-plumbing": "the op library loads in this torch; host-only routers route",
+    "torch-op": "the routing op on CUDA tensors: eager, torch.compile, CUDA graphs with "
+                "knobs and phase written between replays",
     "executor": "CUDA executor layer vs host executor (5 families); device expert memory",
     "profile": "Nsight Compute: per-kernel time, registers, occupancy limits",
     "bench": "time per call vs PyTorch and the floor",

@@ -11,7 +11,9 @@ and the whole output to OUTDIR/gpu-kit.log.
   2 memcheck   compute-sanitizer memcheck, T = 64 and 4096
   2 racecheck  compute-sanitizer racecheck, T = 64 and 4096
   3 graphs     CUDA-graph capture, replay, knobs written between replays
-  4 torch-op   (not in the kit yet: says why)
+  - torch-op-plumbing  the op library loads, host-only routers route (also --dry)
+  4 torch-op   the routing op on CUDA tensors: eager, torch.compile, CUDA graphs with
+               knobs and phase written between replays; time per call
   5 executor   moe-exec --device cuda vs host (5 families); device expert memory
   - profile    Nsight Compute: per-kernel time, registers, occupancy limits, waves
   6 bench      time per call vs PyTorch and the floor
@@ -45,8 +47,7 @@ NCU_METRICS = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_siz
                "sm__warps_active.avg.pct_of_peak_sustained_active",
                "smsp__inst_executed.sum", "dram__bytes.sum"]
 # Steps the kit cannot run yet, and why.
-NOT_IN_KIT = {"torch-op": "the Python extension is not in the kit (it links the compiler, "
-                          "which a GPU image lacks; the image's Python is 3.12, ours 3.11)"}
+NOT_IN_KIT = {}
 NATIVE_VARIANTS = ("topk_softmax,deepseek_v3,lynx,xshare,xshare_spec,xshare_ep,libra_predict,"
                    "expertflow_route,capacity_topk,expert_choice")
 
@@ -72,7 +73,12 @@ def steps(kit, out, py, work):
          + sanitized + ["--json", f"{work}/racecheck.json"], "racecheck.json"),
         ("graphs", True, 120, [py, os.path.join(HERE, "step_graphs.py"), "--kit", kit,
                                "--json", f"{work}/graphs.json"], "graphs.json"),
-        ("torch-op", True, 0, None, None),
+        ("torch-op-plumbing", False, 180, [py, os.path.join(HERE, "step_torch_op.py"),
+                                           "--kit", kit, "--plumbing", "--json",
+                                           f"{work}/torch-op-plumbing.json"],
+         "torch-op-plumbing.json"),
+        ("torch-op", True, 240, [py, os.path.join(HERE, "step_torch_op.py"), "--kit", kit,
+                                 "--json", f"{work}/torch-op.json"], "torch-op.json"),
         ("executor", True, 240, [py, os.path.join(HERE, "step_exec.py"), "--kit", kit,
                                  "--json", f"{work}/executor.json"], "executor.json"),
         ("profile", True, 150, [shutil.which("ncu") or os.path.join(cuda_home(), "bin", "ncu"),

@@ -38,7 +38,7 @@ def main():
     with open(os.path.join(out, "gpu-results.json")) as f:
         results = json.load(f)
     steps = results["steps"]
-    for name in ("build", "exec-plumbing", "inputs"):
+    for name in ("build", "exec-plumbing", "inputs", "torch-op-plumbing"):
         if steps.get(name, {}).get("status") != "passed":
             failures.append(f"step {name}: {steps.get(name)}")
     for name in ("routers", "memcheck", "racecheck", "graphs", "torch-op", "executor",
