@@ -38,8 +38,8 @@ with --cta-tokens=16 --tokens-per-cta=24 (same 256-thread block) and runs T = 60
 CTAs: 3 tokens per warp in the large-batch pair, and a last CTA of 12 tokens whose warps
 take 2 or 1. Routers with knobs also replay with knobs written between launches into
 the device memory the kernels read (check_knob_replays). The engine builds of the
-routers (topk_ids and topk_weights only, --fill-empty-slots) run at the same sizes: the
-engine contract inside the kernels = the host's.
+routers (topk_ids and topk_weights only, --fill-empty-slots) run once per size class:
+the engine contract inside the kernels = the host's.
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -130,7 +130,12 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                                 **native_shape(file))
     info = entry_info(switchyard, policy, name, **native_shape(file))
     ran = set()
-    runs = [(tokens, EMULATED_RESIDENT) for tokens in tokens_list or batch_sizes(meta, narrow)]
+    sizes = tokens_list or batch_sizes(meta, narrow)
+    if engine:   # each size class once: the smallest, the class bounds, the largest
+        sizes = sorted({sizes[0], sizes[-1]} | {t for t in sizes if t in
+                       {c.get("max_tokens") for c in meta["size_classes"]} or
+                       t - 1 in {c.get("max_tokens") for c in meta["size_classes"]}})
+    runs = [(tokens, EMULATED_RESIDENT) for tokens in sizes]
     # A cooperative class whose smallest batch needs more CTAs than the emulated GPU
     # holds (LYNX: M + 1 = 257 tokens on 33 CTAs) also runs on a GPU that holds them.
     coop = [c for c in meta["size_classes"] if c["name"] == "cooperative"]
