@@ -89,7 +89,7 @@ def main():
                 settings = Settings("topk_softmax", {})
                 # As in a model of this dtype: bf16 logits are read in place.
                 step = step_router(settings, {"experts": E, "top_k": k, "renormalize": True},
-                                   False, logits_dtypes=(dtype,))
+                                   logits_dtypes=(dtype,))
                 ours = SwitchyardRouter(step, top_k=k, global_num_experts=E)
                 native = CPURouter(top_k=k, global_num_experts=E, renormalize=True)
                 for T in [int(t) for t in args.tokens.split(",")]:
