@@ -36,6 +36,7 @@ from cuda_host import SWITCHYARD_INCLUDE, cxx  # noqa: E402
 from gpu_cases import CaseTally, alternative_knobs, differing_outputs, entry_info, \
     example_inputs  # noqa: E402
 from policy_shapes import ROOT, import_switchyard, native_shape  # noqa: E402
+from test_cuda_on_host import bf16_bits  # noqa: E402
 
 CUDA_HOME = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
 CUDA_INCLUDE = os.environ.get("SWITCHYARD_CUDA_INCLUDE") or os.path.join(CUDA_HOME, "include")
@@ -107,11 +108,6 @@ class Binding:
                                             [pointer(t) for t in layer], pointer(ids),
                                             pointer(weights), pointer(self.workspace), 0)
         return {"topk_ids": ids, "topk_weights": weights}
-
-
-def bf16_bits(values):
-    u = values.view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
