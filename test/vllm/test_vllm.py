@@ -568,7 +568,9 @@ def main():
         if args.only and args.only not in name:
             continue
         print(f"== {name}", flush=True)
+        start = time.monotonic()
         test()
+        print(f"   {name}: {time.monotonic() - start:.0f} s", flush=True)
     print(f"{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
