@@ -182,7 +182,8 @@ def check_bf16(sy, build, stub, work, tally, rng):
 
 
 def check_errors(sy, tally):
-    """Clear errors: a GPU entry with other results, a missing device metadata input."""
+    """Clear errors: a GPU entry with other results, a missing device metadata input, a
+    step with per-request knob groups."""
     policy = os.path.join(ROOT, "policies", "xshare_spec.mlir")
     shape = native_shape("xshare_spec")
     host = sy.compile(policy, outputs=ROUTE, **shape)
@@ -207,6 +208,18 @@ def check_errors(sy, tally):
         ok = "request_ids" in str(error)
         tally.record(f"a missing request_ids buffer is an error ({error})",
                      [] if ok else ["message"])
+    # Per-request knob groups are not routed by the GPU path yet: refused by name, never
+    # routed with the step's knobs instead.
+    ids = np.zeros(4, np.int32)
+    sy._switchyard.set_device_step(pointer(ids), 0, 0, False, True)
+    try:
+        sy._switchyard.step_route_cuda(handle, 4, 1, F32, [], 1, 1, 1, 0)
+        tally.record("a step with knob groups is refused on the GPU path", ["no error"])
+    except Exception as error:   # noqa: BLE001
+        ok = "knob groups" in str(error)
+        tally.record(f"a step with knob groups is refused on the GPU path ({error})",
+                     [] if ok else ["message"])
+    sy._switchyard.set_device_step(0, 0, 0)
 
 
 def main():
