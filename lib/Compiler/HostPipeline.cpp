@@ -8,6 +8,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <string>
 
 using namespace mlir;
 
@@ -38,7 +42,17 @@ void switchyard::moe::buildLoopPipeline(OpPassManager &pm, bool laneParallel,
 
 llvm::StringRef switchyard::moe::openMPLibrary() {
 #ifdef SWITCHYARD_OPENMP_LIBRARY
-  return SWITCHYARD_OPENMP_LIBRARY;
+  // The copy in lib/ beside the running tool's bin/ (the build tree's, or the installed
+  // package's wherever it is), else the one the build found.
+  static const std::string path = [] {
+    std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+    llvm::SmallString<256> beside(
+        llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
+    llvm::sys::path::append(beside, "lib", "libomp.so.5");
+    return !self.empty() && llvm::sys::fs::exists(beside) ? std::string(beside)
+                                                          : SWITCHYARD_OPENMP_LIBRARY;
+  }();
+  return path;
 #else
   return "";
 #endif

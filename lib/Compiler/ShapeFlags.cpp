@@ -1,7 +1,7 @@
 //===- ShapeFlags.cpp - the tools' shape flags and --model ----------------===//
 //
-// Kept apart from ToolSetup.cpp so that moe-opt, which takes the shape flags but not
-// --entry / --set, links only these.
+// Kept apart from ToolSetup.cpp: moe-opt registers the shape flags but not --entry /
+// --set.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Compiler/ModelConfig.h"
@@ -18,31 +18,41 @@ cl::OptionCategory &category() {
   return options;
 }
 
-// The shape a generic policy is bound to (moe-specialize): one flag per row of
-// ShapeParameters.def, named FIELD##Flag. A Bool flag has no value name.
+namespace {
+/// The shape a generic policy is bound to (moe-specialize): one flag per row of
+/// ShapeParameters.def, named FIELD##Flag (a Bool flag has no value name), and --model,
+/// --allow-unused-sizes. Made by registerShapeOptions() (a multi-call binary registers
+/// only what the running tool takes).
 #define SHAPE_FLAG_VALUE_DESC_Int(VALUE_DESC) , cl::value_desc(VALUE_DESC)
 #define SHAPE_FLAG_VALUE_DESC_Number(VALUE_DESC) , cl::value_desc(VALUE_DESC)
 #define SHAPE_FLAG_VALUE_DESC_Bool(VALUE_DESC)
+struct ShapeOptions {
 #define SHAPE_PARAMETER(FIELD, KIND, NAME, FLAG, VALUE_DESC, CONFIG_KEYS, PARAM, USES,     \
                         HELP)                                                              \
-  static cl::opt<SHAPE_PARAMETER_TYPE(KIND)> FIELD##Flag(                                  \
-      FLAG, cl::desc(HELP) SHAPE_FLAG_VALUE_DESC_##KIND(VALUE_DESC), cl::cat(category()));
+  cl::opt<SHAPE_PARAMETER_TYPE(KIND)> FIELD##Flag{                                         \
+      FLAG, cl::desc(HELP) SHAPE_FLAG_VALUE_DESC_##KIND(VALUE_DESC), cl::cat(category())};
 #include "switchyard/Dialect/Moe/ShapeParameters.def"
+  cl::opt<std::string> model{"model",
+                             cl::desc("bind the shape of a Hugging Face model "
+                                      "(its config.json)"),
+                             cl::value_desc("config.json"), cl::cat(category())};
+  cl::opt<bool> allowUnused{
+      "allow-unused-sizes",
+      cl::desc("ignore shape values no policy in the file has a parameter for (what an "
+               "engine binding any policy to a model wants), instead of reporting them"),
+      cl::cat(category())};
+};
 #undef SHAPE_FLAG_VALUE_DESC_Int
 #undef SHAPE_FLAG_VALUE_DESC_Number
 #undef SHAPE_FLAG_VALUE_DESC_Bool
+} // namespace
 
-static cl::opt<std::string> model("model",
-                                  cl::desc("bind the shape of a Hugging Face model "
-                                           "(its config.json)"),
-                                  cl::value_desc("config.json"), cl::cat(category()));
+static ShapeOptions &shapeOptions() {
+  static ShapeOptions options;
+  return options;
+}
 
-static cl::opt<bool> allowUnused(
-    "allow-unused-sizes",
-    cl::desc(
-        "ignore shape values no policy in the file has a parameter for (what an engine "
-        "binding any policy to a model wants), instead of reporting them"),
-    cl::cat(category()));
+void registerShapeOptions() { (void)shapeOptions(); }
 
 static std::string formatNumber(double value) {
   char text[32];
@@ -71,12 +81,13 @@ static bool mergeFlag(std::optional<moe::Bound<T>> &slot, const cl::opt<T> &flag
 }
 
 bool shapeRequest(moe::ShapeRequest &request, std::string &error) {
+  const ShapeOptions &options = shapeOptions();
   request = moe::ShapeRequest();
-  request.allowUnused = allowUnused;
-  if (!model.empty() && !compiler::readModelConfig(model, request, error))
+  request.allowUnused = options.allowUnused;
+  if (!options.model.empty() && !compiler::readModelConfig(options.model, request, error))
     return false;
 #define SHAPE_PARAMETER(FIELD, ...)                                                        \
-  if (!mergeFlag(request.FIELD, FIELD##Flag, error))                                       \
+  if (!mergeFlag(request.FIELD, options.FIELD##Flag, error))                               \
     return false;
 #include "switchyard/Dialect/Moe/ShapeParameters.def"
   return true;

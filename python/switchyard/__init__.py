@@ -27,7 +27,7 @@ from ._compile import (SHAPE_PARAMS, cache_dir, compile, list_entries, policy_pa
 from ._executor import ExecResult, Executor
 from . import _layout
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 #: Where this copy of the package keeps the compiler, the shipped policies and the
 #: installed C++ package (find_package(Switchyard) with CMAKE_PREFIX_PATH=cmake_prefix_path).

@@ -46,49 +46,56 @@
 using namespace switchyard;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
-                                      cl::Required, cl::cat(tools::category()));
-static cl::opt<std::string> outDir("o", cl::desc("output directory"), cl::value_desc("dir"),
-                                   cl::Required, cl::cat(tools::category()));
-static cl::opt<std::string> target("target", cl::desc("host | ptx | cuda | all"),
-                                   cl::init("host"), cl::cat(tools::category()));
-static cl::opt<std::string> gpuArch("gpu-arch",
-                                    cl::desc("GPU architecture (sm_80, sm_90, "
-                                             "sm_100)"),
-                                    cl::init("sm_90"), cl::cat(tools::category()));
-static cl::opt<bool> laneParallel(
-    "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
-    cl::cat(tools::category()));
-static cl::opt<int64_t> ctaTokens(
-    "cta-tokens",
-    cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
-             "two-kernel large-batch path (1..1024; default: per router, from the launch "
-             "cost model --report shows)"),
-    cl::init(0), cl::cat(tools::category()));
-static cl::opt<int64_t> tokensPerCta(
-    "tokens-per-cta",
-    cl::desc("tokens per CTA in the large-batch kernels (1..65536; default: per router, "
-             "from the launch cost model)"),
-    cl::init(0), cl::cat(tools::category()));
-static cl::opt<bool> launcherLibrary(
-    "launcher-library",
-    cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
-             "cudart from the CUDA toolkit): what the runtime loads for --device cuda"),
-    cl::cat(tools::category()));
-static cl::opt<bool> assembleCubin(
-    "cubin",
-    cl::desc("with a GPU target, assemble NAME.cubin with ptxas (--cubin=false: NAME.ptx "
-             "only, which the driver compiles when it loads it)"),
-    cl::init(true), cl::cat(tools::category()));
-static cl::opt<bool> verbose("v", cl::desc("print what was written and how long it took"),
-                             cl::cat(tools::category()));
-static cl::opt<bool> report("report",
-                            cl::desc("print a static cost report per router: "
-                                     "kernels, launch shape, registers and "
-                                     "shared memory (ptxas -v), workspace and "
-                                     "bytes moved per token"),
-                            cl::cat(tools::category()));
+namespace {
+/// The tool's options: made when it runs (a multi-call binary registers only the
+/// running tool's options with the command line).
+struct Options {
+  cl::opt<std::string> inputFile{cl::Positional, cl::desc("<policy.mlir>"), cl::Required,
+                                 cl::cat(tools::category())};
+  cl::opt<std::string> outDir{"o", cl::desc("output directory"), cl::value_desc("dir"),
+                              cl::Required, cl::cat(tools::category())};
+  cl::opt<std::string> target{"target", cl::desc("host | ptx | cuda | all"),
+                              cl::init("host"), cl::cat(tools::category())};
+  cl::opt<std::string> gpuArch{"gpu-arch",
+                               cl::desc("GPU architecture (sm_80, sm_90, "
+                                        "sm_100)"),
+                               cl::init("sm_90"), cl::cat(tools::category())};
+  cl::opt<bool> laneParallel{
+      "lane-parallel",
+      cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
+      cl::cat(tools::category())};
+  cl::opt<int64_t> ctaTokens{
+      "cta-tokens",
+      cl::desc("the most tokens one CTA (one launch) serves; larger batches take the "
+               "two-kernel large-batch path (1..1024; default: per router, from the launch "
+               "cost model --report shows)"),
+      cl::init(0), cl::cat(tools::category())};
+  cl::opt<int64_t> tokensPerCta{
+      "tokens-per-cta",
+      cl::desc("tokens per CTA in the large-batch kernels (1..65536; default: per router, "
+               "from the launch cost model)"),
+      cl::init(0), cl::cat(tools::category())};
+  cl::opt<bool> launcherLibrary{
+      "launcher-library",
+      cl::desc("with a GPU target, also build the launcher into libNAME_gpu.so (c++ and "
+               "cudart from the CUDA toolkit): what the runtime loads for --device cuda"),
+      cl::cat(tools::category())};
+  cl::opt<bool> assembleCubin{
+      "cubin",
+      cl::desc("with a GPU target, assemble NAME.cubin with ptxas (--cubin=false: NAME.ptx "
+               "only, which the driver compiles when it loads it)"),
+      cl::init(true), cl::cat(tools::category())};
+  cl::opt<bool> verbose{"v", cl::desc("print what was written and how long it took"),
+                        cl::cat(tools::category())};
+  cl::opt<bool> report{"report",
+                       cl::desc("print a static cost report per router: "
+                                "kernels, launch shape, registers and "
+                                "shared memory (ptxas -v), workspace and "
+                                "bytes moved per token"),
+                       cl::cat(tools::category())};
+};
+Options *opts = nullptr;
+} // namespace
 
 static int fail(const llvm::Twine &message) { return tools::fail("moe-compile", message); }
 
@@ -126,28 +133,35 @@ describeSizeClasses(const ptx::LaunchMetadata &launch) {
   return classes;
 }
 
-int main(int argc, char **argv) {
+int switchyard::tools::moeCompileMain(int argc, char **argv) {
+  Options options;
+  opts = &options;
   llvm::InitLLVM init(argc, argv);
   tools::parseCommandLine(argc, argv, "Switchyard: compile MoE routing policies\n");
-  if (target != "host" && target != "ptx" && target != "all" && target != "cuda")
-    return fail("unknown --target=" + target + " (host, ptx, cuda or all)");
+  if (opts->target != "host" && opts->target != "ptx" && opts->target != "all" &&
+      opts->target != "cuda")
+    return ::fail("unknown --target=" + opts->target + " (host, ptx, cuda or all)");
   static const llvm::StringSet<> arches = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"};
-  if (!arches.contains(gpuArch))
-    return fail("unsupported --gpu-arch=" + gpuArch +
-                " (sm_80, sm_86, sm_89, sm_90, sm_100)");
-  if (ctaTokens.getNumOccurrences() && (ctaTokens < 1 || ctaTokens > 1024))
-    return fail("--cta-tokens=" + std::to_string(ctaTokens) + " is outside [1, 1024]");
-  if (tokensPerCta.getNumOccurrences() && (tokensPerCta < 1 || tokensPerCta > 65536))
-    return fail("--tokens-per-cta=" + std::to_string(tokensPerCta) +
-                " is outside [1, 65536]");
+  if (!arches.contains(opts->gpuArch))
+    return ::fail("unsupported --gpu-arch=" + opts->gpuArch +
+                  " (sm_80, sm_86, sm_89, sm_90, sm_100)");
+  if (opts->ctaTokens.getNumOccurrences() &&
+      (opts->ctaTokens < 1 || opts->ctaTokens > 1024))
+    return ::fail("--cta-tokens=" + std::to_string(opts->ctaTokens) +
+                  " is outside [1, 1024]");
+  if (opts->tokensPerCta.getNumOccurrences() &&
+      (opts->tokensPerCta < 1 || opts->tokensPerCta > 65536))
+    return ::fail("--tokens-per-cta=" + std::to_string(opts->tokensPerCta) +
+                  " is outside [1, 65536]");
   moe::MoeMapToGPUOptions mapping;
-  mapping.ctaTokens = ctaTokens;
-  mapping.tokensPerCta = tokensPerCta;
-  bool wantHost = target == "host" || target == "all";
-  bool wantPtx = target == "ptx" || target == "all" || target == "cuda";
+  mapping.ctaTokens = opts->ctaTokens;
+  mapping.tokensPerCta = opts->tokensPerCta;
+  bool wantHost = opts->target == "host" || opts->target == "all";
+  bool wantPtx = opts->target == "ptx" || opts->target == "all" || opts->target == "cuda";
 
   std::unique_ptr<mlir::MLIRContext> context = compiler::makeToolContext();
-  std::unique_ptr<compiler::PolicyFile> policy = compiler::loadPolicy(*context, inputFile);
+  std::unique_ptr<compiler::PolicyFile> policy =
+      compiler::loadPolicy(*context, opts->inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
@@ -183,21 +197,21 @@ int main(int argc, char **argv) {
 
   std::vector<compiler::RouterInfo> routers = compiler::describeRouters(*module);
   if (routers.empty())
-    return fail("'" + inputFile + "' has no moe.router to compile");
+    return ::fail("'" + opts->inputFile + "' has no moe.router to compile");
   const std::string &entry = tools::entryName();
   if (!entry.empty() && llvm::none_of(routers, [&](const compiler::RouterInfo &r) {
         return r.name == entry;
       })) {
     std::string error;
     compiler::selectRouter(*module, tools::entryName(), error);
-    return fail(error);
+    return ::fail(error);
   }
-  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
-    return fail("cannot create '" + outDir + "': " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::create_directories(opts->outDir))
+    return ::fail("cannot create '" + opts->outDir + "': " + ec.message());
 
   runtime::Manifest manifest;
-  manifest.policy = inputFile;
-  manifest.target = target;
+  manifest.policy = opts->inputFile;
+  manifest.target = opts->target;
   manifest.command.assign(argv, argv + argc);
   for (const compiler::RouterInfo &info : routers) {
     if (!entry.empty() && info.name != entry)
@@ -208,44 +222,45 @@ int main(int argc, char **argv) {
     described.sharedExperts = info.sharedExperts;
     auto start = std::chrono::steady_clock::now();
     std::string error;
-    auto path = [&](llvm::StringRef file) { return ::path(outDir, file); };
+    auto path = [&](llvm::StringRef file) { return ::path(opts->outDir, file); };
     // Rules are host scheduling code: they get the host artifacts whatever the target.
     bool isRule = info.kind != "router";
     std::vector<std::string> inputDtypes; // --input-dtype, checked against this entry
     if (!compiler::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
-      return fail(error);
+      return ::fail(error);
     if (wantPtx && isRule && !wantHost)
       llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
                    << " rule: host code only\n";
     if (wantPtx && !isRule) {
       mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());
       if (!compiler::selectRouter(*gpu, info.name, error))
-        return fail(error);
+        return ::fail(error);
       ptx::GpuArtifacts artifacts;
-      if (!ptx::compileToPtx(*gpu, info.name, gpuArch, mapping, artifacts, error,
+      if (!ptx::compileToPtx(*gpu, info.name, opts->gpuArch, mapping, artifacts, error,
                              tools::freezeKnobs(), inputDtypes))
-        return fail(error);
+        return ::fail(error);
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
       std::string launchCpp = path(info.name + "_launch.cpp");
       std::string cu = path(info.name + ".cu");
-      if ((target == "cuda" || target == "all") && !writeText(cu, artifacts.cuda, error))
-        return fail(error);
+      if ((opts->target == "cuda" || opts->target == "all") &&
+          !writeText(cu, artifacts.cuda, error))
+        return ::fail(error);
       if (!writeText(ptx, artifacts.ptx, error) ||
           !writeText(json, artifacts.json, error) ||
           !writeText(launchH, artifacts.launchHeader, error) ||
           !writeText(launchCpp, artifacts.launchSource, error))
-        return fail(error);
+        return ::fail(error);
       llvm::outs() << "moe-compile: @" << info.name << " -> " << ptx << ", " << json << ", "
                    << launchH << ", " << launchCpp;
       std::string cubin = path(info.name + ".cubin"), usage;
       described.ptx = info.name + ".ptx";
-      described.gpuArch = gpuArch;
+      described.gpuArch = opts->gpuArch;
       described.launchMetadata = info.name + ".json"; // a copy of described.launch
       described.launch = artifacts.json;
-      if (!assembleCubin) {
+      if (!opts->assembleCubin) {
         llvm::outs() << " (no cubin: --cubin=false)";
-      } else if (ptx::assemblePtx(ptx, gpuArch, cubin, error, &usage)) {
+      } else if (ptx::assemblePtx(ptx, opts->gpuArch, cubin, error, &usage)) {
         llvm::outs() << ", " << cubin;
         described.cubin = info.name + ".cubin";
       } else {
@@ -254,16 +269,16 @@ int main(int argc, char **argv) {
       llvm::outs() << "\n";
       described.sizeClasses = describeSizeClasses(artifacts.launch);
       // The launcher as a library the runtime can dlopen.
-      if (launcherLibrary) {
+      if (opts->launcherLibrary) {
         std::string gpuLibrary = path("lib" + info.name + "_gpu.so");
         if (!ptx::linkLauncherLibrary(launchCpp, gpuLibrary, error))
-          return fail(error);
+          return ::fail(error);
         described.gpuLibrary = "lib" + info.name + "_gpu.so";
         described.gpuSymbol = info.name + "_launch_packed";
         described.workspaceSymbol = info.name + "_workspace_bytes";
         llvm::outs() << "moe-compile: @" << info.name << " -> " << gpuLibrary << "\n";
       }
-      if (report) {
+      if (opts->report) {
         // Bytes each token moves through the kernel: its inputs and outputs (per-token
         // rows) plus its workspace rows; per-batch data (sets, counts) is not per token.
         int64_t perTokenIo = 0;
@@ -280,7 +295,7 @@ int main(int argc, char **argv) {
           if (!port.shape.empty() && port.shape[0] < 0)
             perTokenIo += 4 * (port.shape.size() > 1 ? port.shape[1] : port.sizeRule[0]);
         const ptx::LaunchMetadata &launch = artifacts.launch;
-        llvm::outs() << "report @" << info.name << " (" << gpuArch
+        llvm::outs() << "report @" << info.name << " (" << opts->gpuArch
                      << "): " << launch.kernels.size()
                      << " kernels; inputs+outputs = " << perTokenIo << " B/token\n";
         // Per size class and call: a grid-wide step is a launch boundary or a last-CTA
@@ -341,8 +356,8 @@ int main(int argc, char **argv) {
     // the manifest too (the launcher takes the same buffers).
     mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
     if (!compiler::selectRouter(*copy, info.name, error))
-      return fail(error);
-    if (failed(compiler::lowerToLLVM(*copy, laneParallel, tools::freezeKnobs(),
+      return ::fail(error);
+    if (failed(compiler::lowerToLLVM(*copy, opts->laneParallel, tools::freezeKnobs(),
                                      tools::hostThreadMinWork(), inputDtypes)))
       return 1;
     std::vector<compiler::AbiParam> abi = compiler::readAbi(*copy, info.name);
@@ -362,7 +377,7 @@ int main(int argc, char **argv) {
     if (!writeText(header, host::emitHeader(info, abi, knobs), error) ||
         !host::emitObjectFile(*copy, object, error, info.name) ||
         !host::linkSharedLibrary(object, library, error))
-      return fail(error);
+      return ::fail(error);
     {
       llvm::LLVMContext llvmContext;
       auto llvmModule = mlir::translateModuleToLLVMIR(*copy, llvmContext);
@@ -370,22 +385,22 @@ int main(int argc, char **argv) {
       llvm::raw_string_ostream os(text);
       llvmModule->print(os, nullptr);
       if (!writeText(ir, text, error))
-        return fail(error);
+        return ::fail(error);
     }
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
     llvm::outs() << "moe-compile: @" << info.name << " -> " << header << ", " << object
                  << ", " << library;
-    if (verbose)
+    if (opts->verbose)
       llvm::outs() << " (" << llvm::format("%.0f", ms) << " ms)";
     llvm::outs() << "\n";
   }
   std::string error;
   // The size and SHA-256 of every artifact: the runtime checks a library against them
   // before loading it.
-  if (!runtime::recordFileDigests(outDir, manifest, error) ||
-      !writeText(path(outDir, "manifest.json"), runtime::toJson(manifest), error))
-    return fail(error);
+  if (!runtime::recordFileDigests(opts->outDir, manifest, error) ||
+      !writeText(path(opts->outDir, "manifest.json"), runtime::toJson(manifest), error))
+    return ::fail(error);
   return 0;
 }

@@ -18,8 +18,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-int main(int argc, char **argv) {
+int switchyard::tools::moeOptMain(int argc, char **argv) {
   switchyard::registerAllPasses();
+  switchyard::tools::registerShapeOptions(); // --experts, --model, ...: not --entry / --set
   mlir::DialectRegistry registry;
   switchyard::registerAllDialects(registry);
   // MlirOptMain, with the input checked first: a policy must be non-empty text (the

@@ -28,23 +28,29 @@
 using namespace switchyard;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<policy.mlir>"),
-                                      cl::Required, cl::cat(tools::category()));
-static cl::list<std::string> args("arg",
-                                  cl::desc("bind input <name> to a .npy file (or, "
-                                           "for a scalar, an integer)"),
-                                  cl::value_desc("name=path.npy"),
-                                  cl::cat(tools::category()));
-static cl::opt<std::string> outDir("out", cl::desc("directory for the <result>.npy files"),
-                                   cl::value_desc("dir"), cl::cat(tools::category()));
-static cl::opt<bool> laneParallel(
-    "lane-parallel",
-    cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
-    cl::cat(tools::category()));
-static cl::opt<bool> list("list",
-                          cl::desc("print every router's inputs, outputs and knobs "
-                                   "as JSON and exit"),
-                          cl::cat(tools::category()));
+namespace {
+/// The tool's options: made when it runs (a multi-call binary registers only the
+/// running tool's options with the command line).
+struct Options {
+  cl::opt<std::string> inputFile{cl::Positional, cl::desc("<policy.mlir>"), cl::Required,
+                                 cl::cat(tools::category())};
+  cl::list<std::string> args{"arg",
+                             cl::desc("bind input <name> to a .npy file (or, "
+                                      "for a scalar, an integer)"),
+                             cl::value_desc("name=path.npy"), cl::cat(tools::category())};
+  cl::opt<std::string> outDir{"out", cl::desc("directory for the <result>.npy files"),
+                              cl::value_desc("dir"), cl::cat(tools::category())};
+  cl::opt<bool> laneParallel{
+      "lane-parallel",
+      cl::desc("compile the GPU (lane-parallel) form of the per-token code for the host"),
+      cl::cat(tools::category())};
+  cl::opt<bool> list{"list",
+                     cl::desc("print every router's inputs, outputs and knobs "
+                              "as JSON and exit"),
+                     cl::cat(tools::category())};
+};
+Options *opts = nullptr;
+} // namespace
 
 static int fail(const llvm::Twine &message) { return tools::fail("moe-run", message); }
 
@@ -75,39 +81,42 @@ static bool bindArgument(runtime::CallBuffers &call, const std::string &name,
 
 static bool writeOutput(const runtime::CallBuffers &call, size_t index,
                         std::string &error) {
-  llvm::SmallString<256> path(outDir);
+  llvm::SmallString<256> path(opts->outDir);
   llvm::sys::path::append(path, call.signature().params[index].name + ".npy");
   return npy::save(path.str().str(), call.output(index), error);
 }
 
-int main(int argc, char **argv) {
+int switchyard::tools::moeRunMain(int argc, char **argv) {
+  Options options;
+  opts = &options;
   llvm::InitLLVM init(argc, argv);
   tools::parseCommandLine(argc, argv,
                           "Switchyard: compile a policy for the host and "
                           "run it on .npy inputs\n");
   std::unique_ptr<mlir::MLIRContext> context = compiler::makeToolContext();
-  std::unique_ptr<compiler::PolicyFile> policy = compiler::loadPolicy(*context, inputFile);
+  std::unique_ptr<compiler::PolicyFile> policy =
+      compiler::loadPolicy(*context, opts->inputFile);
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
   std::string error;
   moe::ShapeRequest shape;
   if (!tools::shapeRequest(shape, error))
-    return fail(error);
+    return ::fail(error);
   // Knob values before the shape (as moe-compile): the shape checks the values asked for.
   if (!compiler::bindShapeWithKnobs(*module, shape, tools::knobOverrides()) ||
       failed(moe::selectOutputs(*module, tools::outputNames(), tools::entryName())) ||
       (tools::fillEmptySlots() && failed(moe::fillEmptySlots(*module, tools::entryName()))))
     return 1;
-  if (list) {
+  if (opts->list) {
     llvm::outs() << compiler::routersToJson(compiler::describeRouters(*module)) << "\n";
     return 0;
   }
-  if (outDir.empty())
-    return fail("--out DIR is required (where the results are written)");
+  if (opts->outDir.empty())
+    return ::fail("--out DIR is required (where the results are written)");
 
   if (!compiler::selectRouter(*module, tools::entryName(), error))
-    return fail(error);
+    return ::fail(error);
   compiler::RouterInfo info = compiler::describeRouters(*module).front();
   // --set values are checked by the verifier (on a copy: messages at the op that uses
   // the knob) and, unless --freeze-knobs compiles them in, passed at run time in the
@@ -119,8 +128,8 @@ int main(int argc, char **argv) {
 
   std::vector<std::string> inputDtypes;
   if (!compiler::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
-    return fail(error);
-  if (failed(compiler::lowerToLLVM(*module, laneParallel, freeze,
+    return ::fail(error);
+  if (failed(compiler::lowerToLLVM(*module, opts->laneParallel, freeze,
                                    tools::hostThreadMinWork(), inputDtypes)))
     return 1;
   std::vector<compiler::AbiParam> abi = compiler::readAbi(*module, info.name);
@@ -129,39 +138,39 @@ int main(int argc, char **argv) {
   std::vector<uint8_t> knobStruct;
   if (!freeze &&
       !runtime::packKnobs(signature.knobs, tools::knobOverrides(), knobStruct, error))
-    return fail(error);
+    return ::fail(error);
   runtime::CallBuffers call(signature);
 
   // Arguments by name, checked against the entry's signature.
-  for (const std::string &a : args) {
+  for (const std::string &a : opts->args) {
     auto [name, source] = llvm::StringRef(a).split('=');
     if (source.empty() || !llvm::StringRef(a).contains('='))
-      return fail("--arg '" + a + "' is not of the form name=path.npy");
+      return ::fail("--arg '" + a + "' is not of the form name=path.npy");
     if (!bindArgument(call, name.str(), source.str(), error))
-      return fail(error);
+      return ::fail(error);
   }
   if (!call.finish(error))
-    return fail(error);
+    return ::fail(error);
 
   auto engine = host::jitCompile(*module);
   if (!engine)
-    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+    return ::fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
   if (!host::invokeEntry(**engine, info.name, call.tokens(), abi, call.buffers(),
                          call.scalars(), error, &signature,
                          knobStruct.empty() ? nullptr : knobStruct.data()))
-    return fail(error);
+    return ::fail(error);
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
-    return fail("cannot create '" + outDir + "': " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::create_directories(opts->outDir))
+    return ::fail("cannot create '" + opts->outDir + "': " + ec.message());
   for (size_t i = 0; i < abi.size(); ++i)
     if (abi[i].isOutput && !writeOutput(call, i, error))
-      return fail(error);
+      return ::fail(error);
   llvm::outs() << "moe-run: @" << info.name;
   if (info.kind == "router")
     llvm::outs() << " on " << call.tokens() << " tokens";
   else
     llvm::outs() << " (" << info.kind << " rule)";
-  llvm::outs() << " -> " << llvm::StringRef(outDir).rtrim('/') << "/{";
+  llvm::outs() << " -> " << llvm::StringRef(opts->outDir).rtrim('/') << "/{";
   bool first = true;
   for (const compiler::AbiParam &p : abi)
     if (p.isOutput) {

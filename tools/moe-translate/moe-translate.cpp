@@ -8,6 +8,7 @@
 // them.
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Compiler/ToolSetup.h"
 #include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 #include "switchyard/Target/Cuda/CudaEmitter.h"
 
@@ -35,7 +36,7 @@ static void registerToLLVMIR() {
       });
 }
 
-int main(int argc, char **argv) {
+int switchyard::tools::moeTranslateMain(int argc, char **argv) {
   switchyard::cuda::registerToCudaTranslation();
   registerToLLVMIR();
   return mlir::failed(mlir::mlirTranslateMain(argc, argv, "Switchyard translations")) ? 1

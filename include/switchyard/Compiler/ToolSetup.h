@@ -22,6 +22,13 @@ namespace switchyard::tools {
 /// The category every Switchyard option belongs to (what --help shows).
 llvm::cl::OptionCategory &category();
 
+/// Registers the shape flags and --model (shapeRequest), and the policy options
+/// (--entry, --set, --outputs, ...), with the command line. A tool calls what it takes
+/// before parsing (parseCommandLine registers both): the tools share one multi-call
+/// binary, where an option made at load time would be every tool's.
+void registerShapeOptions();
+void registerPolicyOptions();
+
 /// --entry NAME: the router or rule to use when the file has several.
 const std::string &entryName();
 /// --freeze-knobs: compile the knobs' values in instead of taking them at run time.
@@ -46,11 +53,19 @@ std::vector<std::string> outputNames();
 /// or a flag contradicts it.
 bool shapeRequest(moe::ShapeRequest &request, std::string &error);
 
-/// Parses the command line with --help restricted to Switchyard's options.
+/// Registers the shape and policy options and parses the command line, with --help
+/// restricted to Switchyard's options.
 void parseCommandLine(int argc, char **argv, llvm::StringRef overview);
 
 /// Prints "<tool>: error: <message>" on stderr and returns the exit code 1.
 int fail(llvm::StringRef tool, const llvm::Twine &message);
+
+/// The tools' entry points: the multi-call binary moe-tools runs one, chosen by the
+/// name it is run as (tools/moe-tools).
+int moeCompileMain(int argc, char **argv);
+int moeOptMain(int argc, char **argv);
+int moeRunMain(int argc, char **argv);
+int moeTranslateMain(int argc, char **argv);
 
 } // namespace switchyard::tools
 

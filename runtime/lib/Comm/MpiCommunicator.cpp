@@ -3,10 +3,10 @@
 // Every collective is MPI's non-blocking form polled against a deadline, so a peer that
 // died or never joined becomes an error instead of a hang. The all-to-all is grouped
 // point-to-point (Irecv from every peer, then Isend to every peer), the shape NCCL
-// gives it too.
+// gives it too. Built as the plug-in libSwitchyardCommMpi.so (MpiPlugin.h).
 //
 //===----------------------------------------------------------------------===//
-#include "switchyard/Comm/Communicator.h"
+#include "MpiPlugin.h"
 
 #include <mpi.h>
 
@@ -231,8 +231,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator> createMpiCommunicator(const CommOptions &options,
-                                                    std::string &error) {
+std::unique_ptr<Communicator> createMpi(const CommOptions &options, std::string &error) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) {
@@ -250,3 +249,10 @@ std::unique_ptr<Communicator> createMpiCommunicator(const CommOptions &options,
 }
 
 } // namespace switchyard::comm
+
+extern "C" __attribute__((visibility("default"))) const switchyard::comm::MpiPlugin *
+switchyard_mpi_plugin() {
+  static const switchyard::comm::MpiPlugin plugin{switchyard::comm::MpiPlugin::kVersion,
+                                                  switchyard::comm::createMpi};
+  return &plugin;
+}

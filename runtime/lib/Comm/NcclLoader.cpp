@@ -18,42 +18,23 @@ namespace switchyard::comm {
 
 namespace {
 
-struct LoadedPlugin {
-  const NcclPlugin *plugin = nullptr;
-  std::string error;
-};
-
-const LoadedPlugin &ncclPlugin() {
-  static const LoadedPlugin loaded = [] {
-    LoadedPlugin result;
-    std::string path, why;
-    bool missing = false;
-    void *entry = plugin::loadBeside(
-        reinterpret_cast<const void *>(&createNcclCommunicator), SWITCHYARD_NCCL_LIBRARY,
-        SWITCHYARD_NCCL_SYMBOL, path, why, missing);
-    const std::string major = SWITCHYARD_CUDA_MAJOR;
-    if (missing) {
-      result.error = "this installation of Switchyard lacks its NCCL backend '" + path +
-                     "' (reinstall Switchyard, built with the CUDA toolkit and NCCL)";
-    } else if (!entry) {
-      result.error = "cannot load the NCCL backend '" + path + "': " + why +
-                     ". It needs NCCL (libnccl.so.2) and the CUDA " +
-                     (major.empty() ? "" : major + " ") + "runtime (libcudart" +
-                     (major.empty() ? "" : ".so." + major) +
-                     "): install them (NCCL and the CUDA toolkit, or NVIDIA's packages of "
-                     "them) or add the directory that holds them to LD_LIBRARY_PATH";
-    } else {
-      using Entry = const NcclPlugin *(*)();
-      const NcclPlugin *table = reinterpret_cast<Entry>(entry)();
-      if (!table || table->version != NcclPlugin::kVersion)
-        result.error = "'" + path +
-                       "' is the NCCL backend of another build of Switchyard "
-                       "(reinstall it)";
-      else
-        result.plugin = table;
-    }
-    return result;
-  }();
+const plugin::LoadedPlugin<NcclPlugin> &ncclPlugin() {
+  static const plugin::LoadedPlugin<NcclPlugin> loaded = plugin::loadPlugin<NcclPlugin>(
+      reinterpret_cast<const void *>(&createNcclCommunicator), SWITCHYARD_NCCL_LIBRARY,
+      SWITCHYARD_NCCL_SYMBOL,
+      [](const std::string &path) {
+        return "this installation of Switchyard lacks its NCCL backend '" + path +
+               "' (reinstall Switchyard, built with the CUDA toolkit and NCCL)";
+      },
+      [](const std::string &path, const std::string &why) {
+        const std::string major = SWITCHYARD_CUDA_MAJOR;
+        return "cannot load the NCCL backend '" + path + "': " + why +
+               ". It needs NCCL (libnccl.so.2) and the CUDA " +
+               (major.empty() ? "" : major + " ") + "runtime (libcudart" +
+               (major.empty() ? "" : ".so." + major) +
+               "): install them (NCCL and the CUDA toolkit, or NVIDIA's packages of "
+               "them) or add the directory that holds them to LD_LIBRARY_PATH";
+      });
   return loaded;
 }
 
@@ -63,12 +44,12 @@ std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap, in
                                                      void *stream,
                                                      const CommOptions &options,
                                                      std::string &error) {
-  const LoadedPlugin &loaded = ncclPlugin();
-  if (!loaded.plugin) {
+  const plugin::LoadedPlugin<NcclPlugin> &loaded = ncclPlugin();
+  if (!loaded.table) {
     error = "nccl: " + loaded.error + " (rank " + std::to_string(bootstrap.rank()) + ")";
     return nullptr;
   }
-  return loaded.plugin->create(bootstrap, device, stream, options, error);
+  return loaded.table->create(bootstrap, device, stream, options, error);
 }
 
 } // namespace switchyard::comm
