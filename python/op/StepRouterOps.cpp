@@ -10,7 +10,7 @@
 //       Tensor? device_knobs, Tensor? device_phase) -> int
 //   switchyard::knob_struct(int handle, str[] knobs) -> Tensor         (uint8, CPU)
 //   switchyard::set_device_step(Tensor? request_ids, Tensor? positions,
-//       Tensor? draft_mask, bool phase, bool knob_groups) -> ()
+//       Tensor? draft_mask, bool phase, bool knob_groups, Tensor? knob_group=None) -> ()
 //
 // The handle is what switchyard::route_step takes. The device knob struct and phase are
 // the caller's CUDA tensors (kept alive by the caller): writing them before a CUDA
@@ -95,8 +95,9 @@ Tensor knobStruct(int64_t handle, std::vector<std::string> knobs) {
 }
 
 void setDeviceStep(std::optional<Tensor> requestIds, std::optional<Tensor> positions,
-                   std::optional<Tensor> draftMask, bool phase, bool knobGroups) {
-  for (const std::optional<Tensor> *t : {&requestIds, &positions, &draftMask})
+                   std::optional<Tensor> draftMask, bool phase, bool knobGroups,
+                   std::optional<Tensor> knobGroup) {
+  for (const std::optional<Tensor> *t : {&requestIds, &positions, &draftMask, &knobGroup})
     if (*t && (!(*t)->is_cuda() || !(*t)->is_contiguous()))
       throw std::runtime_error("switchyard::set_device_step: the metadata must be "
                                "contiguous CUDA tensors (int32, one value per token)");
@@ -106,6 +107,7 @@ void setDeviceStep(std::optional<Tensor> requestIds, std::optional<Tensor> posit
   step.draftMask = pointerOf(draftMask);
   step.phase = phase;
   step.knobGroups = knobGroups;
+  step.knobGroup = pointerOf(knobGroup);
   runtime::setDeviceStep(step);
 }
 
@@ -117,7 +119,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(switchyard, m) {
         "Tensor? device_phase) -> int");
   m.def("knob_struct(int handle, str[] knobs) -> Tensor");
   m.def("set_device_step(Tensor? request_ids, Tensor? positions, Tensor? draft_mask, "
-        "bool phase, bool knob_groups) -> ()");
+        "bool phase, bool knob_groups, Tensor? knob_group=None) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(switchyard, CompositeExplicitAutograd, m) {

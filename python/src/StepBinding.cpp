@@ -195,21 +195,23 @@ void bindSteps(nb::module_ &m) {
   m.def(
       "set_device_step",
       [](uintptr_t requestIds, uintptr_t positions, uintptr_t draftMask, bool phase,
-         bool knobGroups) {
+         bool knobGroups, uintptr_t knobGroup) {
         runtime::DeviceStep step;
         step.requestIds = reinterpret_cast<const void *>(requestIds);
         step.positions = reinterpret_cast<const void *>(positions);
         step.draftMask = reinterpret_cast<const void *>(draftMask);
         step.phase = phase;
         step.knobGroups = knobGroups;
+        step.knobGroup = reinterpret_cast<const void *>(knobGroup);
         runtime::setDeviceStep(step);
       },
       nb::arg("request_ids"), nb::arg("positions"), nb::arg("draft_mask"),
-      nb::arg("phase") = false, nb::arg("knob_groups") = false,
+      nb::arg("phase") = false, nb::arg("knob_groups") = false, nb::arg("knob_group") = 0,
       "Sets the calling thread's device metadata (runtime::DeviceStep): device pointers "
       "(0: not given) to int32 per-token buffers the runner writes before each step; "
       "whether the step's phase was written into the routers' device phase; whether the "
-      "step has per-request knob groups.");
+      "step has per-request knob groups, and each token's group (int32 per token, for "
+      "launchers compiled with knob groups).");
   m.def(
       "step_router_cuda_info",
       [](int64_t handle, int64_t tokens,
@@ -218,11 +220,13 @@ void bindSteps(nb::module_ &m) {
         if (!gpu)
           return std::nullopt;
         return std::make_pair(gpu->workspaceBytes(tokens, static_cast<npy::DType>(dtype)),
-                              gpu->knobStructBytes());
+                              gpu->knobStructBytes() *
+                                  size_t(std::max<int64_t>(gpu->knobGroups(), 1)));
       },
       nb::arg("handle"), nb::arg("tokens"), nb::arg("dtype"),
-      "(workspace bytes for `tokens`, the knob struct's size) of a step router's GPU "
-      "launchers; None when it was bound for the host only.");
+      "(workspace bytes for `tokens`, the bytes of the knob memory: one knob struct, or "
+      "one per knob group) of a step router's GPU launchers; None when it was bound for "
+      "the host only.");
   m.def(
       "step_route_cuda",
       [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,

@@ -114,7 +114,7 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             allow_unused: Optional[bool] = None, freeze_knobs: bool = False,
             host_threads_min_work: Optional[int] = None,
             input_dtypes: Optional[Dict[str, Any]] = None, fill_empty_slots: bool = False,
-            **shape: Any) -> Router:
+            knob_groups: Optional[int] = None, **shape: Any) -> Router:
     """Compiles `policy` for `target` ("host" or "cuda") bound to a model's shape and
     returns a Router.
 
@@ -149,6 +149,13 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
              --fill-empty-slots): every slot of topk_ids an expert in [0, E), a slot
              the policy leaves empty with weight 0 and an expert the token (or else the
              batch) already uses
+
+    knob_groups
+             target "cuda" only: route up to this many knob groups (1..64) in one
+             launch (moe-compile --knob-groups): the router takes input `knob_group`
+             (int32 per token) and a knob memory of that many structs, each group's
+             tokens routed as a batch of their own with its struct; every result must
+             be per token (outputs=("topk_ids", "topk_weights"))
 
     Compiling is cached on disk (cache_dir()) and in the process: the same policy text,
     shape and target compile once.
@@ -189,6 +196,16 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
     if target == "cuda":
         compile_target = "all"
         flags.append("--launcher-library")
+    if knob_groups is not None:
+        if isinstance(knob_groups, bool) or not isinstance(knob_groups, int) \
+                or not 1 <= knob_groups <= 64:
+            raise SwitchyardError(f"knob_groups must be an integer in [1, 64], got "
+                                  f"{knob_groups!r}")
+        if target != "cuda":
+            raise SwitchyardError("knob_groups builds a GPU entry (target=\"cuda\"); the "
+                                  "host routes knob groups by rows (batch_metadata)")
+        flags.append(f"--knob-groups={knob_groups}")
+        compile_target = "cuda"   # the GPU entry alone: it takes one more input
     with open(path, "rb") as f:
         text_key = hashlib.sha256(f.read()).hexdigest()
     key = (text_key, tuple(flags), target)

@@ -46,6 +46,12 @@ CudaStepRouter::create(std::vector<Entry> entries,
       } else if (auto layer = std::find(layerInputs.begin(), layerInputs.end(), p.name);
                  layer != layerInputs.end()) {
         source = {Source::Layer, size_t(layer - layerInputs.begin())};
+      } else if (p.name == "knob_group") {
+        if (!sig.knobGroups || p.dtype != "int32")
+          return invalid("@" + sig.entry +
+                         " reads 'knob_group' but was not compiled for "
+                         "knob groups");
+        source.first = Source::KnobGroup;
       } else if (std::optional<MetadataInput> m = metadataInput(p.inputName())) {
         source.first = *m == MetadataInput::RequestIds  ? Source::RequestIds
                        : *m == MetadataInput::Positions ? Source::Positions
@@ -66,6 +72,11 @@ CudaStepRouter::create(std::vector<Entry> entries,
     }
     if (router->knobBytes == 0 && !sig.knobs.empty())
       router->knobBytes = KnobLayout(sig.knobs).size;
+    if (&entry != &entries.front() && sig.knobGroups != router->groups)
+      return invalid("its GPU entries differ in knob groups (" +
+                     std::to_string(router->groups) + " and " +
+                     std::to_string(sig.knobGroups) + "): compile them alike");
+    router->groups = sig.knobGroups;
     router->entries.push_back(std::move(bound));
   }
   status = Status::ok();
@@ -93,10 +104,11 @@ Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logi
                 " on the GPU need an entry compiled to read them (--input-dtype "
                 "logits=bf16 / f16) or float32 logits"};
   const DeviceStep &step = currentDeviceStep();
-  if (step.knobGroups)
+  if (step.knobGroups && !groups)
     return {StatusCode::kInvalidKnob,
-            name + ": the step has per-request knob groups, which the GPU path does not "
-                   "route yet (set the knobs for the whole step)"};
+            name + ": the step has per-request knob groups, and this GPU entry routes one "
+                   "knob setting per launch (compile it with knob groups, or set the "
+                   "knobs for the whole step)"};
   const size_t count = entry.params.size();
   // A small fixed-size array would do; the vector is what CudaPolicy::launch takes.
   thread_local std::vector<void *> buffers;
@@ -127,6 +139,10 @@ Status CudaStepRouter::route(int64_t tokens, const void *logits, npy::DType logi
     case Source::Phase:
       pointer = phase;
       missing = step.phase ? nullptr : "phase";
+      break;
+    case Source::KnobGroup:
+      pointer = step.knobGroup;
+      missing = pointer ? nullptr : "knob_group";
       break;
     case Source::Ids:
       pointer = ids;

@@ -222,6 +222,8 @@ std::string toJson(const Signature &signature) {
                       {"kind", signature.kind},
                       {"params", params},
                       {"knobs", knobs}};
+  if (signature.knobGroups)
+    j["knob_groups"] = signature.knobGroups;
   return j.dump(2);
 }
 
@@ -303,6 +305,14 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       return false;
     }
     s.params.push_back(std::move(p));
+  }
+  if (auto groups = j.find("knob_groups"); groups != j.end()) {
+    if (!groups->is_number_integer() || groups->get<int64_t>() < 1 ||
+        groups->get<int64_t>() > 64) {
+      error = "signature: 'knob_groups' must be an integer in [1, 64]";
+      return false;
+    }
+    s.knobGroups = groups->get<int64_t>();
   }
   if (auto knobs = j.find("knobs"); knobs != j.end()) {
     if (!knobs->is_array()) {

@@ -15,8 +15,10 @@ and weights must equal the host
 target's on that call's values (ids exactly, weights within 1e-5), both compiled as the
 vLLM plugin compiles them (topk_ids and topk_weights only, --fill-empty-slots: capacity
 drops come back as weight-0 slots of used experts). Also: the bfloat16
-entry reads bf16 logits in place; a router without a set device metadata input says
-which; a GPU entry with results other than topk_ids / topk_weights is refused at bind.
+entry reads bf16 logits in place; an entry compiled with knob groups routes a batch
+whose tokens belong to 4 groups in one launch, each group as the host routes its rows
+alone with its knobs; a router without a set device metadata input says which; a GPU
+entry with results other than topk_ids / topk_weights is refused at bind.
 
     test_cuda_step_router.py --build BUILD_DIR
 """
@@ -181,6 +183,93 @@ def check_bf16(sy, build, stub, work, tally, rng):
                  differing_outputs({n: np.asarray(expected[n]) for n in ROUTE}, got))
 
 
+# Routers with knobs whose batch-level choices differ by group: set selection with a
+# budget, LYNX's bins (with the phase), XShare-spec's per-request sets (request ids).
+GROUPED = [("xshare", "xshare"), ("lynx", "lynx"), ("xshare_spec", "xshare_spec")]
+GROUPS = 4
+PER_TOKEN = ("logits", "request_ids", "positions", "draft_mask")
+
+
+def expected_by_groups(host, inputs, group_of, settings):
+    """The host's routing of a batch in knob groups: each group's rows (a token's group
+    outside [0, GROUPS) is group 0) routed as a batch of their own with its knobs."""
+    tokens = len(group_of)
+    k = host.result_shape("topk_ids", 1)[1]
+    out = {"topk_ids": np.zeros((tokens, k), np.int32),
+           "topk_weights": np.zeros((tokens, k), np.float32)}
+    effective = np.where((group_of >= 0) & (group_of < GROUPS), group_of, 0)
+    for g, knobs in enumerate(settings):
+        rows = np.flatnonzero(effective == g)
+        if not len(rows):
+            continue
+        values = {n: (v[rows] if n in PER_TOKEN else v) for n, v in inputs.items()}
+        routed = host(**values, knobs=knobs)
+        for name in ROUTE:
+            out[name][rows] = np.asarray(routed[name])
+    return out
+
+
+def check_knob_groups(sy, build, stub, work, tally, rng):
+    """Knob groups in ONE launch (compile(target="cuda", knob_groups=4)): the runner's
+    knob memory holds 4 structs and its knob_group buffer each token's group; each call
+    equals the host routing every group's rows as a batch of its own with its knobs.
+    Two calls with byte-identical pointers and other groups, knobs and logits in the
+    same memory (a graph's replays)."""
+    for file, entry in GROUPED:
+        policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+        shape = native_shape(file)
+        host = sy.compile(policy, entry=entry, outputs=ROUTE, fill_empty_slots=True, **shape)
+        gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda",
+                         fill_empty_slots=True, knob_groups=GROUPS, **shape)
+        info = entry_info(sy, policy, entry, **shape)
+        kernels = build_kernels_on_host(build, gpu._native.directory, entry, work)
+        struct = len(host._native.knob_struct(host._default_knobs))
+        binding = Binding(sy, stub, kernels, host, gpu, F32, [], TOKENS, info["experts"],
+                          struct * GROUPS)
+        logits = np.zeros((TOKENS, info["experts"]), np.float32)
+        request_ids = np.zeros(TOKENS, np.int32)
+        group_of = np.zeros(TOKENS, np.int32)
+        for call in range(2):
+            inputs = example_inputs(info, TOKENS, rng)
+            default_out = host(**inputs)
+            other, _ = alternative_knobs(host, inputs, default_out)
+            # group 0 the step's knobs, 1 another setting, 2 the defaults written again,
+            # 3 no tokens (call 0) or a few (call 1); ids outside [0, 4) are group 0.
+            settings = [{}, other, {}, other]
+            group_of[:] = rng.choice([0, 1, 1, 2, -1, 7] + [3] * call, size=TOKENS)
+            logits[:] = inputs["logits"]
+            if "request_ids" in inputs:
+                request_ids[:] = inputs["request_ids"]
+            if "phase" in inputs:
+                binding.phase[0] = inputs["phase"]
+            for g, knobs in enumerate(settings):
+                binding.knobs[g * struct:(g + 1) * struct] = np.frombuffer(
+                    host._native.knob_struct(host._default_knobs + host._knob_settings(knobs)),
+                    np.uint8)
+            sy._switchyard.set_device_step(pointer(request_ids), 0, 0, "phase" in inputs,
+                                           True, pointer(group_of))
+            expected = expected_by_groups(host, inputs, group_of, settings)
+            # (The groups must matter, or the check could not fail: routing the batch
+            # whole with the step's knobs gives other ids.)
+            whole = np.asarray(default_out["topk_ids"])
+            tally.record(f"{entry} call {call}: routing by groups differs from the whole "
+                         f"batch's", [] if not np.array_equal(whole, expected["topk_ids"])
+                         else ["the same ids: the case cannot tell"])
+            got = binding.route(TOKENS, logits, [], expected["topk_ids"].shape[1])
+            used = sorted(set(np.where((group_of >= 0) & (group_of < GROUPS), group_of, 0)))
+            tally.record(f"{entry} knob groups {used} in one launch (call {call}, groups 1 "
+                         f"and 3: {other})", differing_outputs(expected, got))
+        sy._switchyard.set_device_step(pointer(request_ids), 0, 0, True, True, 0)
+        try:
+            binding.route(TOKENS, logits, [], 1)
+            tally.record(f"{entry}: a grouped entry without knob_group is an error",
+                         ["no error"])
+        except Exception as error:   # noqa: BLE001 - the message is what is checked
+            tally.record(f"{entry}: a grouped entry without knob_group is an error ({error})",
+                         [] if "knob_group" in str(error) else ["message"])
+    sy._switchyard.set_device_step(0, 0, 0)
+
+
 def check_errors(sy, tally):
     """Clear errors: a GPU entry with other results, a missing device metadata input, a
     step with per-request knob groups."""
@@ -234,6 +323,7 @@ def main():
     for file, entry, layer_names in ROUTERS:
         check_router(sy, args.build, stub, work, tally, file, entry, layer_names, rng)
     check_bf16(sy, args.build, stub, work, tally, rng)
+    check_knob_groups(sy, args.build, stub, work, tally, rng)
     check_errors(sy, tally)
     return tally.finish()
 

@@ -85,6 +85,13 @@ struct Options {
       cl::desc("with a GPU target, assemble NAME.cubin with ptxas (--cubin=false: NAME.ptx "
                "only, which the driver compiles when it loads it)"),
       cl::init(true), cl::cat(tools::category())};
+  cl::opt<int64_t> knobGroups{
+      "knob-groups",
+      cl::desc("with a GPU target, route up to this many knob groups in one launch: the "
+               "launcher takes input knob_group (each token's group) and that many knob "
+               "structs, each group routed as a batch of its own (an engine's per-request "
+               "knobs under CUDA graphs; needs --outputs of per-token results)"),
+      cl::init(0), cl::cat(tools::category())};
   cl::opt<bool> verbose{"v", cl::desc("print what was written and how long it took"),
                         cl::cat(tools::category())};
   cl::opt<bool> report{"report",
@@ -153,7 +160,15 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
       (opts->tokensPerCta < 1 || opts->tokensPerCta > 65536))
     return ::fail("--tokens-per-cta=" + std::to_string(opts->tokensPerCta) +
                   " is outside [1, 65536]");
+  if (opts->knobGroups.getNumOccurrences() &&
+      (opts->knobGroups < 1 || opts->knobGroups > 64))
+    return ::fail("--knob-groups=" + std::to_string(opts->knobGroups) +
+                  " is outside [1, 64]");
+  if (opts->knobGroups > 0 && opts->target != "cuda" && opts->target != "ptx")
+    return ::fail("--knob-groups builds a GPU entry with one more input (knob_group): use "
+                  "--target=cuda or --target=ptx (the host routes knob groups by rows)");
   moe::MoeMapToGPUOptions mapping;
+  mapping.knobGroups = opts->knobGroups;
   mapping.ctaTokens = opts->ctaTokens;
   mapping.tokensPerCta = opts->tokensPerCta;
   bool wantHost = opts->target == "host" || opts->target == "all";
@@ -231,6 +246,7 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
     if (wantPtx && isRule && !wantHost)
       llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
                    << " rule: host code only\n";
+    std::vector<compiler::AbiParam> gpuAbi; // the launcher's, with knob groups
     if (wantPtx && !isRule) {
       mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());
       if (!compiler::selectRouter(*gpu, info.name, error))
@@ -239,6 +255,8 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
       if (!ptx::compileToPtx(*gpu, info.name, opts->gpuArch, mapping, artifacts, error,
                              tools::freezeKnobs(), inputDtypes))
         return ::fail(error);
+      if (opts->knobGroups > 0)
+        gpuAbi = artifacts.abi;
       std::string ptx = path(info.name + ".ptx"), json = path(info.name + ".json");
       std::string launchH = path(info.name + "_launch.h");
       std::string launchCpp = path(info.name + "_launch.cpp");
@@ -364,6 +382,10 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
     std::vector<runtime::Knob> knobs = compiler::readKnobs(*copy, info.name);
     described.signature = runtime::Signature{info.name, info.kind, abi};
     described.signature.knobs = knobs;
+    if (!gpuAbi.empty()) { // the GPU entry alone (--knob-groups): its own parameters
+      described.signature.params = gpuAbi;
+      described.signature.knobGroups = opts->knobGroups;
+    }
     if (wantPtx && !isRule && !wantHost) {
       manifest.entries.push_back(std::move(described));
       continue;

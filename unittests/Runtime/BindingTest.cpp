@@ -82,6 +82,23 @@ TEST(Signature, JsonRoundTrip) {
     EXPECT_EQ(back.params[i].values, s.params[i].values);
   }
   EXPECT_EQ(back.inputNames(), (std::vector<std::string>{"logits", "placement", "phase"}));
+  EXPECT_EQ(back.knobGroups, 0);
+  s.knobGroups = 4; // a GPU entry compiled with --knob-groups=4
+  ASSERT_TRUE(fromJson(toJson(s), back, error)) << error;
+  EXPECT_EQ(back.knobGroups, 4);
+}
+
+TEST(Signature, KnobGroupsOutsideTheirRangeAreRefused) {
+  Signature s;
+  std::string error;
+  for (const char *groups : {"0", "65", "2.5", "\"4\""}) {
+    std::string text =
+        std::string(R"({"entry": "x", "kind": "router", "params": [], "knob_groups": )") +
+        groups + "}";
+    EXPECT_FALSE(fromJson(text, s, error)) << groups;
+    EXPECT_NE(error.find("'knob_groups' must be an integer in [1, 64]"), std::string::npos)
+        << error;
+  }
 }
 
 TEST(Signature, MalformedJsonNamesTheField) {

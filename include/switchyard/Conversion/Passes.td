@@ -152,6 +152,17 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
     (`moe.launch_model`: its inputs, the thresholds and modeled times), which
     `moe-compile --report` prints.
 
+    With `knob-groups` = G > 0 (an engine's per-request knobs under CUDA graphs), each
+    router first becomes a loop over G knob groups (KnobGroups.h): the function takes
+    one more input, `knob_group` (int32 per token: its group in [0, G); anything else
+    is group 0), and its knob buffer holds G `NAME_knobs` structs, struct g for the
+    tokens of group g. Group by group, one CTA gathers the group's token rows into the
+    workspace, routes them as a batch of their own with the group's knobs (the batch
+    reductions and sets over those tokens only) and scatters their results back: ONE
+    launch routes a batch whose requests set different knobs, as the host routes each
+    group on its own. Every result must be per token (`--outputs
+    topk_ids,topk_weights`); the one-CTA kernel then serves every batch size.
+
     The host function is left in place.
 
     Example: `moe-opt --moe-lower-to-loops=lane-parallel
@@ -167,7 +178,10 @@ def MoeMapToGPU : Pass<"moe-map-to-gpu", "mlir::ModuleOp"> {
            "tokens per CTA in the large-batch kernels; 0: chosen per router by the "
            "launch cost model">,
     Option<"largeBatch", "large-batch", "bool", /*default=*/"true",
-           "also build the two-kernel form for batches beyond cta-tokens">
+           "also build the two-kernel form for batches beyond cta-tokens">,
+    Option<"knobGroups", "knob-groups", "int64_t", /*default=*/"0",
+           "route per-token knob groups (0..G-1, input knob_group) in one launch, each "
+           "group a batch of its own with its knob struct (0: no groups)">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::scf::SCFDialect",

@@ -27,9 +27,33 @@ SmallVector<int64_t> knobStructOffsets(TypeRange types, int64_t &size) {
   return offsets;
 }
 
+Value knobsGiven(OpBuilder &b, Location loc, Value block) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                               memref::DimOp::create(b, loc, block, zero), zero);
+}
+
+Value readKnobField(OpBuilder &b, Location loc, Value block, Value given, Value offset,
+                    Type type, TypedAttr defaultValue) {
+  auto read = scf::IfOp::create(
+      b, loc, given,
+      [&](OpBuilder &then, Location l) {
+        Value field = memref::ViewOp::create(then, l, MemRefType::get({1}, type), block,
+                                             offset, ValueRange{});
+        Value zero = arith::ConstantIndexOp::create(then, l, 0);
+        Value v = memref::LoadOp::create(then, l, field, ValueRange{zero});
+        scf::YieldOp::create(then, l, v);
+      },
+      [&](OpBuilder &otherwise, Location l) {
+        Value d = arith::ConstantOp::create(otherwise, l, defaultValue);
+        scf::YieldOp::create(otherwise, l, d);
+      });
+  return read.getResult(0);
+}
+
 void readKnobsFromDeviceStruct(gpu::GPUFuncOp kernel) {
   AbiAttr abi = getAbi(kernel);
-  if (!abi)
+  if (!abi || kernel->hasAttr(kKnobGroupsAttr)) // grouped: read per group already
     return;
   SmallVector<AbiParamAttr> knobs;
   for (AbiParamAttr p : abi.getParams())
@@ -56,28 +80,14 @@ void readKnobsFromDeviceStruct(gpu::GPUFuncOp kernel) {
   SmallVector<int64_t> offsets = knobStructOffsets(types, structBytes);
 
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value given = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                      memref::DimOp::create(b, loc, block, zero), zero);
+  Value given = knobsGiven(b, loc, block);
   llvm::BitVector erase(kernel.getFunctionType().getNumInputs());
   for (auto [j, knob] : llvm::enumerate(knobs)) {
-    Type type = types[j];
-    auto read = scf::IfOp::create(
-        b, loc, given,
-        [&](OpBuilder &then, Location l) {
-          Value offset = arith::ConstantIndexOp::create(then, l, offsets[j]);
-          Value field = memref::ViewOp::create(then, l, MemRefType::get({1}, type), block,
-                                               offset, ValueRange{});
-          Value v = memref::LoadOp::create(then, l, field, ValueRange{zero});
-          scf::YieldOp::create(then, l, v);
-        },
-        [&](OpBuilder &otherwise, Location l) {
-          Value d = arith::ConstantOp::create(otherwise, l,
-                                              cast<TypedAttr>(knob.getDefaultValue()));
-          scf::YieldOp::create(otherwise, l, d);
-        });
+    Value offset = arith::ConstantIndexOp::create(b, loc, offsets[j]);
+    Value value = readKnobField(b, loc, block, given, offset, types[j],
+                                cast<TypedAttr>(knob.getDefaultValue()));
     unsigned old = first + 1 + j; // the knob's scalar, after the inserted buffer
-    entry.getArgument(old).replaceAllUsesWith(read.getResult(0));
+    entry.getArgument(old).replaceAllUsesWith(value);
     erase.set(old);
   }
   (void)kernel.eraseArguments(erase);

@@ -12,6 +12,7 @@
 #define SWITCHYARD_CONVERSION_MOETOGPU_KNOBBLOCK_H
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
 
 namespace switchyard::moe {
 
@@ -25,6 +26,20 @@ void readKnobsFromDeviceStruct(mlir::gpu::GPUFuncOp kernel);
 /// at the kernel's entry: like the knobs, a value a CUDA graph's replay takes from
 /// memory the runner writes, not from the captured parameters.
 void readScalarInputsFromDevice(mlir::gpu::GPUFuncOp kernel);
+
+/// Whether knob buffer `block` holds any struct (an empty buffer, the launcher's NULL:
+/// the defaults).
+mlir::Value knobsGiven(mlir::OpBuilder &b, mlir::Location loc, mlir::Value block);
+/// Field `type` of a knob struct in `block` (the i8 buffer of knob structs) at byte
+/// `offset` when `given` (knobsGiven), else `defaultValue`.
+mlir::Value readKnobField(mlir::OpBuilder &b, mlir::Location loc, mlir::Value block,
+                          mlir::Value given, mlir::Value offset, mlir::Type type,
+                          mlir::TypedAttr defaultValue);
+
+/// The discardable attribute of a router function (and its kernel) whose knob buffer
+/// holds one struct per knob group (KnobGroups.h): its knobs are read per group, not
+/// at the kernel's entry.
+constexpr llvm::StringLiteral kKnobGroupsAttr = "moe.knob_groups";
 
 /// Byte offsets of the knob struct's fields (C layout: each field aligned to its size)
 /// and the struct's size, for the knob types in order.

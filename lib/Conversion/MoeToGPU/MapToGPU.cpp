@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 #include "KnobBlock.h"
+#include "KnobGroups.h"
 #include "LargeBatchKernels.h"
 #include "LaunchCostModel.h"
 
@@ -332,6 +333,12 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                          << " in [32, 1024], got " << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
+    if (knobGroups < 0 || knobGroups > switchyard::moe::kMaxKnobGroups) {
+      module.emitError() << "moe-map-to-gpu: knob-groups must be in [0, "
+                         << switchyard::moe::kMaxKnobGroups << "], got "
+                         << static_cast<int64_t>(knobGroups);
+      return signalPassFailure();
+    }
     if (ctaTokens < 0 || tokensPerCta < 0) {
       module.emitError()
           << "moe-map-to-gpu: cta-tokens and tokens-per-cta must be positive "
@@ -342,6 +349,11 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     for (func::FuncOp f : routers) {
+      // Knob groups: the router becomes a loop over the groups (KnobGroups.h), which
+      // the one-CTA kernel runs for every batch size.
+      bool grouped = knobGroups > 0;
+      if (grouped && failed(switchyard::moe::routeKnobGroups(f, knobGroups)))
+        return signalPassFailure();
       auto gpuModule =
           gpu::GPUModuleOp::create(b, f.getLoc(), (f.getName() + "_kernels").str());
       // Thresholds the user left open come from the launch cost model.
@@ -362,8 +374,9 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
             switchyard::moe::kTileTokens;
       model.tokensPerCta = tokensPerCta > 0 ? int64_t(tokensPerCta) : model.tokensPerCta;
       bool failedToMap = false;
-      if (gpu::GPUFuncOp grid =
-              largeBatch ? addGridKernel(gpuModule, f, failedToMap) : gpu::GPUFuncOp()) {
+      if (gpu::GPUFuncOp grid = largeBatch && !grouped
+                                    ? addGridKernel(gpuModule, f, failedToMap)
+                                    : gpu::GPUFuncOp()) {
         grid->setAttr("moe.launch_model", model.toAttr(ctx, {SizeClass::grid}));
         continue;
       }
@@ -373,8 +386,12 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       FailureOr<WorkspaceBytes> workspace = mapKernel(target, kernel, f, nullptr);
       if (failed(workspace))
         return signalPassFailure();
-      bool split = largeBatch && addLargeBatchKernels(gpuModule, f, model.ctaTokens,
-                                                      model.tokensPerCta, failedToMap);
+      if (grouped)
+        kernel->setAttr(switchyard::moe::kKnobGroupsAttr,
+                        f->getAttr(switchyard::moe::kKnobGroupsAttr));
+      bool split = largeBatch && !grouped &&
+                   addLargeBatchKernels(gpuModule, f, model.ctaTokens, model.tokensPerCta,
+                                        failedToMap);
       if (failedToMap)
         return signalPassFailure();
       kernel->setAttr("moe.launch_model",

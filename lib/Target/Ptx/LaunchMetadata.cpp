@@ -135,6 +135,8 @@ LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef route
     k.params = kernelParams(kernel);
     if (auto model = kernel->getAttrOfType<DictionaryAttr>("moe.launch_model"))
       m.launchModel = launchModelJson(model);
+    if (auto groups = kernel->getAttrOfType<IntegerAttr>("moe.knob_groups"))
+      m.knobGroups = groups.getInt();
     m.kernels.push_back(std::move(k));
   });
   if (m.kernels.empty())
@@ -232,11 +234,14 @@ llvm::json::Value LaunchMetadata::toJson() const {
       entry["max_tokens"] = c.maxTokens ? llvm::json::Value(c.maxTokens) : nullptr;
     classes.push_back(std::move(entry));
   }
-  return llvm::json::Object{{"router", router},
-                            {"arch", arch},
-                            {"size_classes", std::move(classes)},
-                            {"launch_model", launchModel},
-                            {"kernels", std::move(kernelList)}};
+  llvm::json::Object out{{"router", router},
+                         {"arch", arch},
+                         {"size_classes", std::move(classes)},
+                         {"launch_model", launchModel},
+                         {"kernels", std::move(kernelList)}};
+  if (knobGroups)
+    out["knob_groups"] = knobGroups;
+  return out;
 }
 
 } // namespace switchyard::ptx

@@ -87,6 +87,11 @@ static void emitLauncherHeader(const std::string &n, const std::string &signatur
          "a\n"
       << "   captured CUDA graph, writing that memory before a replay sets the replay's\n"
       << "   knobs. Check a struct with " << n << "_check_knobs before writing it.";
+  if (!knobs.empty() && launch.knobGroups)
+    h << "\n   Knob groups: `knobs` points to " << launch.knobGroups << " structs, and "
+      << "`knob_group` gives each\n   token's group (int32; outside [0, "
+      << launch.knobGroups << "): group 0): the tokens of group g are\n   routed as a "
+      << "batch of their own with struct g, all groups in the one launch.";
   h << " */\n"
     << signature << ";\n\n"
     << "#ifdef __cplusplus\n}\n#endif\n";
@@ -156,7 +161,7 @@ static std::string dynamicSizeText(llvm::ArrayRef<int64_t> rule) {
 /// order of the PTX entries (num_tokens, buffers as expanded memref descriptors, the
 /// knobs after the outputs, the workspace), then the launch.
 static void emitArgumentPacking(const std::string &n, const std::vector<AbiParam> &abi,
-                                const std::vector<runtime::Knob> &knobs,
+                                const std::vector<runtime::Knob> &knobs, int64_t knobGroups,
                                 llvm::raw_ostream &c) {
   std::string packing;
   llvm::raw_string_ostream pack(packing);
@@ -175,8 +180,9 @@ static void emitArgumentPacking(const std::string &n, const std::vector<AbiParam
       sizes.push_back(d >= 0 ? std::to_string(d) : dynamicSizeText(param.sizeRule));
     buffer(cName(param.name), sizes);
   }
-  if (!knobs.empty()) // after the outputs: the struct in device memory (0 bytes: NULL)
-    buffer("knobs", {"knobs ? int64_t(sizeof(struct " + n + "_knobs)) : 0"});
+  if (!knobs.empty()) // after the outputs: the struct(s) in device memory (0 bytes: NULL)
+    buffer("knobs", {"knobs ? int64_t(" + std::to_string(std::max<int64_t>(knobGroups, 1)) +
+                     " * sizeof(struct " + n + "_knobs)) : 0"});
   buffer("workspace", {n + "_workspace_bytes(num_tokens)"});
   c << "  launch::Arguments<" << slots << "> args;\n"
     << "  args.value(num_tokens);\n"
@@ -222,7 +228,7 @@ void emitLauncher(const std::vector<AbiParam> &abi, const std::vector<runtime::K
     << signature << " {\n"
     << "  int32_t status = launcher.prepare(num_tokens);\n"
     << "  if (status != 0)\n    return status;\n";
-  emitArgumentPacking(n, abi, knobs, c);
+  emitArgumentPacking(n, abi, knobs, launch.knobGroups, c);
   c << "}\n";
   if (!knobs.empty()) {
     c << "\nint32_t " << n << "_check_knobs(const struct " << n << "_knobs *knobs) {\n";

@@ -63,6 +63,7 @@ bool compileToPtx(ModuleOp module, StringRef name, StringRef arch,
     return false;
   }
   emitLauncher(abi, knobs, out.launch, out.ptx, out);
+  out.abi = std::move(abi);
   return true;
 }
 

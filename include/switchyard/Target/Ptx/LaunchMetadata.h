@@ -59,6 +59,9 @@ struct LaunchMetadata {
   std::vector<KernelMetadata> kernels;
   std::vector<SizeClassMetadata> sizeClasses;
   llvm::json::Value launchModel = nullptr; // moe.launch_model, or null
+  /// Knob groups one launch routes (moe-map-to-gpu{knob-groups}): the knob buffer holds
+  /// that many structs and the kernel reads input knob_group; 0 without.
+  int64_t knobGroups = 0;
 
   /// The record of the kernels moe-map-to-gpu made in `mapped` (before NVVM); an
   /// empty record when there are none.

@@ -24,6 +24,8 @@ struct GpuArtifacts {
   std::string json;                       // launch.toJson(): NAME.json
   std::string launchHeader, launchSource; // NAME_launch.h / NAME_launch.cpp (cudart)
   std::string cuda; // NAME.cu: the same kernel as CUDA C++ (same parameters as the PTX)
+  /// The launcher's parameters: the host entry's, plus knob_group with knob groups.
+  std::vector<compiler::AbiParam> abi;
 };
 
 /// Compiles router `name` of `module` to PTX for `arch` (sm_80, sm_90, ...): its kernels

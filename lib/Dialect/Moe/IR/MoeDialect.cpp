@@ -76,6 +76,13 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                  "a unit attribute on a memref.view");
   if (name == "moe.launch_model")
     return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
+  // A router (and its kernel) that routes this many knob groups in one launch
+  // (lib/Conversion/MoeToGPU/KnobGroups.h).
+  if (name == "moe.knob_groups") {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return check(i && i.getType().isInteger(64) && i.getValue().isStrictlyPositive(),
+                 "a positive i64 integer (the knob groups of one launch)");
+  }
   if (name == MoeDialect::AbiAttrHelper::getNameStr())
     return check(isa<AbiAttr>(value), "a #moe.abi<[...]> (the router's C ABI)");
   return op->emitError() << "unknown attribute '" << name << "' in the moe namespace";

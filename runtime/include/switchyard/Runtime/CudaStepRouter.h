@@ -16,7 +16,11 @@
 //   runner writes before each step or replay (the calling thread's DeviceStep names
 //   them; a buffer holds at least the step's token count);
 // * the phase is an int32 in device memory the caller keeps (devicePhase), written
-//   before each step or replay like the knobs.
+//   before each step or replay like the knobs;
+// * with entries compiled for knob groups (moe-compile --knob-groups=G), the knob
+//   memory holds G structs and the DeviceStep's knobGroup says each token's group:
+//   requests that set different knobs are routed in the same one launch, each group
+//   as a batch of its own.
 //
 // The runtime does not link cudart: every pointer here is device memory the caller
 // owns, the stream a cudaStream_t. No LLVM/MLIR, torch or Python dependency.
@@ -38,7 +42,9 @@ struct DeviceStep {
   const void *requestIds = nullptr, *positions = nullptr, *draftMask = nullptr;
   /// The step's phase was written into the routers' device phase (see create).
   bool phase = false;
-  /// The step has per-request knob groups, which the GPU path does not route yet (an
+  /// Each token's knob group (int32 per token), for entries compiled with knob groups.
+  const void *knobGroup = nullptr;
+  /// The step has per-request knob groups: entries without knob groups refuse it (an
   /// error, not the step's knobs for every token).
   bool knobGroups = false;
 };
@@ -80,6 +86,9 @@ public:
 
   /// The size of the knob struct the kernels read (0: the policy has no run-time knobs).
   size_t knobStructBytes() const { return knobBytes; }
+  /// The knob groups one launch routes (the structs the knob memory holds; 0: entries
+  /// without knob groups, one struct).
+  int64_t knobGroups() const { return groups; }
 
 private:
   CudaStepRouter() = default;
@@ -91,6 +100,7 @@ private:
     Positions,
     DraftMask,
     Phase,
+    KnobGroup,
     Ids,
     Weights
   };
@@ -104,6 +114,7 @@ private:
   std::vector<Bound> entries;
   const void *knobs = nullptr, *phase = nullptr;
   size_t knobBytes = 0;
+  int64_t groups = 0;
   std::string name;
 };
 

@@ -94,6 +94,9 @@ struct Signature {
   /// Knobs left tunable (empty when the policy was compiled with --freeze-knobs): the
   /// entry then takes `const struct NAME_knobs *knobs` after its buffers.
   std::vector<Knob> knobs;
+  /// A GPU entry built for knob groups (moe-compile --knob-groups=G): its launcher takes
+  /// input `knob_group` (each token's group) and G knob structs in one buffer; 0 without.
+  int64_t knobGroups = 0;
 
   bool isRule() const { return kind != "router"; }
   /// The index of the first parameter bound as input `name`, or -1.
@@ -114,7 +117,7 @@ std::string statusMessage(const Signature &signature, int32_t status);
 /// The signature as JSON: {"entry", "kind", "params": [{"name", "role", "kind",
 /// "dtype", "shape", "size_rule", "values", "id_bound"}], "knobs": [{"name", "dtype",
 /// "default", "rules": [{"text", "op", "float", "lo", "hi"?, "finite", "not_nan",
-/// "nonzero", "min"?, "max"?, "min_open", "max_open"}]}]}.
+/// "nonzero", "min"?, "max"?, "min_open", "max_open"}]}], "knob_groups"?: G}.
 std::string toJson(const Signature &signature);
 /// Reads toJson's format; false with a message naming the bad field otherwise.
 bool fromJson(const std::string &text, Signature &signature, std::string &error);
