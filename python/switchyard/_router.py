@@ -14,7 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from ._errors import InputError, KnobError
+from ._errors import InputError
+from ._knobs import checked_knobs
 from ._metadata import PHASES, current_metadata, knob_settings
 
 _NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
@@ -129,12 +130,10 @@ class Router:
 
     # -- calls --------------------------------------------------------------------------
     def _knob_settings(self, knobs: Dict[str, Any]) -> List[str]:
-        settings = knob_settings(knobs)
-        for name in knobs:
-            if name not in self.knobs:
-                known = ", ".join(self.knobs) or "none"
-                raise KnobError(f"unknown knob '{name}' for @{self.entry} (its knobs: {known})")
-        return settings
+        """`name=value` settings of `knobs`, each name and value checked strictly
+        (_knobs.checked_knobs: integers for integer knobs, finite numbers for float
+        ones); the policy's rules are checked where the settings are packed."""
+        return knob_settings(checked_knobs(knobs, self.knobs, self.entry))
 
     def result_shape(self, name_or_param, tokens: int) -> List[int]:
         """The shape of a result for `tokens` tokens."""

@@ -135,6 +135,12 @@ std::string PolicyCache::key(const CompileRequest &request, std::string &error) 
   }
   h.add(request.target);
   h.add(std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime));
+  // moe-compile is a launcher of the one compiler binary beside it (tools/moe-tools):
+  // a new compiler is a new key even when the launcher stays the same.
+  std::string tools = compiler.substr(0, compiler.rfind('/') + 1) + "moe-tools";
+  if (stat(tools.c_str(), &st) == 0)
+    h.add(std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+          std::to_string(st.st_mtim.tv_nsec));
   return h.hex();
 }
 

@@ -391,9 +391,14 @@ static KnobRuleAttr knobRuleAttr(MLIRContext *ctx, const ScalarRule &rule, Opera
   auto real = [&](std::optional<double> v) {
     return v ? b.getF64FloatAttr(*v) : FloatAttr();
   };
-  // A relation names its operands itself.
-  StringAttr text = b.getStringAttr(
-      rule.relation.empty() ? rule.name + " " + rule.requirement() : rule.relation);
+  // The knob as its user writes it ("set_budget must be in [0, 16]"), the op's own name
+  // for the parameter beside the op when it differs ("min_size of moe.fill at ...");
+  // a relation names its operands itself.
+  std::string knob = rule.value.getDefiningOp<KnobOp>().getName().str();
+  if (rule.relation.empty() && knob != rule.name)
+    where = rule.name + " of " + where;
+  StringAttr text = b.getStringAttr(rule.relation.empty() ? knob + " " + rule.requirement()
+                                                          : rule.relation);
   return KnobRuleAttr::get(
       ctx, text, b.getStringAttr(where), flag(rule.isFloat), rule.lo, rule.hi,
       flag(rule.finite), flag(rule.notNaN), flag(rule.nonzero), real(rule.min),

@@ -214,14 +214,12 @@ void emitKnobStruct(llvm::raw_ostream &os, const std::string &n,
   for (const runtime::Knob &k : knobs) {
     os << "  " << (k.isFloat() ? "float" : "int64_t") << " " << k.name << "; /*";
     for (const runtime::KnobRule &r : k.rules) {
-      // A rule is worded with the op's operand ("min_size must be ..."): where that is
-      // not the knob's own name, say which op it belongs to.
-      llvm::StringRef text = r.text,
-                      operand = text.take_until([](char c) { return c == ' '; });
-      if (operand == k.name || !r.range.relation.empty())
-        os << " " << text << ";";
-      else
-        os << " " << operand << " of " << r.op << text.drop_front(operand.size()) << ";";
+      // A rule names the knob; where the op calls the parameter otherwise, its place
+      // says so ("min_size of moe.fill at ...": RouterLowering's knobRuleAttr).
+      os << " " << r.text;
+      if (llvm::StringRef(r.op).contains(" of "))
+        os << " (" << r.op << ")";
+      os << ";";
     }
     os << " default "
        << (k.isFloat() ? runtime::ScalarRange::number(k.floatDefault)

@@ -23,8 +23,10 @@ Per-request knobs: a request sets a policy knob with extra_args
 set different values are routed in groups of equal settings (switchyard._step).
 """
 import functools
+import json
 import logging
 import os
+import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -32,17 +34,26 @@ import numpy as np
 from .._metadata import batch_metadata
 
 KNOB_PREFIX = "switchyard."
-logger = logging.getLogger("switchyard.vllm")
+# Under vLLM's own logger ("vllm"), so its handler (pid, timestamp) prints our lines.
+logger = logging.getLogger("vllm.switchyard")
 
 
 class EngineKnobs:
-    """Engine-wide knobs from $SWITCHYARD_KNOBS_FILE (a JSON object), re-read when the
-    file changes: knobs change without a restart. A bad file is logged and the last
-    good knobs stay."""
+    """Engine-wide knobs from $SWITCHYARD_KNOBS_FILE (a JSON object), re-read when its
+    CONTENT changes: read again at once when its (mtime, size, inode) change, and at
+    least every RECHECK_SECONDS anyway, so a same-size rewrite within one mtime tick is
+    not missed; knobs change without a restart. An applied reload is logged once at
+    INFO through vLLM's logger (pid, time, the file, the knobs now in force); a bad,
+    empty or half-written file is logged as an error naming the file, and the last good
+    knobs stay."""
+
+    RECHECK_SECONDS = 0.05
 
     def __init__(self, path: str):
         self.path = path
         self.stamp = None
+        self.content: Optional[bytes] = None
+        self.read_at = float("-inf")
         self.knobs: Dict[str, Any] = {}
 
     def current(self) -> Dict[str, Any]:
@@ -50,20 +61,35 @@ class EngineKnobs:
             stat = os.stat(self.path)
         except OSError:
             return self.knobs
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        if stamp != self.stamp:
-            self.stamp = stamp
-            try:
-                from .plugin import parse_knobs
-                from .. import _step
-                with open(self.path) as f:
-                    knobs = parse_knobs(f.read())
-                for step in list(_step._steps.values()):   # the policy's own rules, every shape
-                    step.check_knobs(knobs)
-                self.knobs = knobs
-                logger.info("switchyard: engine knobs from %s: %s", self.path, self.knobs)
-            except Exception as error:   # keep serving with the last good knobs
-                logger.error("switchyard: %s: %s (keeping %s)", self.path, error, self.knobs)
+        now = time.monotonic()
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp == self.stamp and now - self.read_at < self.RECHECK_SECONDS:
+            return self.knobs
+        self.stamp, self.read_at = stamp, now
+        try:
+            with open(self.path, "rb") as f:
+                content = f.read(1 << 20)
+        except OSError:
+            return self.knobs
+        if content == self.content:
+            return self.knobs
+        self.content = content
+        try:
+            from .plugin import parse_knobs
+            from .. import _step
+            knobs = parse_knobs(content.decode("utf-8", errors="replace"), self.path,
+                                allow_empty=False)
+            for step in list(_step._steps.values()):   # the policy's own rules, every shape
+                step.check_knobs(knobs)
+            self.knobs = knobs
+            logger.info("switchyard: engine knobs from %s now in force: %s", self.path,
+                        json.dumps(self.knobs, sort_keys=True))
+        except Exception as error:   # keep serving with the last good knobs
+            message = str(error)
+            if self.path not in message:   # a policy rule's message: name the file
+                message = f"{self.path}: {message}"
+            logger.error("switchyard: %s (keeping %s)", message,
+                         json.dumps(self.knobs, sort_keys=True))
         return self.knobs
 
 

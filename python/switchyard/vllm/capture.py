@@ -26,7 +26,7 @@ CAPTURE_ENV = "SWITCHYARD_CAPTURE"
 MAX_TOKENS_ENV = "SWITCHYARD_CAPTURE_MAX_TOKENS"
 DEFAULT_MAX_TOKENS = 65536
 
-logger = logging.getLogger("switchyard.vllm")
+logger = logging.getLogger("vllm.switchyard")   # under vLLM's logger: its handler prints it
 _recorder: Optional["Recorder"] = None
 
 

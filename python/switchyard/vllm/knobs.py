@@ -14,6 +14,7 @@ import functools
 from typing import Any, Dict, List
 
 from .._errors import SwitchyardError
+from .._knobs import quoted
 from .batch import KNOB_PREFIX, request_knobs
 
 # The validators' compiled routers (vLLM keeps the validators until the interpreter
@@ -25,14 +26,18 @@ atexit.register(lambda: [state.clear() for state in _states])
 
 def check_request(router, extra_args) -> None:
     """Raises SwitchyardError naming the knob when `extra_args` set a knob `router`
-    does not have or a value its rules refuse."""
+    does not have, a value of the wrong type (_knobs.check_value: an integer knob takes
+    an integer — not a bool, a string or a float) or one its rules refuse; or spell
+    the prefix in another case ("Switchyard.budget": did you mean ...)."""
+    for key in extra_args or {}:
+        if isinstance(key, str) and not key.startswith(KNOB_PREFIX) \
+                and key.lower().startswith(KNOB_PREFIX):
+            meant = KNOB_PREFIX + key[len(KNOB_PREFIX):]
+            raise SwitchyardError(f"extra_args: unknown key {quoted(key)} (did you mean "
+                                  f"{quoted(meant)}? knob keys are case-sensitive)")
     knobs = request_knobs(extra_args)
     if not knobs:
         return
-    for name, value in knobs.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise SwitchyardError(f"extra_args '{KNOB_PREFIX}{name}': expected a number, "
-                                  f"got {value!r}")
     try:
         router.configured(knobs=knobs)
     except SwitchyardError as error:
@@ -64,7 +69,8 @@ def install(settings) -> None:
         def validate_with_knobs(params):
             validate(params)
             extra = getattr(params, "extra_args", None)
-            if not request_knobs(extra):
+            if not any(isinstance(key, str) and key.lower().startswith(KNOB_PREFIX)
+                       for key in extra or {}):
                 return
             if "router" not in state:
                 state["router"] = _router_for(settings, self.model_config.hf_config)

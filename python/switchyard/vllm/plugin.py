@@ -43,22 +43,35 @@ class Settings:
         return cls(policy, parse_knobs(os.environ.get(KNOBS_ENV, "")))
 
 
-def parse_knobs(text: str) -> Dict[str, Any]:
-    """SWITCHYARD_KNOBS: a JSON object of knob name -> number (or bool)."""
+def parse_knobs(text: str, source: str = KNOBS_ENV, allow_empty: bool = True) -> Dict[str, Any]:
+    """A JSON object of knob name -> number: SWITCHYARD_KNOBS, or the knobs file
+    `source`. Numbers only (no bools, strings, NaN or Infinity; the policy's own types —
+    integers for integer knobs — are checked where the routers are bound); an empty
+    text is {} unless `allow_empty` is false (a knobs file caught half-written). Errors
+    name `source` and quote at most _knobs.QUOTE_LIMIT characters."""
     from .._errors import KnobError
+    from .._knobs import describe, quoted
     if not text.strip():
-        return {}
+        if allow_empty:
+            return {}
+        raise KnobError(f"{source}: empty; write a JSON object such as "
+                        '\'{"budget": 8}\' (\'{}\' for no knobs)')
+
+    def refuse_constant(name):
+        raise ValueError(f"{name} is not a number a knob takes")
+
     try:
-        knobs = json.loads(text)
+        knobs = json.loads(text, parse_constant=refuse_constant)
     except ValueError as error:
-        raise KnobError(f"{KNOBS_ENV}: not JSON ({error}); expected an object such as "
-                        '\'{"budget": 8}\'') from None
+        raise KnobError(f"{source}: not JSON ({quoted(str(error))}); expected an object "
+                        'such as \'{"budget": 8}\'') from None
     if not isinstance(knobs, dict):
-        raise KnobError(f"{KNOBS_ENV}: expected a JSON object of knob values, got "
+        raise KnobError(f"{source}: expected a JSON object of knob values, got "
                         f"{type(knobs).__name__}")
     for name, value in knobs.items():
-        if not isinstance(value, (int, float)):   # bool is an int: 0 / 1
-            raise KnobError(f"{KNOBS_ENV}: knob '{name}' = {value!r} is not a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise KnobError(f"{source}: knob {quoted(name)} takes a number, got "
+                            f"{describe(value)}")
     return knobs
 
 

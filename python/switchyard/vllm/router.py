@@ -24,7 +24,7 @@ import torch
 from .._errors import SwitchyardError
 from . import bind, capture, placement
 
-logger = logging.getLogger("switchyard.vllm")
+logger = logging.getLogger("vllm.switchyard")   # under vLLM's logger: its handler prints it
 
 _steps: Dict[tuple, Any] = {}   # shape -> StepRouter (shared by the layers of a shape)
 

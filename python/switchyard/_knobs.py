@@ -1,0 +1,89 @@
+"""Knob values as every channel takes them — `compile(knobs=)`, a router call's `knobs=`,
+SWITCHYARD_KNOBS, the engine's knobs file, a request's extra_args — checked in one place,
+strictly, with messages of bounded size:
+
+- an integer knob (int64) takes an integer (a JSON integer) in [-2**63, 2**63): not a
+  bool, not a string, not a float, not even 8.0;
+- a float knob (float32) takes an integer or a float, finite (NaN and infinities are
+  refused: no shipped rule allows them);
+- an unknown name is refused with the policy's knobs, and a name that differs from one
+  only in case or separators says which it means;
+- a quoted name or value is cut to QUOTE_LIMIT characters, with its length.
+
+The policy's own rules (`budget must be in [0, inf]`) are checked after these, by the
+compiled code's rule checks (Router.configured / the runtime's knob packing).
+"""
+import math
+from typing import Any, Dict, Mapping
+
+from ._errors import KnobError
+
+#: The most characters of a name or value a message quotes.
+QUOTE_LIMIT = 100
+INT64_MIN, INT64_END = -2 ** 63, 2 ** 63
+
+
+def quoted(value: Any) -> str:
+    """repr(value), cut to QUOTE_LIMIT characters with its length when longer."""
+    text = repr(value)
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    return f"{text[:QUOTE_LIMIT]}... ({len(text)} characters)"
+
+
+def describe(value: Any) -> str:
+    """What a refused value is, for a message ("the boolean true", "the string '8'")."""
+    if isinstance(value, bool):
+        return f"the boolean {'true' if value else 'false'}"
+    if isinstance(value, str):
+        return f"the string {quoted(value)}"
+    if isinstance(value, float):
+        return f"the number {quoted(value)}"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {quoted(value)}"
+
+
+def _spelling(name: str) -> str:
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
+def did_you_mean(name: str, known) -> str:
+    """' (did you mean 'budget'?)' when `name` differs from a known name only in case
+    or separators; '' otherwise."""
+    matches = [k for k in known if _spelling(k) == _spelling(str(name))]
+    return f" (did you mean {quoted(matches[0])}?)" if matches else ""
+
+
+def check_value(name: str, value: Any, spec: Mapping[str, Any], where: str = "") -> Any:
+    """`value` for knob `name` of dtype spec["dtype"] as the compiled code takes it;
+    KnobError naming the knob otherwise. `where` prefixes the message (the channel)."""
+    if str(spec.get("dtype", "")).startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise KnobError(f"{where}knob '{name}' takes a number, got {describe(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise KnobError(f"{where}knob '{name}' takes a finite number, got {value!r}")
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KnobError(f"{where}knob '{name}' takes an integer, got {describe(value)}")
+    if not INT64_MIN <= value < INT64_END:
+        raise KnobError(f"{where}knob '{name}' = {quoted(value)} is outside the 64-bit "
+                        "integers [-2**63, 2**63)")
+    return value
+
+
+def checked_knobs(knobs: Any, specs: Mapping[str, Mapping[str, Any]], entry: str,
+                  where: str = "") -> Dict[str, Any]:
+    """`knobs` (name -> value) checked against a router's knob specs (Router.knobs);
+    KnobError naming the first bad name or value."""
+    if not isinstance(knobs, Mapping):
+        raise KnobError(f"{where}knobs: expected a dict of knob name -> value, got "
+                        f"{type(knobs).__name__}")
+    checked = {}
+    for name, value in knobs.items():
+        if not isinstance(name, str) or name not in specs:
+            known = ", ".join(specs) or "none"
+            raise KnobError(f"{where}unknown knob {quoted(name)} for @{entry} (its knobs: "
+                            f"{known}){did_you_mean(name, specs)}")
+        checked[name] = check_value(name, value, specs[name], where)
+    return checked
