@@ -241,25 +241,27 @@ LogicalResult routeKnobGroups(func::FuncOp f, int64_t groups) {
   });
   // 4. Gather the group's rows of every per-token input first, 5. scatter its results
   // back to its rows last.
-  b.setInsertionPointToStart(ifNonEmpty.thenBlock());
-  if (!inputCopies.empty())
+  // One thread per row i of the group: `body` gets i and the row's token t.
+  auto forEachRow = [&](function_ref<void(OpBuilder &, Location, Value, Value)> body) {
     scf::ParallelOp::create(b, loc, ValueRange{c0}, ValueRange{n}, ValueRange{c1},
                             [&](OpBuilder &p, Location l, ValueRange iv) {
                               Value t = arith::IndexCastOp::create(
                                   p, l, p.getIndexType(),
                                   memref::LoadOp::create(p, l, rows, iv));
-                              for (auto [arg, copy] : inputCopies)
-                                copyRow(p, l, arg, t, copy, iv[0]);
+                              body(p, l, iv[0], t);
                             });
+  };
+  b.setInsertionPointToStart(ifNonEmpty.thenBlock());
+  if (!inputCopies.empty())
+    forEachRow([&](OpBuilder &p, Location l, Value i, Value t) {
+      for (auto [arg, copy] : inputCopies)
+        copyRow(p, l, arg, t, copy, i);
+    });
   b.setInsertionPoint(terminator);
-  scf::ParallelOp::create(b, loc, ValueRange{c0}, ValueRange{n}, ValueRange{c1},
-                          [&](OpBuilder &p, Location l, ValueRange iv) {
-                            Value t = arith::IndexCastOp::create(
-                                p, l, p.getIndexType(),
-                                memref::LoadOp::create(p, l, rows, iv));
-                            for (auto [arg, copy] : outputCopies)
-                              copyRow(p, l, copy, iv[0], arg, t);
-                          });
+  forEachRow([&](OpBuilder &p, Location l, Value i, Value t) {
+    for (auto [arg, copy] : outputCopies)
+      copyRow(p, l, copy, i, arg, t);
+  });
   for (Value arg : knobArgs)
     if (!arg.use_empty())
       return f.emitError() << "knob groups: a knob of @" << f.getName()
