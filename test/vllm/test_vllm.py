@@ -18,8 +18,7 @@ locally built tokenizers (make_model.py); every engine run is a child process
     reference per call, in compile mode; XShare-spec gets one request id per request,
     and under n-gram speculative decoding the draft tokens of each request marked;
   - per-request knobs (extra_args) reach the policy; a bad one fails that request
-    while the engine keeps serving; the OpenAI server serves a completion and answers
-    a bad knob with HTTP 400;
+    while the engine keeps serving (the OpenAI server: test_soak.py, ctest vllm/soak);
   - SWITCHYARD_CAPTURE writes a routing trace (DIR/rank-*) that load_trace reads: the
     model's E and k, every MoE layer with tokens, ids in [0, E), equal to the routing
     the plugin returned; evaluate() of the native policy on it activates as many experts
@@ -36,13 +35,10 @@ import json
 import os
 import pickle
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 
@@ -131,22 +127,6 @@ def check_against(records, reference, what, filled_ok=False):
 
 def active_per_call(records):
     return float(np.mean([len(np.unique(r["ids"])) for r in records]))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(url, body):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
 
 
 # -- the checks --------------------------------------------------------------------------
@@ -456,54 +436,6 @@ def test_capture(models, tmp):
           f"{small.num_tokens if small else None} tokens, one warning")
 
 
-def test_server(models, tmp):
-    port = free_port()
-    env = dict(os.environ, SWITCHYARD_POLICY="xshare", VLLM_CPU_KVCACHE_SPACE="1")
-    log = open(os.path.join(tmp, "server.log"), "w")
-    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-                               "--model", models["qwen3_moe"], "--host", "127.0.0.1",
-                               "--port", str(port), "--dtype", "float32", "--enforce-eager",
-                               "--max-model-len", "256", "--served-model-name", "tiny"],
-                              stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 300
-        ready = False
-        while time.time() < deadline and server.poll() is None:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    ready = r.status == 200
-                    break
-            except OSError:
-                time.sleep(1)
-        check(ready, "server: vllm.entrypoints.openai.api_server with SWITCHYARD_POLICY=xshare "
-              "is healthy")
-        if not ready:
-            log.flush()
-            print(open(log.name).read()[-4000:])
-            return
-        body = {"model": "tiny", "prompt": PROMPTS[0], "max_tokens": 5, "temperature": 0}
-        status, reply = post(base + "/v1/completions", body)
-        check(status == 200 and reply["choices"][0]["text"] is not None,
-              f"server: a completion ({status})")
-        status, reply = post(base + "/v1/completions",
-                             dict(body, vllm_xargs={"switchyard.budget": 3}))
-        check(status == 200, f"server: a completion with vllm_xargs budget 3 ({status})")
-        status, reply = post(base + "/v1/completions",
-                             dict(body, vllm_xargs={"switchyard.budget": -1}))
-        message = json.dumps(reply)
-        check(status == 400 and "budget" in message,
-              f"server: a bad per-request knob is HTTP 400 ({status}: {message[:160]})")
-        status, reply = post(base + "/v1/completions", body)
-        check(status == 200, f"server: still serving after the bad request ({status})")
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-
-
 def test_bad_settings(models, tmp):
     scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:1], "max_tokens": 2}
     broken = os.path.join(tmp, "broken.mlir")
@@ -562,7 +494,6 @@ def main():
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
              ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
              ("capture", lambda: test_capture(models, tmp)),
-             ("server", lambda: test_server(models, tmp)),
              ("bad-settings", lambda: test_bad_settings(models, tmp))]
     for name, test in tests:
         if args.only and args.only not in name:

@@ -5,7 +5,10 @@ its uint16 bit pattern) and the model's own top-k ids [T, k] (uint8 when E <= 25
 else uint16) and weights [T, k] (float32); per token the request id, the position, the
 phase (0 prefill, 1 decode, 2 verify) and the step (the forward pass). The reader also
 accepts the plain layout: router_logits.npy [L, T, E] float32 and optional per-token
-arrays. Every malformation raises FileFormatError naming the file."""
+arrays, and a chunked trace: a directory of complete traces chunk-000000, chunk-000001,
+... (what the vLLM capture writes as it goes), read as one trace of their steps in
+order; a chunk still being written (.chunk-*.partial) is not read, so a trace cut at
+any chunk boundary reads. Every malformation raises FileFormatError naming the file."""
 from __future__ import annotations
 
 import json
@@ -260,11 +263,61 @@ def _check_logits(path: str, logits: np.ndarray, experts: int, tokens):
                               f"-inf)")
 
 
+CHUNK_PREFIX = "chunk-"
+
+
+def _chunk_names(directory: str) -> List[str]:
+    """The chunk directories of a chunked trace, in order (none for a one-piece trace)."""
+    names = sorted(name for name in os.listdir(directory) if name.startswith(CHUNK_PREFIX))
+    for index, name in enumerate(names):
+        if name != f"{CHUNK_PREFIX}{index:06d}":
+            raise FileFormatError(f"{os.path.join(directory, name)}: expected "
+                                  f"{CHUNK_PREFIX}{index:06d} here (chunks are numbered "
+                                  f"from 000000 without gaps)")
+    return names
+
+
+def _load_chunked(directory: str, names: List[str]) -> Trace:
+    """The chunks of a chunked trace as one Trace (concatenated in memory)."""
+    chunks = [load_trace(os.path.join(directory, name)) for name in names]
+    first = chunks[0]
+    for name, chunk in zip(names[1:], chunks[1:]):
+        for what in ("num_experts", "top_k", "layers", "dtype", "model"):
+            if getattr(chunk, what) != getattr(first, what):
+                raise FileFormatError(
+                    f"{os.path.join(directory, name, 'meta.json')}: {what} "
+                    f"{getattr(chunk, what)!r:.100}, {names[0]} has {getattr(first, what)!r:.100}")
+        if set(chunk.ids) != set(first.ids):
+            raise FileFormatError(f"{os.path.join(directory, name)}: ids of layers "
+                                  f"{sorted(chunk.ids)}, {names[0]} has {sorted(first.ids)}")
+
+    def joined(part: str) -> Dict[int, np.ndarray]:
+        return {layer: np.concatenate([getattr(c, part)[layer] for c in chunks])
+                for layer in getattr(first, part)}
+
+    per_token = {name: np.concatenate([getattr(c, name) for c in chunks])
+                 for name in TOKEN_ARRAYS}
+    meta = dict(first.meta, chunks=len(chunks))
+    return Trace(num_experts=first.num_experts, top_k=first.top_k, logits=joined("logits"),
+                 ids=joined("ids"), weights=joined("weights"), model=first.model,
+                 source=first.source, groups=first.groups, dtype=first.dtype, meta=meta,
+                 **per_token)
+
+
 def load_trace(directory) -> Trace:
-    """Read a trace directory (the native or the plain layout); arrays memory-mapped."""
+    """Read a trace directory (the native, plain or chunked layout); arrays
+    memory-mapped (a chunked trace's joined in memory)."""
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise FileFormatError(f"{directory}: not a trace directory")
+    if not os.path.lexists(os.path.join(directory, "meta.json")):
+        chunks = _chunk_names(directory)
+        if chunks:
+            return _load_chunked(directory, chunks)
+        partial = [n for n in os.listdir(directory) if n.startswith("." + CHUNK_PREFIX)]
+        if partial:
+            raise FileFormatError(f"{directory}: no complete chunk yet (only {partial[0]}, "
+                                  f"still being written or cut off)")
     meta = _read_meta(directory)
     experts, k = meta["num_experts"], meta["top_k"]
     plain = os.path.join(directory, "router_logits.npy")

@@ -81,8 +81,9 @@ def register() -> None:
     settings = Settings.from_environment()
     if settings is None or _installed:
         return
-    from . import batch, knobs, router
+    from . import batch, knobs, middleware, router
     router.install(settings)
     batch.install()
     knobs.install(settings)
+    middleware.install()
     _installed = True
