@@ -39,7 +39,9 @@ CTAs: 3 tokens per warp in the large-batch pair, and a last CTA of 12 tokens who
 take 2 or 1. Routers with knobs also replay with knobs written between launches into
 the device memory the kernels read (check_knob_replays). The engine builds of the
 routers (topk_ids and topk_weights only, --fill-empty-slots) run once per size class:
-the engine contract inside the kernels = the host's.
+the engine contract inside the kernels = the host's; for the per-token routers
+(topk_softmax, deepseek_v3) a token's ids and weights are also the same bits in a batch
+of its own as in the largest batch, in both forms (check_batch_invariance).
 
     test_cuda_on_host.py --build BUILD_DIR
 """
@@ -144,6 +146,7 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
         per_cta = kernels[coop[0]["launches"][0]]["tokens_per_cta"]
         if -(-first // per_cta) > EMULATED_RESIDENT:
             runs.append((first, -(-first // per_cta)))
+    largest = None   # (tokens, inputs, outputs) of the largest batch run
     for tokens, resident in runs:
         started = time.time()
         inputs = example_inputs(info, tokens, rng)
@@ -161,6 +164,8 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
         expected = router(**inputs)
         outputs, size_class, grid, counters = launch_on_host(lib, meta, router, info, inputs,
                                                              tokens, bits, resident=resident)
+        if not narrow and (largest is None or tokens > largest[0]):
+            largest = (tokens, inputs, outputs)
         launches = size_class["launches"]
         ran.add((size_class["name"], grid))
         tally.record(f"{label} T={tokens} ({size_class['name']}, {len(launches)} "
@@ -168,6 +173,8 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
                      f"{launch_block(kernels[launches[0]])} threads, "
                      f"{time.time() - started:.1f} s)",
                      differing_outputs(expected, outputs))
+    if engine and name in PER_TOKEN_ROUTERS and largest is not None:
+        check_batch_invariance(lib, meta, router, info, tally, label, largest, sizes)
     if router.knobs and not geometry and not narrow and not engine:
         check_knob_replays(lib, meta, router, info, rng, tally, label,
                            [tokens for tokens, _ in runs])
@@ -177,6 +184,32 @@ def run_case(build, switchyard, workdir, rng, tally, file, name, selected=None,
             fail(tally, f"{label}: " + (f"size classes {sorted(missing)} not run" if missing
                                         else "no run of 3 CTAs or more"))
     return meta
+
+
+# The routers whose routing of a token depends on that token alone (docs/vllm.md,
+# "Reproducibility"): its ids and weights must be the same bits in any batch.
+PER_TOKEN_ROUTERS = ("topk_softmax", "deepseek_v3")
+
+
+def check_batch_invariance(lib, meta, router, info, tally, label, largest, sizes):
+    """A per-token router, host and GPU forms: the first t tokens of the largest batch,
+    routed as a batch of their own (t = 1, 9, 64 and each smaller size run), get bit-identical ids
+    and weights to those they got in the large batch (other size classes, grids and
+    CTA splits included)."""
+    big_tokens, big_inputs, big_outputs = largest
+    host_big = router(**big_inputs)
+    for tokens in sorted({t for t in set(sizes) | {1, 9, 64} if t < big_tokens}):
+        subset = {name: value[:tokens] if name == "logits" else value
+                  for name, value in big_inputs.items()}
+        gpu, *_ = launch_on_host(lib, meta, router, info, subset, tokens)
+        host = router(**subset)
+        differing = [f"{form} {output}" for form, small, big in (("GPU", gpu, big_outputs),
+                                                                 ("host", host, host_big))
+                     for output in ("topk_ids", "topk_weights")
+                     if np.asarray(small[output]).tobytes()
+                     != np.asarray(big[output])[:tokens].tobytes()]
+        tally.record(f"{label}: the first {tokens} of {big_tokens} tokens routed alone get "
+                     f"the same bits (GPU and host forms)", differing)
 
 
 def check_knob_replays(lib, meta, router, info, rng, tally, label, sizes):

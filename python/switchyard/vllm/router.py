@@ -84,6 +84,14 @@ def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return shape
 
 
+def _native_softmax_topk(kwargs: Dict[str, Any]) -> bool:
+    """Whether vLLM would route the layer with its plain softmax top-k (no grouping, no
+    custom function, softmax scoring)."""
+    return (not kwargs.get("use_grouped_topk")
+            and kwargs.get("custom_routing_function") is None
+            and str(kwargs.get("scoring_func", "softmax")) == "softmax")
+
+
 def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=None):
     """The StepRouter of `settings.policy` for a layer shape (compiled at most once);
     `layer_inputs`: what the layer has ("bias", "placement"); `logits_dtypes`: the
@@ -143,9 +151,15 @@ def make_router_class():
         def __init__(self, step, *, top_k: int, global_num_experts: int,
                      e_score_correction_bias: Optional[torch.Tensor] = None,
                      eplb_state=None, renormalize: bool = True,
-                     skip_padding: bool = False, placement=None):
+                     skip_padding: bool = False, placement=None,
+                     softmax_weights: bool = False):
             super().__init__(top_k=top_k, global_num_experts=global_num_experts,
                              eplb_state=eplb_state)
+            # The weights' precision of the native router this one replaces: vLLM's
+            # CPU softmax top-k (cpu_router._softmax_topk) computes them in the logits'
+            # dtype, so 16-bit logits give weights rounded to 16 bits (returned as
+            # float32). Its grouped top-k and the CUDA kernels compute in float32.
+            self.softmax_weights = softmax_weights
             # vLLM 0.33: padding rows the forward context marks get id -1, weight 0
             # (with VLLM_MOE_SKIP_PADDING, as its grouped top-k router does).
             self.skip_padding = skip_padding
@@ -180,11 +194,17 @@ def make_router_class():
                 weights, ids = self.step(router_logits, self._layer_tensors)
                 if self._capture is not None:
                     self._capture.record(self._capture_layer, router_logits, ids, weights)
+            if (self.softmax_weights and router_logits.dtype in _HALF_DTYPES
+                    and router_logits.device.type == "cpu"):
+                weights = weights.to(router_logits.dtype).float()   # as the native router's
             if self.skip_padding:
                 weights, ids = _skip_padding(weights, ids)
             return weights, ids
 
     return SwitchyardRouter
+
+
+_HALF_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def _skip_padding(weights, ids):
@@ -261,7 +281,8 @@ def install(settings) -> None:
                             e_score_correction_bias=bias, placement=tables,
                             eplb_state=kwargs.get("eplb_state"),
                             renormalize=shape["renormalize"],
-                            skip_padding=bool(kwargs.get("skip_padding", False)))
+                            skip_padding=bool(kwargs.get("skip_padding", False)),
+                            softmax_weights=_native_softmax_topk(kwargs))
 
     create_fused_moe_router.switchyard_original = original
     router_factory.create_fused_moe_router = create_fused_moe_router
