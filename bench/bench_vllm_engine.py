@@ -13,6 +13,12 @@ experts that received tokens, so fewer active experts means fewer expert weight
 matrices streamed from memory per step: that is where a batch-aware router pays.
 
     .venv-vllm/bin/python bench/bench_vllm_engine.py [--batches 1,8,32] [--json out.json]
+    .venv-vllm/bin/python bench/bench_vllm_engine.py --request-knobs --batches 8,32
+
+--request-knobs measures what per-request settings cost inside a step instead: XShare
+(budget 8) with every request alike, with every other request setting budget 4 (two
+knob groups, each routed as a batch of its own), and with every other request pinned
+to the model's own routing (switchyard.route = "model"), next to native.
     .venv/bin/python bench/bench_vllm_engine.py --plot-from out.json --plot out.png
 
 Each configuration runs in a child process (the plugin reads its settings once per
@@ -32,11 +38,19 @@ import time
 import bench_common
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROUTERS = [("native", None, None),
-           ("switchyard topk_softmax", "topk_softmax", None),
-           ("LYNX", "lynx", None),
-           ("XShare budget 8", "xshare", {"budget": 8}),
-           ("XShare-spec", "xshare_spec", None)]
+# (name, SWITCHYARD_POLICY, SWITCHYARD_KNOBS, per-request extra_args cycled over the
+# batch's requests or None)
+ROUTERS = [("native", None, None, None),
+           ("switchyard topk_softmax", "topk_softmax", None, None),
+           ("LYNX", "lynx", None, None),
+           ("XShare budget 8", "xshare", {"budget": 8}, None),
+           ("XShare-spec", "xshare_spec", None, None)]
+# --request-knobs: what per-request settings cost inside one step (docs/results.md).
+REQUEST_KNOB_ROUTERS = [
+    ("native", None, None, None),
+    ("XShare budget 8", "xshare", {"budget": 8}, None),
+    ("XShare, budgets 8 and 4", "xshare", {"budget": 8}, [None, {"switchyard.budget": 4}]),
+    ("XShare, half pinned", "xshare", {"budget": 8}, [None, {"switchyard.route": "model"}])]
 WORDS = "the of to and in is it you that he was for on are with as his they be at".split()
 
 
@@ -61,7 +75,9 @@ def child(args):
               distributed_executor_backend="uni", max_num_seqs=max(args.batch, 1))
     prompts = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(16))
                for i in range(args.batch)]
-    params = SamplingParams(max_tokens=args.tokens, temperature=0, ignore_eos=True)
+    extra = json.loads(args.extra) if args.extra else [None]
+    params = [SamplingParams(max_tokens=args.tokens, temperature=0, ignore_eos=True,
+                             extra_args=extra[i % len(extra)]) for i in range(args.batch)]
     llm.generate(prompts, SamplingParams(max_tokens=4, temperature=0, ignore_eos=True),
                  use_tqdm=False)
     active.clear()
@@ -125,11 +141,16 @@ def main():
     ap.add_argument("--intermediate", type=int, default=512)
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--model-dir", default="/tmp/switchyard-bench-qwen3moe")
+    ap.add_argument("--request-knobs", action="store_true",
+                    help="measure per-request settings instead: XShare with one knob "
+                         "setting, with two (budget 8 and 4 in turn), with every other "
+                         "request pinned to the model's routing (switchyard.route)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     ap.add_argument("--plot-from", help="only plot this JSON (written by --json)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--extra", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args)
@@ -142,7 +163,8 @@ def main():
           f"{'experts/layer/step':>19}")
     for batch in [int(b) for b in args.batches.split(",")]:
         native = None
-        for name, policy, knobs in ROUTERS:
+        for name, policy, knobs, extra in (REQUEST_KNOB_ROUTERS if args.request_knobs
+                                           else ROUTERS):
             env = dict(os.environ)
             env.pop("SWITCHYARD_POLICY", None)
             env.pop("SWITCHYARD_KNOBS", None)
@@ -153,7 +175,8 @@ def main():
             run = bench_common.run_tool(
                 [sys.executable, __file__, "--child", "--batch", str(batch),
                  "--tokens", str(args.tokens), "--repeats", str(args.repeats),
-                 "--model-dir", args.model_dir],
+                 "--model-dir", args.model_dir]
+                + (["--extra", json.dumps(extra)] if extra else []),
                 f"{name} at batch {batch}", timeout_s=3600, env=env, check=False)
             proc = run.result
             line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -161,7 +184,8 @@ def main():
                 print(proc.stdout[-3000:] + proc.stderr[-3000:])
                 raise SystemExit(f"{name} at batch {batch} failed")
             r = json.loads(line[0][len("RESULT "):])
-            r.update(router=name, policy=policy, knobs=knobs, batch=batch, **run.json())
+            r.update(router=name, policy=policy, knobs=knobs, extra_args=extra, batch=batch,
+                     **run.json())
             if policy is None:
                 native = r
             rows.append(r)
@@ -172,9 +196,9 @@ def main():
     # Native routes exactly as topk_softmax: its active experts are that run's.
     for r in rows:
         if r["policy"] is None:
-            twin = next(x for x in rows
-                        if x["batch"] == r["batch"] and x["policy"] == "topk_softmax")
-            r["active_per_layer_step"] = twin["active_per_layer_step"]
+            twin = next((x for x in rows
+                         if x["batch"] == r["batch"] and x["policy"] == "topk_softmax"), None)
+            r["active_per_layer_step"] = twin and twin["active_per_layer_step"]
     if args.json:
         import platform
         import vllm

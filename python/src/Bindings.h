@@ -43,7 +43,8 @@ int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
                            const std::vector<std::string> &layerInputs, int64_t experts,
                            const std::vector<std::string> &knobs, const std::string &label,
                            std::vector<runtime::CudaStepRouter::Entry> cuda,
-                           const void *deviceKnobs, const void *devicePhase);
+                           const void *deviceKnobs, const void *devicePhase,
+                           int64_t pinned = -1);
 
 void bindPolicies(nb::module_ &m);
 void bindSteps(nb::module_ &m);

@@ -233,7 +233,7 @@ void bindPolicies(nb::module_ &m) {
              const std::vector<std::string> &layerInputs, int64_t experts,
              const std::vector<std::string> &knobs, const std::string &label,
              const std::vector<const Policy *> &cuda, const std::vector<int> &cudaDtypes,
-             uintptr_t deviceKnobs, uintptr_t devicePhase) {
+             uintptr_t deviceKnobs, uintptr_t devicePhase, int64_t pinned) {
             if (!self.sharedHost())
               fail("bind_step_router: the policy was loaded for CUDA (a step router runs "
                    "on the host)");
@@ -251,20 +251,21 @@ void bindPolicies(nb::module_ &m) {
             return registerStepRouter(std::move(entries), layerInputs, experts, knobs,
                                       label, std::move(gpuEntries),
                                       reinterpret_cast<const void *>(deviceKnobs),
-                                      reinterpret_cast<const void *>(devicePhase));
+                                      reinterpret_cast<const void *>(devicePhase), pinned);
           },
           nb::arg("narrow"), nb::arg("narrow_dtypes"), nb::arg("layer_inputs"),
           nb::arg("experts"), nb::arg("knobs"), nb::arg("label"),
           nb::arg("cuda") = std::vector<const Policy *>(),
           nb::arg("cuda_dtypes") = std::vector<int>(), nb::arg("device_knobs") = 0,
-          nb::arg("device_phase") = 0,
+          nb::arg("device_phase") = 0, nb::arg("pinned") = -1,
           "Binds the policy (float32 logits; `narrow`: the same policy compiled to read "
           "the logits dtypes `narrow_dtypes` in place) as a step router; `cuda`: its GPU "
           "launchers (the logits dtypes `cuda_dtypes`, float32 first) reading the knob "
           "struct at `device_knobs` (device memory; 0: the defaults) and the step's phase "
           "at "
-          "`device_phase` (an int32 in device memory). Returns its handle "
-          "(runtime::StepRouter).");
+          "`device_phase` (an int32 in device memory); `pinned`: the handle of the step "
+          "router that routes pinned requests (the model's own routing; -1: none). "
+          "Returns its handle (runtime::StepRouter).");
 }
 
 } // namespace switchyard::python

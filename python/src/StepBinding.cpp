@@ -23,12 +23,21 @@ int64_t registerStepRouter(std::vector<runtime::StepRouter::Entry> entries,
                            const std::vector<std::string> &layerInputs, int64_t experts,
                            const std::vector<std::string> &knobs, const std::string &label,
                            std::vector<runtime::CudaStepRouter::Entry> cuda,
-                           const void *deviceKnobs, const void *devicePhase) {
+                           const void *deviceKnobs, const void *devicePhase,
+                           int64_t pinned) {
   runtime::Status status;
   std::unique_ptr<runtime::StepRouter> router = runtime::StepRouter::create(
       std::move(entries), layerInputs, experts, knobs, label, status);
   if (!router)
     fail(status);
+  if (pinned >= 0) {
+    const runtime::StepRouter *pin = runtime::stepRouter(pinned);
+    if (!pin)
+      fail("no step router has handle " + std::to_string(pinned) + " (the pinned router)");
+    status = router->attachPinned(pin);
+    if (!status.isOk())
+      fail(status);
+  }
   if (!cuda.empty()) {
     std::unique_ptr<runtime::CudaStepRouter> gpu =
         runtime::CudaStepRouter::create(std::move(cuda), router->layerInputs(), deviceKnobs,
@@ -63,12 +72,11 @@ std::optional<std::vector<int32_t>> copied(const std::optional<Int32Array> &arra
   return std::vector<int32_t>(array->data(), array->data() + array->shape(0));
 }
 
-StepStateRef
-makeState(const std::optional<Int32Array> &requestIds,
-          const std::optional<Int32Array> &positions,
-          const std::optional<Int32Array> &draftMask, std::optional<int64_t> phase,
-          bool warmup, const std::vector<std::string> &knobs,
-          const std::vector<std::pair<Int64Array, std::vector<std::string>>> &groups) {
+StepStateRef makeState(
+    const std::optional<Int32Array> &requestIds, const std::optional<Int32Array> &positions,
+    const std::optional<Int32Array> &draftMask, std::optional<int64_t> phase, bool warmup,
+    const std::vector<std::string> &knobs,
+    const std::vector<std::tuple<Int64Array, std::vector<std::string>, bool>> &groups) {
   auto state = std::make_shared<runtime::StepState>();
   state->requestIds = copied(requestIds);
   state->positions = copied(positions);
@@ -76,9 +84,9 @@ makeState(const std::optional<Int32Array> &requestIds,
   state->phase = phase;
   state->warmup = warmup;
   state->knobs = knobs;
-  for (const auto &[rows, settings] : groups)
+  for (const auto &[rows, settings, pinned] : groups)
     state->groups.push_back(
-        {std::vector<int64_t>(rows.data(), rows.data() + rows.shape(0)), settings});
+        {std::vector<int64_t>(rows.data(), rows.data() + rows.shape(0)), settings, pinned});
   return {std::move(state)};
 }
 

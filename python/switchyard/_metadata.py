@@ -12,7 +12,9 @@ once per forward step and every Switchyard router called inside reads what it de
 An argument given to a router call explicitly wins over the metadata. Values are
 per-token arrays/tensors (request_ids, positions, draft_mask) or a phase name / number;
 `knobs` (a dict) overrides knobs for the step, `knob_groups` ([(token rows, knobs)])
-per group of requests, `warmup_step` marks an engine's warm-up run.
+per group of requests, `pinned_rows` (token rows) are routed by the router's pinned
+router — the model's own routing — instead of the policy (requests that asked for it;
+host routers only), `warmup_step` marks an engine's warm-up run.
 
 The metadata is also handed to the runtime (runtime::StepState, this thread's), where
 the routing op switchyard::route_step reads it with no Python in the call.
@@ -64,6 +66,9 @@ def _apply(entry) -> None:
     pointers, phase, groups = entry[2] if entry else ((0, 0, 0), None, False)
     _switchyard.set_device_step(*pointers, phase is not None, groups)
     if _device_writers:
+        if entry and entry[0].get("pinned_rows") is not None and len(entry[0]["pinned_rows"]):
+            raise InputError("pinned_rows: the GPU path does not route pinned requests "
+                             "(the model's own routing) yet; only host routers do")
         settings = knob_settings((entry[0].get("knobs") or {}) if entry else {})
         for method in list(_device_writers):
             write = method()
@@ -143,8 +148,11 @@ def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any, Tuple]:
                  if values.get(name) is not None and not _on_device(values[name]) else None
                  for name in _PER_TOKEN}
     phase = values.get("phase")
-    groups = [(np.ascontiguousarray(rows, dtype=np.int64), knob_settings(knobs, "knob_groups"))
-              for rows, knobs in (values.get("knob_groups") or ())]
+    groups = [(np.ascontiguousarray(rows, dtype=np.int64), knob_settings(knobs, "knob_groups"),
+               False) for rows, knobs in (values.get("knob_groups") or ())]
+    pinned = values.get("pinned_rows")
+    if pinned is not None and len(pinned):
+        groups.append((np.ascontiguousarray(pinned, dtype=np.int64), [], True))
     state = _switchyard.make_step_state(
         per_token["request_ids"], per_token["positions"], per_token["draft_mask"],
         None if phase is None else phase_number(phase), bool(values.get("warmup_step")),

@@ -64,8 +64,11 @@ class StepRouter:
     metadata. Any other input is an error naming it."""
 
     def __init__(self, router, *, experts: int, layer_inputs: Sequence[str] = (),
-                 cuda_router=None, label: str = "", narrow_routers=None):
+                 cuda_router=None, label: str = "", narrow_routers=None, pinned=None):
         self.router = router
+        # The StepRouter of the model's own routing that routes pinned rows (metadata
+        # `pinned_rows`: requests that asked for it), or None (such rows are refused).
+        self.pinned = pinned
         self.experts = int(experts)
         self.label = label or f"@{router.entry}"
         # Entries compiled to read bfloat16 / float16 logits in place (--input-dtype):
@@ -92,7 +95,7 @@ class StepRouter:
             device_knobs=self._device_knobs.data_ptr() if self._device_knobs is not None
             else 0,
             device_phase=self._device_phase.data_ptr() if self._device_phase is not None
-            else 0)
+            else 0, pinned=pinned.handle if pinned is not None else -1)
         self.top_k, self.layer_inputs, self.logits_width = \
             _switchyard.step_router_info(self.handle)
         self.metadata_inputs = [n for n in router.inputs if n in METADATA_INPUTS]

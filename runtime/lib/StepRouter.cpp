@@ -267,8 +267,11 @@ Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsTy
                         std::to_string(tokens) + "-token batch");
       covered[static_cast<size_t>(row)] = 1;
     }
-    Status status = runRows(entry, tokens, logits, logitsType, layer, layerTypes, state,
-                            &group.rows, group.knobs, ids, weights);
+    Status status = group.pinned
+                        ? routePinned(tokens, logits, logitsType, layer, layerTypes, state,
+                                      group.rows, ids, weights)
+                        : runRows(entry, tokens, logits, logitsType, layer, layerTypes,
+                                  state, &group.rows, group.knobs, ids, weights);
     if (!status.isOk())
       return status;
   }
@@ -280,6 +283,55 @@ Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsTy
     return Status::ok();
   return runRows(entry, tokens, logits, logitsType, layer, layerTypes, state, &rest, knobs,
                  ids, weights);
+}
+
+Status StepRouter::attachPinned(const StepRouter *router) {
+  pin = nullptr;
+  pinLayers.clear();
+  if (!router)
+    return Status::ok();
+  if (router->topK() != k || router->experts() != numExperts ||
+      router->logitsWidth() != width)
+    return fail(StatusCode::kInvalidArgument,
+                "the pinned router " + router->label() + " routes " +
+                    std::to_string(router->experts()) + " experts, top-" +
+                    std::to_string(router->topK()) + "; this one " +
+                    std::to_string(numExperts) + ", top-" + std::to_string(k));
+  if (!router->metadataInputs().empty())
+    return fail(StatusCode::kInvalidArgument,
+                "the pinned router " + router->label() +
+                    " reads the step's batch metadata; the model's own routing does not");
+  for (const std::string &name : router->layerInputs()) {
+    auto found = std::find(layerNames.begin(), layerNames.end(), name);
+    if (found == layerNames.end())
+      return fail(StatusCode::kInvalidArgument,
+                  "the pinned router " + router->label() + " takes layer input '" + name +
+                      "', which this router is not given (given: " + joined(layerNames) +
+                      ")");
+    pinLayers.push_back(static_cast<size_t>(found - layerNames.begin()));
+  }
+  pin = router;
+  return Status::ok();
+}
+
+Status StepRouter::routePinned(int64_t tokens, const void *logits, npy::DType logitsType,
+                               const void *const *layer, const npy::DType *layerTypes,
+                               const StepState *state, const std::vector<int64_t> &rows,
+                               int32_t *ids, float *weights) const {
+  if (!pin)
+    return fail(StatusCode::kInvalidArgument,
+                "a request asks for the model's own routing (switchyard.route = "
+                "\"model\"), and this router was bound without a pinned router");
+  std::array<const void *, kMaxInputs> pinLayer{};
+  std::array<npy::DType, kMaxInputs> pinTypes{};
+  for (size_t i = 0; i < pinLayers.size(); ++i) {
+    pinLayer[i] = layer[pinLayers[i]];
+    pinTypes[i] = layerTypes[pinLayers[i]];
+  }
+  static const std::vector<std::string> noKnobs;
+  return pin->runRows(pin->entryFor(logitsType), tokens, logits, logitsType,
+                      pinLayer.data(), pinTypes.data(), state, &rows, noKnobs, ids,
+                      weights);
 }
 
 Status StepRouter::runRows(size_t entry, int64_t tokens, const void *logits,

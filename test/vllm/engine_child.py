@@ -44,6 +44,7 @@ def main():
                 "draft_mask": np.asarray(metadata.get("draft_mask", [])),
                 "knobs": json.dumps(metadata.get("knobs") or {}),
                 "groups": len(metadata.get("knob_groups") or []),
+                "pinned": np.asarray(metadata.get("pinned_rows", []), np.int64),
                 "logits_dtype": str(logits.dtype),
                 "in_place": logits.dtype in self.in_place_dtypes})
             return weights, ids
@@ -138,6 +139,7 @@ def record_compiled_calls(records):
             "draft_mask": np.asarray(metadata.get("draft_mask", [])),
             "knobs": json.dumps(metadata.get("knobs") or {}),
             "groups": len(metadata.get("knob_groups") or []),
+            "pinned": np.asarray(metadata.get("pinned_rows", []), np.int64),
             "logits_dtype": f"torch.{dtype}", "in_place": None})
 
     set_recorder = _step.set_step_recorder

@@ -309,22 +309,32 @@ def test_speculative(models, tmp):
 
 def test_request_knobs(models, tmp):
     record = os.path.join(tmp, "knobs.pkl")
-    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:4], "max_tokens": 4,
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:5], "max_tokens": 4,
                 "record": record,
                 "extra_args": [{"switchyard.budget": 2}, {"switchyard.budget": 2},
-                               {"switchyard.budget": 6}, None],
+                               {"switchyard.budget": 6}, None, {"switchyard.route": "model"}],
                 "bad_extra_args": {"switchyard.budget": -1}}
     sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare"})
     check(sy is not None and sy.get("bad_request") and "budget" in sy["bad_request"],
           f"per-request knobs: a bad budget fails that request "
           f"({(sy or {}).get('bad_request')})")
-    check(sy is not None and len(sy["tokens"]) == 4 and all(len(t) == 4 for t in sy["tokens"]),
+    check(sy is not None and len(sy["tokens"]) == 5 and all(len(t) == 4 for t in sy["tokens"]),
           "per-request knobs: the engine keeps serving after the bad request")
     if sy is not None:
         records = load_records(record)
         check(any(r["groups"] == 3 for r in records),
               "per-request knobs: requests with budgets 2, 6 and the default are routed in "
               f"3 groups (seen {sorted({r['groups'] for r in records})})")
+        pinned = [r for r in records if len(r["pinned"])]
+        k = records[0]["ids"].shape[1]
+        expected = [ref.topk_softmax(r["logits"][r["pinned"]], k) for r in pinned]
+        exact = all(np.array_equal(r["ids"][r["pinned"]], e["topk_ids"])
+                    and np.allclose(r["weights"][r["pinned"]], e["topk_weights"],
+                                    atol=1e-5, rtol=0) for r, e in zip(pinned, expected))
+        check(pinned and exact and all(len(set(r["request_ids"][r["pinned"]])) == 1
+                                       for r in pinned),
+              f"switchyard.route = \"model\": the pinned request's tokens routed by the "
+              f"model's own top-k in the XShare steps ({len(pinned)} calls)")
 
 
 def test_engine_knobs_file(models, tmp):

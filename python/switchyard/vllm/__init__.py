@@ -40,11 +40,12 @@ ROUTING_OUTPUTS = ("topk_ids", "topk_weights")
 
 def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] = None,
          knobs: Optional[Dict[str, Any]] = None, layer_inputs=(), target: str = "host",
-         label: str = "", logits_dtypes=(), **shape: Any):
+         label: str = "", logits_dtypes=(), pinned=None, **shape: Any):
     """A StepRouter (switchyard._step) for one MoE layer shape: the policy compiled for
     the host (and, with target="cuda", for the GPU too) with only the routing results;
     `logits_dtypes` (torch.bfloat16 / torch.float16) adds host entries that read
-    logits of that dtype in place."""
+    logits of that dtype in place; `pinned`: the StepRouter of the model's own routing
+    for the same layer, which routes the requests that ask for it (pinned rows)."""
     import torch
     from .._step import StepRouter
     if renormalize is not None:
@@ -61,7 +62,7 @@ def bind(policy: str, *, experts: int, top_k: int, renormalize: Optional[bool] =
               for dtype in logits_dtypes if dtype in (torch.bfloat16, torch.float16)}
     cuda = routing(target="cuda") if target == "cuda" else None
     return StepRouter(host, experts=experts, layer_inputs=layer_inputs, cuda_router=cuda,
-                      label=label, narrow_routers=narrow)
+                      label=label, narrow_routers=narrow, pinned=pinned)
 
 
 def custom_routing_function(policy: str = "topk_softmax", *,

@@ -21,6 +21,9 @@ Per-request knobs: a request sets a policy knob with extra_args
 {"switchyard.<knob>": value} (the OpenAI server fills extra_args from a request's
 `vllm_xargs`). The knobs of a step are those its requests agree on; requests that
 set different values are routed in groups of equal settings (switchyard._step).
+A request with {"switchyard.route": "model"} is pinned: its tokens are routed by the
+model's own routing (the layer's pinned router), whatever the policy and its batch-mates
+(metadata `pinned_rows`); "policy" (the default) routes it by the policy.
 """
 import functools
 import json
@@ -34,6 +37,9 @@ import numpy as np
 from .._metadata import batch_metadata
 
 KNOB_PREFIX = "switchyard."
+#: The per-request setting that pins a request to the model's own routing; not a knob.
+ROUTE_KEY = KNOB_PREFIX + "route"
+ROUTE_VALUES = ("policy", "model")
 # Under vLLM's own logger ("vllm"), so its handler (pid, timestamp) prints our lines.
 logger = logging.getLogger("vllm.switchyard")
 
@@ -101,7 +107,28 @@ def request_knobs(extra_args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if not extra_args:
         return {}
     return {key[len(KNOB_PREFIX):]: value for key, value in extra_args.items()
-            if isinstance(key, str) and key.startswith(KNOB_PREFIX)}
+            if isinstance(key, str) and key.startswith(KNOB_PREFIX) and key != ROUTE_KEY}
+
+
+def pinned_request(extra_args: Optional[Dict[str, Any]]) -> bool:
+    """Whether a request's extra_args ask for the model's own routing."""
+    return bool(extra_args) and extra_args.get(ROUTE_KEY) == "model"
+
+
+_warned_unpinnable = False
+
+
+def _pinnable() -> bool:
+    """Whether the layers have the model's own routing to pin requests to (router.py);
+    else, once, a warning: such requests are routed by the policy."""
+    global _warned_unpinnable
+    from .router import unpinnable_reason
+    reason = unpinnable_reason()
+    if reason and not _warned_unpinnable:
+        _warned_unpinnable = True
+        logger.warning("switchyard: a request asks for the model's own routing (%s = "
+                       "\"model\"), but %s: it is routed by the policy", ROUTE_KEY, reason)
+    return reason is None
 
 
 def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
@@ -118,15 +145,19 @@ def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
     scheduled = getattr(runner, "_switchyard_scheduler_output", None)
     spec = getattr(scheduled, "scheduled_spec_decode_tokens", None) or {}
     engine = _engine_knobs.current() if _engine_knobs is not None else {}
-    knob_sets: List[Dict[str, Any]] = []
+    knob_sets: List[tuple] = []   # (request index, its knobs) of the unpinned requests
+    pinned: List[int] = []   # requests routed by the model's own routing
     for index, req_id in enumerate(batch.req_ids[:num_reqs]):
         drafts = len(spec.get(req_id, ()))
         if drafts:
             end = int(starts[index + 1])
             draft_mask[end - drafts:end] = 1
         state = runner.requests.get(req_id)
-        params = getattr(state, "sampling_params", None)
-        knob_sets.append({**engine, **request_knobs(getattr(params, "extra_args", None))})
+        extra = getattr(getattr(state, "sampling_params", None), "extra_args", None)
+        if pinned_request(extra) and _pinnable():
+            pinned.append(index)
+            continue
+        knob_sets.append((index, {**engine, **request_knobs(extra)}))
     metadata: Dict[str, Any] = {"request_ids": request_ids, "draft_mask": draft_mask,
                                 "phase": phase}
     if positions is not None:
@@ -135,18 +166,24 @@ def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
         metadata["positions"] = positions.to("cpu").numpy().astype(np.int32, copy=False)
     if engine and not num_reqs:
         metadata["knobs"] = engine
-    if any(knob_sets):
-        distinct = {tuple(sorted(k.items())) for k in knob_sets}
+    def rows(members):
+        return np.concatenate([np.arange(starts[i], starts[i + 1]) for i in members]
+                              ).astype(np.int64)
+
+    if any(knobs for _, knobs in knob_sets):
+        distinct = {tuple(sorted(k.items())) for _, k in knob_sets}
         if len(distinct) == 1:
-            metadata["knobs"] = knob_sets[0]
+            metadata["knobs"] = knob_sets[0][1]
         else:
             groups = {}
-            for index, knobs in enumerate(knob_sets):
+            for index, knobs in knob_sets:
                 groups.setdefault(tuple(sorted(knobs.items())), []).append(index)
-            metadata["knob_groups"] = [
-                (np.concatenate([np.arange(starts[i], starts[i + 1]) for i in members])
-                 .astype(np.int64), dict(key))
-                for key, members in groups.items()]
+            metadata["knob_groups"] = [(rows(members), dict(key))
+                                       for key, members in groups.items()]
+    elif engine:   # every request pinned: the padding rows take the engine's knobs
+        metadata["knobs"] = engine
+    if pinned:
+        metadata["pinned_rows"] = rows(pinned)
     return metadata
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 
 from .._errors import SwitchyardError
 from .._knobs import quoted
-from .batch import KNOB_PREFIX, request_knobs
+from .batch import KNOB_PREFIX, ROUTE_KEY, ROUTE_VALUES, request_knobs
 
 # The validators' compiled routers (vLLM keeps the validators until the interpreter
 # ends): dropped at exit, before the extension's types go away, so that a server's
@@ -35,6 +35,8 @@ def check_request(router, extra_args) -> None:
             meant = KNOB_PREFIX + key[len(KNOB_PREFIX):]
             raise SwitchyardError(f"extra_args: unknown key {quoted(key)} (did you mean "
                                   f"{quoted(meant)}? knob keys are case-sensitive)")
+    if ROUTE_KEY in (extra_args or {}):
+        check_route(extra_args[ROUTE_KEY])
     knobs = request_knobs(extra_args)
     if not knobs:
         return
@@ -42,6 +44,26 @@ def check_request(router, extra_args) -> None:
         router.configured(knobs=knobs)
     except SwitchyardError as error:
         raise SwitchyardError(f"extra_args: {error}") from None
+
+
+def check_route(value) -> None:
+    """`switchyard.route` takes "policy" (the default) or "model" (the request's tokens
+    routed by the model's own routing, on host routers)."""
+    from .._knobs import describe
+    if not isinstance(value, str) or value not in ROUTE_VALUES:
+        raise SwitchyardError(f"extra_args: {ROUTE_KEY!r} takes \"policy\" or \"model\", "
+                              f"got {describe(value)}")
+    if value == "model" and _on_gpu():
+        raise SwitchyardError(f"extra_args: {ROUTE_KEY!r} = \"model\": pinned requests are "
+                              "routed on the host path only (vLLM's GPU build: not yet)")
+
+
+def _on_gpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+        return not current_platform.is_cpu()
+    except ImportError:   # outside vLLM: the host path
+        return False
 
 
 def _router_for(settings, hf_config):

@@ -48,8 +48,9 @@ def refused_knob(body: bytes) -> Optional[str]:
         if key.lower().startswith(KNOB_PREFIX) and _holds_bool(value):
             knob = key[len(KNOB_PREFIX):]
             shown = json.dumps(value) if isinstance(value, bool) else "a list holding a boolean"
-            return (f"vllm_xargs: {quoted(key)} is {shown}: knob {quoted(knob)} takes a "
-                    f"number, not a JSON boolean")
+            takes = ('it takes "policy" or "model"' if key == KNOB_PREFIX + "route"
+                     else f"knob {quoted(knob)} takes a number")
+            return f"vllm_xargs: {quoted(key)} is {shown}: {takes}, not a JSON boolean"
     return None
 
 

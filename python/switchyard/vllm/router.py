@@ -92,23 +92,68 @@ def _native_softmax_topk(kwargs: Dict[str, Any]) -> bool:
             and str(kwargs.get("scoring_func", "softmax")) == "softmax")
 
 
-def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=None):
+# Why some MoE layer has no pinned router (the model's own routing as a shipped
+# policy), or None: requests asking for it are then routed by the policy (batch.py).
+_unpinnable: Optional[str] = None
+
+
+def unpinnable_reason() -> Optional[str]:
+    return _unpinnable
+
+
+def _model_routing(kwargs: Dict[str, Any]) -> Optional[str]:
+    """The shipped policy that routes as vLLM's own router would for the layer the
+    factory is asked for: topk_softmax for its plain softmax top-k, deepseek_v3 for
+    grouped top-k with sigmoid scores and a correction bias; None otherwise."""
+    if _native_softmax_topk(kwargs):
+        return "topk_softmax"
+    if (kwargs.get("use_grouped_topk") and kwargs.get("custom_routing_function") is None
+            and str(kwargs.get("scoring_func")) == "sigmoid"
+            and kwargs.get("e_score_correction_bias") is not None):
+        return "deepseek_v3"
+    return None
+
+
+def pinned_router(kwargs: Dict[str, Any], shape: Dict[str, Any], layer_inputs):
+    """The StepRouter of the model's own routing for the layer (host target; it routes
+    the requests pinned to it), or None, with the reason kept for batch.py."""
+    global _unpinnable
+    policy = _model_routing(kwargs)
+    if policy is None or "placement" in layer_inputs:
+        _unpinnable = ("this model's MoE layers route in a way no shipped policy "
+                       "reproduces" if policy is None else
+                       "expert-parallel layers have no pinned router")
+        return None
+    from .plugin import Settings
+    return step_router(Settings(policy, {}), shape, layer_inputs, target="host",
+                       label=f"the model's own routing, {policy} ({shape['experts']} "
+                             f"experts, top-{shape['top_k']})",
+                       purpose="routes the requests pinned to it (switchyard.route = "
+                               "\"model\")")
+
+
+def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=None,
+                target=None, pinned=None, label=None,
+                purpose="routes the MoE layers"):
     """The StepRouter of `settings.policy` for a layer shape (compiled at most once);
     `layer_inputs`: what the layer has ("bias", "placement"); `logits_dtypes`: the
-    narrow logits read in place (default: the model's dtype)."""
+    narrow logits read in place (default: the model's dtype); `target`: "host" or
+    "cuda" (default: the platform's); `pinned`: the StepRouter of the model's own
+    routing (pinned_router); `label` prefixes its errors, `purpose` its log line."""
     if logits_dtypes is None:
         logits_dtypes = (_model_dtype(),)
-    key = tuple(sorted(shape.items())) + (tuple(layer_inputs),
-                                          tuple(map(str, logits_dtypes)))
+    if target is None:
+        target = "cuda" if torch.cuda.is_available() and not _cpu_platform() else "host"
+    key = (settings.policy, target, id(pinned)) + tuple(sorted(shape.items())) + (
+        tuple(layer_inputs), tuple(map(str, logits_dtypes)))
     step = _steps.get(key)
     if step is None:
-        label = (f"SWITCHYARD_POLICY={settings.policy} ({shape['experts']} experts, "
-                 f"top-{shape['top_k']})")
-        target = "cuda" if torch.cuda.is_available() and not _cpu_platform() else "host"
+        label = label or (f"SWITCHYARD_POLICY={settings.policy} ({shape['experts']} "
+                          f"experts, top-{shape['top_k']})")
         try:
             step = bind(settings.policy, knobs=settings.knobs or None,
                         layer_inputs=tuple(layer_inputs), target=target,
-                        label=label, logits_dtypes=logits_dtypes, **shape)
+                        label=label, logits_dtypes=logits_dtypes, pinned=pinned, **shape)
         except SwitchyardError as error:
             message = str(error)
             if "'placement'" in message or "generic in devices" in message:
@@ -117,7 +162,7 @@ def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=
             raise type(error)(message if message.startswith(label) else
                               f"{label}: {message}") from None
         _steps[key] = step
-        logger.info("switchyard: %s routes the MoE layers (%s)", label,
+        logger.info("switchyard: %s %s (%s)", label, purpose,
                     ", ".join(f"{k}={v}" for k, v in sorted(shape.items())))
     return step
 
@@ -271,7 +316,8 @@ def install(settings) -> None:
             tables, slots = placement.placement_tables(shape["experts"], *ep)
             shape.update(devices=ep[0], slots=slots)
             layer_inputs.append("placement")
-        step = step_router(settings, shape, layer_inputs)
+        step = step_router(settings, shape, layer_inputs,
+                           pinned=pinned_router(kwargs, shape, layer_inputs))
         if "bias" in step.router.inputs and bias is None:
             raise SwitchyardError(
                 f"SWITCHYARD_POLICY={settings.policy}: the policy needs input 'bias' "

@@ -37,10 +37,13 @@ struct StepState {
   /// Knob overrides for the whole step ("name=value"), over each router's defaults.
   std::vector<std::string> knobs;
   /// Requests that set different knobs: each group's token rows are routed as a batch
-  /// of their own with the group's overrides; rows in no group take `knobs`.
+  /// of their own with the group's overrides; rows in no group take `knobs`. A
+  /// `pinned` group's rows (requests that asked for the model's own routing) are
+  /// routed by the router's pinned router (StepRouter::attachPinned), without knobs.
   struct KnobGroup {
     std::vector<int64_t> rows;
     std::vector<std::string> knobs;
+    bool pinned = false;
   };
   std::vector<KnobGroup> groups;
 };
@@ -100,6 +103,14 @@ public:
   Status knobStruct(const std::vector<std::string> &overrides,
                     std::vector<uint8_t> &bytes) const;
 
+  /// The router that routes a pinned group's rows: the model's own routing for the
+  /// same layer (topk_softmax, or deepseek_v3 for a grouped model), a registered step
+  /// router (they live as long as the process). Its layer inputs must be among this
+  /// router's (kInvalidArgument naming the one missing). Attached before the router is
+  /// registered; without one, a pinned group is an error naming the request's setting.
+  Status attachPinned(const StepRouter *router);
+  const StepRouter *pinned() const { return pin; }
+
   /// The router's GPU launchers (null: bound for the host only). Attached before the
   /// router is registered.
   const CudaStepRouter *cuda() const { return gpu.get(); }
@@ -121,6 +132,12 @@ private:
                  const void *const *layer, const npy::DType *layerTypes,
                  const StepState *state, const std::vector<int64_t> *rows,
                  const std::vector<std::string> &knobs, int32_t *ids, float *weights) const;
+  /// A pinned group's rows, routed by `pin` with this router's layer tensors mapped
+  /// to its inputs.
+  Status routePinned(int64_t tokens, const void *logits, npy::DType logitsType,
+                     const void *const *layer, const npy::DType *layerTypes,
+                     const StepState *state, const std::vector<int64_t> &rows, int32_t *ids,
+                     float *weights) const;
   Status fail(StatusCode code, const std::string &message) const {
     return {code, name + ": " + message};
   }
@@ -139,6 +156,9 @@ private:
   // Per entry: the defaults' knob struct (null: the policy has no run-time knobs).
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> defaultKnobs;
   std::unique_ptr<const CudaStepRouter> gpu;
+  const StepRouter *pin = nullptr;
+  // The pinned router's layer input i is this router's layer input pinLayers[i].
+  std::vector<size_t> pinLayers;
 };
 
 /// A routed call the engine asked to record (the op's `layer` >= 0): the layer, its
