@@ -294,6 +294,36 @@ def topk_softmax(logits, k, renormalize=True):
     return _result(ids, w, E, selected)
 
 
+def top_p(logits, k, p=0.9, k_min=1, renormalize=True):
+    """Top-p (dynamic-k) routing, from its definition: per token, the experts in
+    decreasing softmax probability (ranked by logit, ties to the lower id; a -inf or
+    NaN logit is not eligible), taken while the probabilities taken so far sum to less
+    than p (float32, in slot order), at least k_min of them and at most k; the other
+    slots id -1, weight 0. Weights: the taken probabilities, divided by their float32
+    slot-order sum when `renormalize` (and the sum is > 0)."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    probs = softmax_rows(x)
+    ids = np.full((T, k), -1, dtype=np.int32)
+    w = np.zeros((T, k), dtype=F32)
+    for t in range(T):
+        row = x[t]
+        eligible = ~np.isnan(row) & (row != NEG_INF)
+        taken = F32(0)
+        for j, e in enumerate([e for e in rank_desc(row) if eligible[e]][:k]):
+            if j >= k_min and not taken < F32(p):
+                break
+            ids[t, j], w[t, j] = e, probs[t, e]
+            taken = F32(taken + probs[t, e])
+        if renormalize:
+            total = F32(0)
+            for j in range(k):
+                total = F32(total + w[t, j])
+            if total > 0:
+                w[t] = (w[t] / total).astype(F32)
+    return _result(ids, w, E)
+
+
 def deepseek_v3(logits, bias, k=8, groups=8, topk_groups=4, scaling=2.5,
                 group_topk=2):
     """DeepSeek-V3 technical report §2.1.2 (vLLM grouped_topk, e_score_correction_bias).

@@ -44,8 +44,8 @@ F32 = np.float32
 INF = np.inf
 BLOCK = 64       # every shipped policy aligns blocks of 64 (moe.align_blocks)
 WEIGHT_ATOL = 1e-5
-POLICIES = ["topk_softmax", "deepseek_v3", "lynx", "xshare", "xshare_spec", "xshare_ep",
-            "capacity_topk", "expert_choice"]
+POLICIES = ["topk_softmax", "top_p", "deepseek_v3", "lynx", "xshare", "xshare_spec",
+            "xshare_ep", "capacity_topk", "expert_choice"]
 RESULTS = ["topk_ids", "topk_weights", "selected", "expert_counts", "active_experts",
            "num_active", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
            "num_dropped", "expert_token_ids", "expert_token_weights", "expert_block_ids",
@@ -182,6 +182,8 @@ class Case:
         p, k = self.policy, self.k
         if p == "topk_softmax":
             r = R.topk_softmax(logits, k, **kn)
+        elif p == "top_p":
+            r = R.top_p(logits, k, **kn)
         elif p == "deepseek_v3":
             r = R.deepseek_v3(logits, self.inputs["bias"], k=k, groups=self.groups,
                               topk_groups=self.topk_groups, **kn)
@@ -237,6 +239,32 @@ def cases_topk_softmax():
     nan = normal(7, 64, 26)
     nan[3, 5] = np.nan
     c.append(Case(P, 64, 8, 7, "nan", {"logits": nan}))
+    return c
+
+
+def cases_top_p():
+    P = "top_p"
+    c = []
+    for T in (1, 7, 64, 1024):
+        c.append(Case(P, 128, 8, T, "trace", {"logits": trace(T, 128, 400 + T)[0]}))
+    for p in (0.3, 0.5, 0.9, 1.0):
+        c.append(Case(P, 64, 8, 64, "normal", {"logits": normal(64, 64, 410, scale=3.0)},
+                      knobs={"p": p}))
+    # k_min keeps slots past the mass; k_min = k is plain top-k.
+    for k_min in (2, 8):
+        c.append(Case(P, 64, 8, 16, "normal", {"logits": normal(16, 64, 420, scale=3.0)},
+                      knobs={"p": 0.2, "k_min": k_min}))
+    # One dominant expert: a single slot holds p.
+    peaked = normal(7, 16, 430)
+    peaked[:, 5] += 30.0
+    c.append(Case(P, 16, 4, 7, "peaked", {"logits": peaked},
+                  expect_ids=np.tile(np.array([5, -1, -1, -1], np.int32), (7, 1))))
+    # Ties to the lower id; every expert alike needs ceil(p * E) of them (capped at k).
+    c.append(Case(P, 8, 4, 5, "ties(all-equal)", {"logits": np.zeros((5, 8), F32)},
+                  knobs={"p": 0.3},
+                  expect_ids=np.tile(np.array([0, 1, 2, -1], np.int32), (5, 1))))
+    c.append(Case(P, 64, 8, 16, "-inf", {"logits": with_neg_inf(normal(16, 64, 440), 441,
+                                                                 0.95)}))
     return c
 
 
@@ -622,6 +650,7 @@ def cases_expert_choice():
 
 CASES = {
     "topk_softmax": cases_topk_softmax,
+    "top_p": cases_top_p,
     "deepseek_v3": cases_deepseek_v3,
     "lynx": cases_lynx,
     "xshare": cases_xshare,

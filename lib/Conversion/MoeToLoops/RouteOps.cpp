@@ -43,6 +43,19 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
         L.put(id, ids, j);
         L.put(em.select(found, weight, em.f32(0)), wts, j);
       });
+  if (Value p = op.getTopP()) {
+    // Top-p: slot j stays when j < min_k or the slots kept before it hold less than p;
+    // once they hold p, every later slot is emptied (the kept sum stops growing).
+    Value mass = L.scalar(p);
+    Value minK = op.getMinK() ? em.toIndex(L.scalar(op.getMinK())) : em.idx(1);
+    em.loopCarried(em.idx(0), em.idx(k), {em.f32(0)}, [&](Value j, ValueRange it) {
+      Value keep = em.orI(em.cmpI(P::ult, j, minK), em.cmpF(F::OLT, it[0], mass));
+      Value weight = em.select(keep, L.at(wts, j), em.f32(0));
+      L.put(em.select(keep, L.at(ids, j), em.i32(-1)), ids, j);
+      L.put(weight, wts, j);
+      return SmallVector<Value>{em.addF(it[0], weight)};
+    });
+  }
   if (op.getRenormalize()) {
     // softmax_weights: the slots hold the selected scores, best first; each becomes
     // exp(score - best) (0 for an empty slot) on the way into the sum. As the full

@@ -1418,6 +1418,55 @@ moe.router @route_softmax_weights_with_weights(%logits: tensor<?x8xf32>, %p: ten
 
 // -----
 
+moe.router @route_min_k_without_top_p(%logits: tensor<?x8xf32>, %p: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %m = arith.constant 1 : i64
+  // expected-error @+1 {{'moe.route' op min_k(...) bounds top_p(...) truncation: give top_p too}}
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 min_k(%m : i64)
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.router @route_top_p_softmax_weights(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %top = arith.constant 0.5 : f32
+  // expected-error @+1 {{'moe.route' op top_p needs the selected experts' probabilities, which softmax_weights does not compute}}
+  %ids, %w = moe.route %logits k = 2 renormalize softmax_weights top_p(%top : f32)
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.router @route_top_p_above_one(%logits: tensor<?x8xf32>, %p: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %top = arith.constant 1.5 : f32
+  // expected-error @+1 {{'moe.route' op top_p must be in (0, 1], got 1.5}}
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 top_p(%top : f32)
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.router @route_min_k_above_k(%logits: tensor<?x8xf32>, %p: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %top = moe.knob "p" = 0.5 : f32
+  %m = moe.knob "k_min" = 3 : i64
+  // expected-error @+1 {{'moe.route' op min_k must be in [1, 2], got 3}}
+  %ids, %w = moe.route %logits weights(%p : tensor<?x8xf32>) k = 2 top_p(%top : f32)
+      min_k(%m : i64) : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
 moe.router @route_element_type(%logits: tensor<?x8xf32>)
     -> (topk_ids: tensor<?x2xi64>, topk_weights: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {

@@ -98,3 +98,19 @@ moe.router @sigmoid(%logits: tensor<?x8xf32>)
       : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// -----
+
+// A top-p route truncates on the probabilities themselves: its softmax stays.
+// CHECK-LABEL: moe.router @keeps_top_p
+// CHECK: %[[P:.*]] = moe.softmax
+// CHECK: moe.route %{{.*}} weights(%[[P]] : tensor<?x8xf32>) k = 2 renormalize top_p(
+moe.router @keeps_top_p(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %top = moe.knob "p" = 0.9 : f32
+  %probs = moe.softmax %logits : tensor<?x8xf32>
+  %ids, %w = moe.route %logits weights(%probs : tensor<?x8xf32>) k = 2 renormalize
+      top_p(%top : f32) : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}

@@ -38,16 +38,30 @@ LogicalResult RouteOp::verify() {
     return emitOpError() << "scaling must be finite and > 0, got " << scaling;
   if (getScalingFactor() && scaling != 1.0f)
     return emitOpError() << "takes scaling = " << scaling << " or scaled_by(...), not both";
+  if (getMinK() && !getTopP())
+    return emitOpError() << "min_k(...) bounds top_p(...) truncation: give top_p too";
+  if (getTopP() && getSoftmaxWeights())
+    return emitOpError() << "top_p needs the selected experts' probabilities, which "
+                            "softmax_weights does not compute: weigh with "
+                            "weights(moe.softmax ...)";
   return verifyScalarRules(*this);
 }
 
 void RouteOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
-  if (!getScalingFactor())
-    return;
-  ScalarRule factor = ScalarRule::floatRange(getScalingFactor(), "scaled_by", 0.0,
-                                             /*minOpen=*/true, {}, false);
-  factor.finite = true;
-  rules.push_back(factor);
+  if (getScalingFactor()) {
+    ScalarRule factor = ScalarRule::floatRange(getScalingFactor(), "scaled_by", 0.0,
+                                               /*minOpen=*/true, {}, false);
+    factor.finite = true;
+    rules.push_back(factor);
+  }
+  if (getTopP())
+    rules.push_back(ScalarRule::floatRange(getTopP(), "top_p", 0.0, /*minOpen=*/true, 1.0,
+                                           /*maxOpen=*/false));
+  if (getMinK()) {
+    int64_t k = getK();
+    rules.push_back(ScalarRule::intRange(
+        getMinK(), "min_k", 1, ShapedType::isDynamic(k) ? std::nullopt : std::optional(k)));
+  }
 }
 
 namespace {

@@ -27,7 +27,9 @@ struct FoldRouteSoftmaxPass
     SmallVector<RouteOp> routes;
     getOperation().walk([&](RouteOp route) { routes.push_back(route); });
     for (RouteOp route : routes) {
-      if (!route.getRenormalize() || route.getSoftmaxWeights() || !route.getWeights())
+      // Top-p truncates on the probabilities themselves: the softmax stays.
+      if (!route.getRenormalize() || route.getSoftmaxWeights() || !route.getWeights() ||
+          route.getTopP())
         continue;
       auto softmax = route.getWeights().getDefiningOp<SoftmaxOp>();
       if (!softmax || softmax.getInput() != route.getScores() ||

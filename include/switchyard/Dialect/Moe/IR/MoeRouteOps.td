@@ -25,6 +25,15 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     scaling factor is 2.5), or by the value of `scaled_by(%f : f32)`, usually a knob
     (`moe.knob "routed_scaling_factor"`), so that engines set it at run time.
 
+    `top_p(%p : f32)` truncates each token's slots to the shortest prefix (best first)
+    whose weights, before renormalization, add up to at least `p`, keeping at least
+    `min_k(%m : i64)` slots (default 1): a later slot becomes empty (id `-1`, weight 0)
+    once the slots before it hold `p`. The weights must be probabilities for this to be
+    top-p routing: `weights(moe.softmax %logits)` (not with `softmax_weights`; the
+    compiler keeps such a route's softmax). Renormalization, when asked, divides by the
+    kept slots' sum. `p` must be in `(0, 1]` and `min_k` in `[1, k]` (run-time values,
+    usually knobs, checked like every knob rule).
+
     `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
     generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
     and `> 0`. `renormalize` and `scaling` are the model's (`norm_topk_prob`,
@@ -42,13 +51,16 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
                        Optional<Moe_ScoreTensor>:$weights, Moe_I64Attr:$k,
                        UnitAttr:$renormalize, UnitAttr:$softmax_weights,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scaling,
-                       Optional<F32>:$scaling_factor);
+                       Optional<F32>:$scaling_factor, Optional<F32>:$top_p,
+                       Optional<I64>:$min_k);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
     $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
     (`renormalize` $renormalize^)? (`softmax_weights` $softmax_weights^)?
     (`scaling` `=` $scaling^)?
-    (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)? attr-dict
+    (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)?
+    (`top_p` `(` $top_p^ `:` type($top_p) `)`)? (`min_k` `(` $min_k^ `:` type($min_k) `)`)?
+    attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
   }];
   let hasVerifier = 1;
