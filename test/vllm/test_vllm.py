@@ -11,7 +11,7 @@ locally built tokenizers (make_model.py); every engine run is a child process
   - a bfloat16 model's logits are read in place by an entry compiled with
     --input-dtype logits=bf16, routing = the reference on the widened values;
   - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
-    batch 8 (capacity drops): no crash, ids in [0, E), filled slots have weight 0 and
+    batch 8 (capacity drops), top_p at p = 0.5 (fewer than k experts): no crash, ids in [0, E), filled slots have weight 0 and
     an expert the token or the batch already uses, the rest equals the reference;
     XShare activates fewer experts than top-k;
   - LYNX reads the phase vLLM's batches have (prefill 0, decode 1) and equals its
@@ -242,6 +242,26 @@ def test_capacity(models, tmp):
     filled = check_against(records, lambda r: ref.capacity_topk(r["logits"], k, **knobs),
                            "capacity_topk batch 8", filled_ok=True)
     check(filled > 0, f"capacity_topk batch 8: capacity drops left slots empty ({filled})")
+
+
+def test_top_p(models, tmp):
+    """Dynamic k: top_p leaves the slots past the mass empty, and vLLM gets them filled
+    (weight 0, an expert the token already uses)."""
+    record = os.path.join(tmp, "top_p.pkl")
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 4,
+                "record": record}
+    knobs = {"p": 0.5}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "top_p",
+                                      "SWITCHYARD_KNOBS": json.dumps(knobs)})
+    check(sy is not None, "top_p p=0.5, batch 8: the engine generates")
+    if sy is None:
+        return
+    records = load_records(record)
+    k = records[0]["ids"].shape[1]
+    check_contract(records, records[0]["logits"].shape[1], "top_p batch 8")
+    filled = check_against(records, lambda r: ref.top_p(r["logits"], k, **knobs),
+                           "top_p batch 8", filled_ok=True)
+    check(filled > 0, f"top_p p=0.5: tokens took fewer than k experts ({filled} slots empty)")
 
 
 def test_lynx_and_spec(models, tmp):
@@ -515,6 +535,7 @@ def main():
              ("bf16", lambda: test_bfloat16(models, tmp)),
              ("xshare-1-8", lambda: test_xshare(models, tmp)),
              ("capacity-8", lambda: test_capacity(models, tmp)),
+             ("top-p", lambda: test_top_p(models, tmp)),
              ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),
              ("speculative", lambda: test_speculative(models, tmp)),
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
