@@ -63,8 +63,8 @@ def child(args):
         from switchyard import _step
         call = _step.StepRouter.__call__
 
-        def counting(self, logits, layer_tensors):
-            weights, ids = call(self, logits, layer_tensors)
+        def counting(self, logits, layer_tensors, layer=-1):
+            weights, ids = call(self, logits, layer_tensors, layer)
             if logits.shape[0] <= args.batch:          # decode steps only
                 active.append(len(np.unique(ids.numpy())))
             return weights, ids

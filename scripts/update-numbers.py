@@ -692,9 +692,9 @@ def r_vllm_route(src):
             f"{d['torch']}, {setting}).")
 
 
-def engine_table(src):
-    d = src.json("vllm-engine.json")
-    rows = key(d, "rows", source="docs/vllm-engine.json")
+def engine_table(src, name="vllm-engine.json"):
+    d = src.json(name)
+    rows = key(d, "rows", source=f"docs/{name}")
     batches = sorted({r["batch"] for r in rows})
     routers = []
     for r in rows:
@@ -706,9 +706,10 @@ def engine_table(src):
         cells = []
         for b in batches:
             r = next((r for r in rows if r["router"] == name and r["batch"] == b), None)
+            active = r and r.get("active_per_layer_step")
             cells.append("" if r is None else
                          f"{r['tokens_per_s']:.0f} ({ratio(r['tokens_per_s'] / native[b])}, "
-                         f"{r['active_per_layer_step']:.1f})")
+                         f"{'—' if active is None else f'{active:.1f}'})")
         out.append([name] + cells)
     m = d["model"]
     caption = (f"vLLM {d['vllm']} on {d['cpus']} CPU cores, a random {m['arch']} "
@@ -721,6 +722,10 @@ def engine_table(src):
 
 def r_vllm_engine(src):
     return engine_table(src)
+
+
+def r_vllm_request_knobs(src):
+    return engine_table(src, "vllm-request-knobs.json")
 
 
 # --- the README's headlines -------------------------------------------------------------
@@ -790,6 +795,7 @@ RENDERERS = {
     "vllm-route": (r_vllm_route, "docs/vllm-route.json"),
     "vllm-engine": (r_vllm_engine, "docs/vllm-engine.json"),
     "readme-vllm-engine": (r_vllm_engine, "docs/vllm-engine.json"),
+    "vllm-request-knobs": (r_vllm_request_knobs, "docs/vllm-request-knobs.json"),
     "trace-results": (r_trace_results, "docs/trace-results.json (bench/eval_traces.py)"),
     "readme-trace-results": (r_readme_trace_results,
                              "docs/trace-results.json (bench/eval_traces.py)"),

@@ -7,8 +7,9 @@
 //       -> (Tensor topk_weights float32 [T, k], Tensor topk_ids int32 [T, k])
 //
 // `handle` names a runtime::StepRouter bound before tracing (a constant in a compiled
-// graph); a `layer` >= 0 is the MoE layer's index, and its call is handed to the
-// runtime's step recorder when a routing-trace capture has set one. The CPU kernel calls it
+// graph); a `layer` >= 0 is the MoE layer's index: it picks the layer's knobs when the
+// step gives one value per layer, and the call is handed to the runtime's step recorder
+// when a routing-trace capture has set one. The CPU kernel calls it
 // directly: no Python, no nanobind, no name or shape work per call; the step's metadata and
 // knobs are the thread's runtime::StepState. The CUDA kernel launches the router's GPU
 // launcher (runtime::CudaStepRouter) on torch's current stream with outputs and workspace
@@ -134,9 +135,10 @@ std::tuple<Tensor, Tensor> routeStepCpu(Tensor logits, std::vector<Tensor> layer
   const int64_t tokens = logits.size(0), k = router->topK();
   Tensor ids = emptyCpu(tokens, k, aoti_torch_dtype_int32());
   Tensor weights = emptyCpu(tokens, k, aoti_torch_dtype_float32());
-  switchyard::runtime::Status status = router->route(
-      tokens, logits.data_ptr(), logitsType, layerData.data(), layerTypes.data(),
-      static_cast<int32_t *>(ids.data_ptr()), static_cast<float *>(weights.data_ptr()));
+  switchyard::runtime::Status status =
+      router->route(tokens, logits.data_ptr(), logitsType, layerData.data(),
+                    layerTypes.data(), static_cast<int32_t *>(ids.data_ptr()),
+                    static_cast<float *>(weights.data_ptr()), layer);
   check(status.isOk(), status.message());
   if (layer >= 0)
     if (switchyard::runtime::StepRecorder record = switchyard::runtime::stepRecorder())

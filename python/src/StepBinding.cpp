@@ -72,11 +72,14 @@ std::optional<std::vector<int32_t>> copied(const std::optional<Int32Array> &arra
   return std::vector<int32_t>(array->data(), array->data() + array->shape(0));
 }
 
-StepStateRef makeState(
-    const std::optional<Int32Array> &requestIds, const std::optional<Int32Array> &positions,
-    const std::optional<Int32Array> &draftMask, std::optional<int64_t> phase, bool warmup,
-    const std::vector<std::string> &knobs,
-    const std::vector<std::tuple<Int64Array, std::vector<std::string>, bool>> &groups) {
+StepStateRef
+makeState(const std::optional<Int32Array> &requestIds,
+          const std::optional<Int32Array> &positions,
+          const std::optional<Int32Array> &draftMask, std::optional<int64_t> phase,
+          bool warmup, const std::vector<std::string> &knobs,
+          const std::vector<std::tuple<Int64Array, std::vector<std::string>, bool,
+                                       std::vector<std::vector<std::string>>>> &groups,
+          const std::vector<std::vector<std::string>> &layerKnobs) {
   auto state = std::make_shared<runtime::StepState>();
   state->requestIds = copied(requestIds);
   state->positions = copied(positions);
@@ -84,24 +87,25 @@ StepStateRef makeState(
   state->phase = phase;
   state->warmup = warmup;
   state->knobs = knobs;
-  for (const auto &[rows, settings, pinned] : groups)
-    state->groups.push_back(
-        {std::vector<int64_t>(rows.data(), rows.data() + rows.shape(0)), settings, pinned});
+  state->layerKnobs = layerKnobs;
+  for (const auto &[rows, settings, pinned, perLayer] : groups)
+    state->groups.push_back({std::vector<int64_t>(rows.data(), rows.data() + rows.shape(0)),
+                             settings, pinned, perLayer});
   return {std::move(state)};
 }
 
 void route(const runtime::StepRouter &router, int64_t tokens, const void *logits,
            int logitsType, const void *const *layer, const npy::DType *layerTypes,
-           uintptr_t ids, uintptr_t weights) {
+           uintptr_t ids, uintptr_t weights, int64_t moeLayer) {
   runtime::Status status;
   {
     // Small batches keep the GIL: releasing it costs more than the call.
     std::optional<nb::gil_scoped_release> release;
     if (tokens >= 64)
       release.emplace();
-    status =
-        router.route(tokens, logits, static_cast<npy::DType>(logitsType), layer, layerTypes,
-                     reinterpret_cast<int32_t *>(ids), reinterpret_cast<float *>(weights));
+    status = router.route(tokens, logits, static_cast<npy::DType>(logitsType), layer,
+                          layerTypes, reinterpret_cast<int32_t *>(ids),
+                          reinterpret_cast<float *>(weights), moeLayer);
   }
   if (!status.isOk())
     fail(status);
@@ -164,6 +168,7 @@ void bindSteps(nb::module_ &m) {
   m.def("make_step_state", &makeState, nb::arg("request_ids").none(),
         nb::arg("positions").none(), nb::arg("draft_mask").none(), nb::arg("phase").none(),
         nb::arg("warmup"), nb::arg("knobs"), nb::arg("groups"),
+        nb::arg("layer_knobs") = std::vector<std::vector<std::string>>(),
         "The batch metadata and knobs of a step (runtime::StepState; arrays copied).");
   m.def(
       "set_step_state",
@@ -183,7 +188,7 @@ void bindSteps(nb::module_ &m) {
       "step_route",
       [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,
          const std::vector<uintptr_t> &layer, const std::vector<int> &layerTypes,
-         uintptr_t ids, uintptr_t weights) {
+         uintptr_t ids, uintptr_t weights, int64_t moeLayer) {
         const runtime::StepRouter &router = routerOf(handle);
         if (layer.size() != router.layerInputs().size() ||
             layerTypes.size() != layer.size())
@@ -195,10 +200,11 @@ void bindSteps(nb::module_ &m) {
           types[i] = static_cast<npy::DType>(layerTypes[i]);
         route(router, tokens, reinterpret_cast<const void *>(logits), dtype,
               reinterpret_cast<const void *const *>(layer.data()), types.data(), ids,
-              weights);
+              weights, moeLayer);
       },
       nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
       nb::arg("layer"), nb::arg("layer_dtypes"), nb::arg("ids"), nb::arg("weights"),
+      nb::arg("moe_layer") = -1,
       "Routes one layer's call (raw pointers; results written in place).");
   m.def(
       "set_device_step",

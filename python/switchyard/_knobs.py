@@ -8,13 +8,16 @@ strictly, with messages of bounded size:
   refused: no shipped rule allows them);
 - an unknown name is refused with the policy's knobs, and a name that differs from one
   only in case or separators says which it means;
-- a quoted name or value is cut to QUOTE_LIMIT characters, with its length.
+- a quoted name or value is cut to QUOTE_LIMIT characters, with its length;
+- a knob may take one value per MoE layer: a list, indexed by the MoE layer's number
+  (0, 1, ... in the order the model's MoE layers run; split_layers), every list of a
+  setting as long as the others and, where the model is known, one value per MoE layer.
 
 The policy's own rules (`budget must be in [0, inf]`) are checked after these, by the
 compiled code's rule checks (Router.configured / the runtime's knob packing).
 """
 import math
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._errors import KnobError
 
@@ -72,10 +75,39 @@ def check_value(name: str, value: Any, spec: Mapping[str, Any], where: str = "")
     return value
 
 
+def split_layers(knobs: Mapping[str, Any], where: str = "",
+                 layers: Optional[int] = None) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """(the knobs with one value, [the per-layer knobs of MoE layer 0, 1, ...]) of a
+    knob dict whose values may be lists (one value per MoE layer); KnobError naming the
+    knob for an empty list, lists of different lengths, or (with `layers`, the model's
+    MoE layer count) a list that is not one value per MoE layer."""
+    uniform = {name: value for name, value in knobs.items()
+               if not isinstance(value, (list, tuple))}
+    lists = {name: list(value) for name, value in knobs.items()
+             if isinstance(value, (list, tuple))}
+    if not lists:
+        return uniform, []
+    first, count = next(iter(lists.items()))[0], len(next(iter(lists.values())))
+    for name, values in lists.items():
+        if not values:
+            raise KnobError(f"{where}knob {quoted(name)}: an empty list (a per-layer knob "
+                            "has one value per MoE layer)")
+        if len(values) != count:
+            raise KnobError(f"{where}knob {quoted(name)} gives {len(values)} value"
+                            f"{'' if len(values) == 1 else 's'} and {quoted(first)} {count}: "
+                            "per-layer knobs have one value per MoE layer")
+        if layers is not None and len(values) != layers:
+            raise KnobError(f"{where}knob {quoted(name)} gives {len(values)} values, one per "
+                            f"MoE layer, and the model has {layers} MoE layers")
+    return uniform, [{name: values[i] for name, values in lists.items()}
+                     for i in range(count)]
+
+
 def checked_knobs(knobs: Any, specs: Mapping[str, Mapping[str, Any]], entry: str,
                   where: str = "") -> Dict[str, Any]:
-    """`knobs` (name -> value) checked against a router's knob specs (Router.knobs);
-    KnobError naming the first bad name or value."""
+    """`knobs` (name -> value, or -> a list of values, one per MoE layer) checked
+    against a router's knob specs (Router.knobs); KnobError naming the first bad name
+    or value."""
     if not isinstance(knobs, Mapping):
         raise KnobError(f"{where}knobs: expected a dict of knob name -> value, got "
                         f"{type(knobs).__name__}")
@@ -85,5 +117,10 @@ def checked_knobs(knobs: Any, specs: Mapping[str, Mapping[str, Any]], entry: str
             known = ", ".join(specs) or "none"
             raise KnobError(f"{where}unknown knob {quoted(name)} for @{entry} (its knobs: "
                             f"{known}){did_you_mean(name, specs)}")
-        checked[name] = check_value(name, value, specs[name], where)
+        if isinstance(value, (list, tuple)):
+            checked[name] = [check_value(f"{name}[{i}]", v, specs[name], where)
+                             for i, v in enumerate(value)]
+        else:
+            checked[name] = check_value(name, value, specs[name], where)
+    split_layers(checked, where)   # lists of one length
     return checked

@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _switchyard
 from ._errors import InputError, KnobError
+from ._knobs import split_layers
 
 # (the metadata dict, its runtime::StepState) of the current step, or None.
 _current: contextvars.ContextVar = contextvars.ContextVar("switchyard_batch_metadata",
@@ -69,7 +70,11 @@ def _apply(entry) -> None:
         if entry and entry[0].get("pinned_rows") is not None and len(entry[0]["pinned_rows"]):
             raise InputError("pinned_rows: the GPU path does not route pinned requests "
                              "(the model's own routing) yet; only host routers do")
-        settings = knob_settings((entry[0].get("knobs") or {}) if entry else {})
+        knobs = (entry[0].get("knobs") or {}) if entry else {}
+        if any(isinstance(v, (list, tuple)) for v in knobs.values()):
+            raise InputError("knobs: per-layer knob values are not routed on the GPU path "
+                             "yet; only host routers take them")
+        settings = knob_settings(knobs)
         for method in list(_device_writers):
             write = method()
             if write is not None:
@@ -114,6 +119,17 @@ def knob_settings(knobs: Dict[str, Any], what: str = "knobs") -> List[str]:
             for name, value in knobs.items()]
 
 
+def _layer_settings(knobs: Dict[str, Any], what: str = "knobs"):
+    """(settings for every layer, [settings of MoE layer 0, 1, ...]) of a knob dict
+    whose values may be per-layer lists (the runtime picks a layer's by the op's
+    layer)."""
+    if not isinstance(knobs, Mapping):
+        raise KnobError(f"{what}: expected a dict of knob name -> value, got "
+                        f"{type(knobs).__name__}")
+    uniform, per_layer = split_layers(knobs, f"{what}: ")
+    return knob_settings(uniform, what), [knob_settings(layer, what) for layer in per_layer]
+
+
 def _int32(name: str, value: Any) -> np.ndarray:
     if hasattr(value, "detach"):   # a torch tensor on the host
         value = value.detach().numpy()
@@ -148,14 +164,17 @@ def _entry(values: Dict[str, Any]) -> Tuple[Dict[str, Any], Any, Tuple]:
                  if values.get(name) is not None and not _on_device(values[name]) else None
                  for name in _PER_TOKEN}
     phase = values.get("phase")
-    groups = [(np.ascontiguousarray(rows, dtype=np.int64), knob_settings(knobs, "knob_groups"),
-               False) for rows, knobs in (values.get("knob_groups") or ())]
+    groups = []
+    for rows, knobs in values.get("knob_groups") or ():
+        uniform, per_layer = _layer_settings(knobs, "knob_groups")
+        groups.append((np.ascontiguousarray(rows, dtype=np.int64), uniform, False, per_layer))
     pinned = values.get("pinned_rows")
     if pinned is not None and len(pinned):
-        groups.append((np.ascontiguousarray(pinned, dtype=np.int64), [], True))
+        groups.append((np.ascontiguousarray(pinned, dtype=np.int64), [], True, []))
+    uniform, per_layer = _layer_settings(values.get("knobs") or {})
     state = _switchyard.make_step_state(
         per_token["request_ids"], per_token["positions"], per_token["draft_mask"],
         None if phase is None else phase_number(phase), bool(values.get("warmup_step")),
-        knob_settings(values.get("knobs") or {}), groups)
+        uniform, groups, per_layer)
     return values, state, (device, None if phase is None else phase_number(phase),
                            bool(groups))

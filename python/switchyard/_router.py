@@ -15,7 +15,8 @@ from typing import Any, Dict, Iterable, List, Optional
 import numpy as np
 
 from ._errors import InputError
-from ._knobs import checked_knobs
+from ._errors import KnobError
+from ._knobs import checked_knobs, split_layers
 from ._metadata import PHASES, current_metadata, knob_settings
 
 _NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
@@ -81,6 +82,8 @@ class Router:
                               and list(p["size_rule"]) == [1, 0, 1]]
         self.knobs: Dict[str, Dict[str, Any]] = {k["name"]: k for k in signature["knobs"]}
         self._default_knobs: List[str] = []
+        # Per-layer defaults (compile(knobs=) with lists): MoE layer i's settings.
+        self._layer_knobs: List[List[str]] = []
         self._selected = list(self._results)
         # The custom op's view of the inputs (switchyard.ops): tensors, then scalars.
         self._op_tensor_inputs = [n for n in self.inputs if n not in self._scalars]
@@ -98,8 +101,11 @@ class Router:
         clone._op_key = None
         clone._result_cache = {}
         if knobs:
-            clone._default_knobs = self._knob_settings(knobs)
-            self._native.check_knobs(clone._default_knobs)
+            uniform, per_layer = split_layers(checked_knobs(knobs, self.knobs, self.entry))
+            clone._default_knobs = knob_settings(uniform)
+            clone._layer_knobs = [knob_settings(layer) for layer in per_layer]
+            for layer in clone._layer_knobs or [[]]:
+                self._native.check_knobs(clone._default_knobs + layer)
         if outputs is not None:
             wanted = list(outputs)
             unknown = [n for n in wanted if n not in self.outputs]
@@ -129,11 +135,36 @@ class Router:
                 f"outputs={[p['name'] for p in self._selected]}>")
 
     # -- calls --------------------------------------------------------------------------
-    def _knob_settings(self, knobs: Dict[str, Any]) -> List[str]:
+    def _knob_settings(self, knobs: Dict[str, Any], layer: Optional[int] = None) -> List[str]:
         """`name=value` settings of `knobs`, each name and value checked strictly
         (_knobs.checked_knobs: integers for integer knobs, finite numbers for float
-        ones); the policy's rules are checked where the settings are packed."""
-        return knob_settings(checked_knobs(knobs, self.knobs, self.entry))
+        ones); a per-layer list gives MoE layer `layer`'s value. The policy's rules are
+        checked where the settings are packed."""
+        uniform, per_layer = split_layers(checked_knobs(knobs, self.knobs, self.entry))
+        return knob_settings(uniform) + (
+            knob_settings(self._of_layer(per_layer, layer, knobs)) if per_layer else [])
+
+    def _of_layer(self, per_layer: List[Any], layer: Optional[int], knobs) -> Any:
+        """MoE layer `layer`'s entry of per-layer knobs (KnobError without a layer, or
+        one past their end)."""
+        names = ", ".join(sorted({name for entry in per_layer for name in entry}
+                                 if isinstance(per_layer[0], dict) else
+                                 {s.split("=")[0] for entry in per_layer for s in entry}))
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise KnobError(f"@{self.entry}: knobs {names} give one value per MoE layer: "
+                            "call with layer= (the MoE layer's number)")
+        if not 0 <= layer < len(per_layer):
+            raise KnobError(f"@{self.entry}: knobs {names} give {len(per_layer)} values, one "
+                            f"per MoE layer; layer={layer} has none")
+        return per_layer[layer]
+
+    def _settings(self, knobs: Optional[Dict[str, Any]], layer: Optional[int]) -> List[str]:
+        """The settings of a call: the defaults (the layer's own, for per-layer
+        defaults), then the call's knobs."""
+        settings = list(self._default_knobs)
+        if self._layer_knobs:
+            settings += self._of_layer(self._layer_knobs, layer, None)
+        return settings + (self._knob_settings(knobs, layer) if knobs else [])
 
     def result_shape(self, name_or_param, tokens: int) -> List[int]:
         """The shape of a result for `tokens` tokens."""
@@ -191,16 +222,22 @@ class Router:
             inputs[name] = int(item)
         return inputs
 
-    def __call__(self, *args, knobs: Optional[Dict[str, Any]] = None, **inputs) -> Dict[str, Any]:
+    def __call__(self, *args, knobs: Optional[Dict[str, Any]] = None,
+                 layer: Optional[int] = None, **inputs) -> Dict[str, Any]:
+        """Routes a batch: inputs by name (the first may be positional); `knobs` for
+        this call; `layer`, the MoE layer's number, picks per-layer knob values."""
         if _torch_compiling():  # one node in the graph: the custom op
             if args:
                 inputs[self.inputs[0]] = args[0]
+            if layer is not None or self._layer_knobs or any(
+                    isinstance(v, (list, tuple)) for v in (knobs or {}).values()):
+                raise KnobError(f"@{self.entry}: per-layer knobs under torch.compile: bind "
+                                "the router per layer (configured(knobs=the layer's values))")
             from . import ops
             results = ops.route(self, knobs=knobs, **inputs)
             return {p["name"]: r for p, r in zip(self._selected, results)}
         inputs = self._gather(args, inputs)
-        settings = self._default_knobs + (self._knob_settings(knobs) if knobs else [])
-        return self._call_eager(inputs, settings)
+        return self._call_eager(inputs, self._settings(knobs, layer))
 
     def _call_eager(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
         tensor = next((v for v in inputs.values() if _is_torch(v)), None)

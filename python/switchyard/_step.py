@@ -65,6 +65,11 @@ class StepRouter:
 
     def __init__(self, router, *, experts: int, layer_inputs: Sequence[str] = (),
                  cuda_router=None, label: str = "", narrow_routers=None, pinned=None):
+        if router._layer_knobs:
+            raise InputError(f"{label or router.entry}: per-layer knob defaults: bind one "
+                             "router per layer, or give per-layer values in the step's "
+                             "knobs (set_batch_metadata(knobs=...), the runtime picks the "
+                             "op's layer's)")
         self.router = router
         # The StepRouter of the model's own routing that routes pinned rows (metadata
         # `pinned_rows`: requests that asked for it), or None (such rows are refused).
@@ -120,19 +125,35 @@ class StepRouter:
             self._device_phase.fill_(int(phase))
             self._written_phase = phase
 
-    def check_knobs(self, knobs: Dict) -> None:
+    def check_knobs(self, knobs: Dict, layers=None) -> None:
         """Raises KnobError / SwitchyardError naming a knob the policy does not have or
-        a value its rules refuse."""
-        self.router._native.check_knobs(self.router._default_knobs +
-                                        self.router._knob_settings(knobs))
+        a value its rules refuse (a per-layer list: each layer's value; with `layers`,
+        one value per MoE layer)."""
+        from ._knobs import checked_knobs, split_layers
+        from ._metadata import knob_settings
+        router = self.router
+        uniform, per_layer = split_layers(checked_knobs(knobs, router.knobs, router.entry),
+                                          layers=layers)
+        base = router._default_knobs + knob_settings(uniform)
+        for layer in per_layer or [{}]:
+            router._native.check_knobs(base + knob_settings(layer))
 
     # -- the call ------------------------------------------------------------------------
-    def __call__(self, logits: torch.Tensor, layer_tensors: Sequence[torch.Tensor]):
+    def __call__(self, logits: torch.Tensor, layer_tensors: Sequence[torch.Tensor],
+                 layer: int = -1):
         """One layer's call (eager): the op's C++ kernel (runtime::StepRouter), whose
         errors are RuntimeErrors; without the op library, the same C++ through the
-        extension."""
+        extension. `layer`: the MoE layer's number (its per-layer knobs; recorded when
+        a routing-trace capture is on), -1 when not known."""
         if NATIVE_OP:
-            return _route_step_op(logits, list(layer_tensors), self.handle)
+            return _route_step_op(logits, list(layer_tensors), self.handle, layer)
+        weights, ids = self._call_extension(logits, layer_tensors, layer)
+        if layer >= 0 and _recorder is not None:
+            _record(layer, logits, ids, weights)
+        return weights, ids
+
+    def _call_extension(self, logits, layer_tensors, layer: int):
+        """The call through the extension (no op library): host or device."""
         if logits.device.type != "cpu":
             return self._call_device(logits, layer_tensors)
         dtype = _DTYPE_CODES.get(logits.dtype)
@@ -157,7 +178,7 @@ class StepRouter:
         _switchyard.step_route(self.handle, tokens, logits.data_ptr(), dtype,
                                [t.data_ptr() for t in tensors],
                                [_LAYER_DTYPE_CODES[t.dtype] for t in tensors],
-                               ids.data_ptr(), weights.data_ptr())
+                               ids.data_ptr(), weights.data_ptr(), moe_layer=layer)
         return weights, ids
 
     def _call_device(self, logits, layer_tensors):
@@ -191,14 +212,15 @@ def route_step(logits: torch.Tensor, layer_inputs: List[torch.Tensor], handle: i
                layer: int = -1):
     """The op's Python implementation (CUDA tensors; CPU too where the C++ op library
     was not built)."""
-    weights, ids = _steps[handle](logits, layer_inputs)
-    if layer >= 0 and _recorder is not None:
-        from .trace.capture import _logits_numpy   # float32, or bfloat16 as its bits
-        array = _logits_numpy(logits)
-        _recorder(layer, array, ids.detach().cpu().numpy(),
-                  weights.detach().float().cpu().numpy(),
-                  "bfloat16" if array.dtype == np.uint16 else "float32")
-    return weights, ids
+    return _steps[handle](logits, layer_inputs, layer)
+
+
+def _record(layer, logits, ids, weights) -> None:
+    """Hands a call to the step recorder as the C++ op does."""
+    from .trace.capture import _logits_numpy   # float32, or bfloat16 as its bits
+    array = _logits_numpy(logits)
+    _recorder(layer, array, ids.detach().cpu().numpy(), weights.detach().float().cpu().numpy(),
+              "bfloat16" if array.dtype == np.uint16 else "float32")
 
 
 _recorder = None

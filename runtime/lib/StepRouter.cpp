@@ -228,9 +228,26 @@ Status StepRouter::knobStruct(const std::vector<std::string> &overrides,
   return status;
 }
 
+namespace {
+/// `knobs` followed by the per-layer overrides of MoE layer `moeLayer` (`layerKnobs`
+/// empty: `knobs` alone); false when per-layer knobs are set and the layer has none.
+bool knobsOfLayer(const std::vector<std::string> &knobs,
+                  const std::vector<std::vector<std::string>> &layerKnobs, int64_t moeLayer,
+                  std::vector<std::string> &out) {
+  out = knobs;
+  if (layerKnobs.empty())
+    return true;
+  if (moeLayer < 0 || moeLayer >= static_cast<int64_t>(layerKnobs.size()))
+    return false;
+  const std::vector<std::string> &own = layerKnobs[static_cast<size_t>(moeLayer)];
+  out.insert(out.end(), own.begin(), own.end());
+  return true;
+}
+} // namespace
+
 Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsType,
                          const void *const *layer, const npy::DType *layerTypes,
-                         int32_t *ids, float *weights) const {
+                         int32_t *ids, float *weights, int64_t moeLayer) const {
   if (tokens < 0 || tokens > kMaxTokens)
     return fail(StatusCode::kInvalidArgument, std::to_string(tokens) +
                                                   " tokens is outside [0, " +
@@ -251,8 +268,23 @@ Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsTy
                     "(switchyard.set_batch_metadata / the engine integration sets it)");
   }
   size_t entry = entryFor(logitsType);
-  static const std::vector<std::string> none;
-  const std::vector<std::string> &knobs = state ? state->knobs : none;
+  auto perLayer = [&](const std::vector<std::string> &given,
+                      const std::vector<std::vector<std::string>> &layerKnobs,
+                      std::vector<std::string> &out) -> Status {
+    if (knobsOfLayer(given, layerKnobs, moeLayer, out))
+      return Status::ok();
+    return fail(StatusCode::kInvalidKnob,
+                "the step's knobs give one value per MoE layer for " +
+                    std::to_string(layerKnobs.size()) + " layers, and this call is " +
+                    (moeLayer < 0 ? std::string("of no layer (the op's layer is -1)")
+                                  : "of MoE layer " + std::to_string(moeLayer)));
+  };
+  std::vector<std::string> knobs;
+  if (state) {
+    Status status = perLayer(state->knobs, state->layerKnobs, knobs);
+    if (!status.isOk())
+      return status;
+  }
   if (!state || state->groups.empty())
     return runRows(entry, tokens, logits, logitsType, layer, layerTypes, state, nullptr,
                    knobs, ids, weights);
@@ -267,11 +299,15 @@ Status StepRouter::route(int64_t tokens, const void *logits, npy::DType logitsTy
                         std::to_string(tokens) + "-token batch");
       covered[static_cast<size_t>(row)] = 1;
     }
-    Status status = group.pinned
-                        ? routePinned(tokens, logits, logitsType, layer, layerTypes, state,
-                                      group.rows, ids, weights)
-                        : runRows(entry, tokens, logits, logitsType, layer, layerTypes,
-                                  state, &group.rows, group.knobs, ids, weights);
+    std::vector<std::string> groupKnobs;
+    Status status =
+        group.pinned ? Status::ok() : perLayer(group.knobs, group.layerKnobs, groupKnobs);
+    if (!status.isOk())
+      return status;
+    status = group.pinned ? routePinned(tokens, logits, logitsType, layer, layerTypes,
+                                        state, group.rows, ids, weights)
+                          : runRows(entry, tokens, logits, logitsType, layer, layerTypes,
+                                    state, &group.rows, groupKnobs, ids, weights);
     if (!status.isOk())
       return status;
   }

@@ -90,7 +90,7 @@ import test_capture_durable as t
 from switchyard.vllm import capture
 recorder = capture.recorder()
 for layer in range(t.LAYERS):
-    recorder.new_layer(t.E, t.K)
+    recorder.new_layer(layer, t.E, t.K)
 if {endless!r}:
     step = 0
     while True:   # until killed: one forward pass every 10 ms
@@ -139,8 +139,8 @@ def main():
         directory = os.path.join(tmp, "in-process")
         recorder = capture.Recorder(directory, max_tokens=40, chunk_tokens=6,
                                     flush_seconds=1000)
-        for _ in range(LAYERS):
-            recorder.new_layer(E, K)
+        for layer in range(LAYERS):
+            recorder.new_layer(layer, E, K)
         feed(recorder, list(range(4)))        # 1+2+3+1 tokens: one chunk of 6, 1 waits
         path = recorder.flush()
         chunks = sorted(os.listdir(path))

@@ -32,8 +32,8 @@ def main():
         from switchyard._metadata import current_metadata
         original = _step.StepRouter.__call__
 
-        def recording(self, logits, layer_tensors):
-            weights, ids = original(self, logits, layer_tensors)
+        def recording(self, logits, layer_tensors, layer=-1):
+            weights, ids = original(self, logits, layer_tensors, layer)
             metadata = dict(current_metadata() or {})
             records.append({
                 "logits": logits.float().numpy().copy(), "ids": ids.numpy().copy(),
@@ -45,6 +45,7 @@ def main():
                 "knobs": json.dumps(metadata.get("knobs") or {}),
                 "groups": len(metadata.get("knob_groups") or []),
                 "pinned": np.asarray(metadata.get("pinned_rows", []), np.int64),
+                "layer": layer,
                 "logits_dtype": str(logits.dtype),
                 "in_place": logits.dtype in self.in_place_dtypes})
             return weights, ids
@@ -102,29 +103,13 @@ def main():
 
 
 def record_compiled_calls(records):
-    """Under torch.compile the routing op's C++ kernel runs without Python: give every
-    Switchyard layer an index (as SWITCHYARD_CAPTURE does) so the op hands each call to
-    the runtime's step recorder, and record there (no layer tensors: none of the
-    compiled scenarios has one). Under SWITCHYARD_CAPTURE the capture's own layer
-    indices are used and its recorder gets every call too."""
-    import itertools
-
+    """Under torch.compile the routing op's C++ kernel runs without Python: the plugin
+    passes every layer's number, so the op hands each call to the runtime's step
+    recorder; record there (no layer tensors: none of the compiled scenarios has one).
+    Under SWITCHYARD_CAPTURE its recorder gets every call too."""
     import numpy as np
     from switchyard import _step
     from switchyard._metadata import current_metadata
-    from switchyard.vllm import capture
-
-    layers = itertools.count()
-
-    class LayerIndices:
-        def new_layer(self, experts, top_k):
-            return next(layers)
-
-        def record(self, *args):   # eager calls: recorded by StepRouter.__call__
-            pass
-
-    if not os.environ.get(capture.CAPTURE_ENV):
-        capture.recorder = LayerIndices
 
     def record(layer, logits, ids, weights, dtype):
         if dtype == "bfloat16":
@@ -140,6 +125,7 @@ def record_compiled_calls(records):
             "knobs": json.dumps(metadata.get("knobs") or {}),
             "groups": len(metadata.get("knob_groups") or []),
             "pinned": np.asarray(metadata.get("pinned_rows", []), np.int64),
+            "layer": layer,
             "logits_dtype": f"torch.{dtype}", "in_place": None})
 
     set_recorder = _step.set_step_recorder

@@ -11,9 +11,10 @@ locally built tokenizers (make_model.py); every engine run is a child process
   - a bfloat16 model's logits are read in place by an entry compiled with
     --input-dtype logits=bf16, routing = the reference on the widened values;
   - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
-    batch 8 (capacity drops), top_p at p = 0.5 (fewer than k experts): no crash, ids in [0, E), filled slots have weight 0 and
-    an expert the token or the batch already uses, the rest equals the reference;
-    XShare activates fewer experts than top-k;
+    batch 8 (capacity drops), top_p at p = 0.5 (fewer than k experts): no crash, ids
+    in [0, E), filled slots have weight 0 and an expert the token or the batch already
+    uses, the rest equals the reference; XShare activates fewer experts than top-k;
+    per-layer knobs (SWITCHYARD_KNOBS lists) route each MoE layer with its own value;
   - LYNX reads the phase vLLM's batches have (prefill 0, decode 1) and equals its
     reference per call, in compile mode; XShare-spec gets one request id per request,
     and under n-gram speculative decoding the draft tokens of each request marked;
@@ -223,6 +224,35 @@ def test_xshare(models, tmp):
             check(active_per_call(calls) < native_active,
                   f"xshare batch {batch}: experts active per call {active_per_call(calls):.1f} "
                   f"< top-k's {native_active:.1f}")
+
+
+def test_layer_knobs(models, tmp):
+    """Per-layer knobs: SWITCHYARD_KNOBS gives XShare's budget one value per MoE layer;
+    a request's list of the wrong length fails that request."""
+    record = os.path.join(tmp, "layer-knobs.pkl")
+    with open(os.path.join(models["qwen3_moe"], "config.json")) as f:
+        layers = json.load(f)["num_hidden_layers"]
+    budgets = [1 + 5 * (i % 2) for i in range(layers)]   # 1, 6, 1, ...
+    scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS, "max_tokens": 4,
+                "record": record, "bad_extra_args": {"switchyard.budget": [1] * (layers + 1)}}
+    sy, _ = run_engine(scenario, env={"SWITCHYARD_POLICY": "xshare",
+                                      "SWITCHYARD_KNOBS": json.dumps({"budget": budgets})})
+    check(sy is not None and sy.get("bad_request")
+          and f"the model has {layers} MoE layers" in sy["bad_request"],
+          f"per-layer knobs: a request's list of {layers + 1} values fails that request "
+          f"({(sy or {}).get('bad_request')})")
+    if sy is None:
+        return
+    records = load_records(record)
+    k = records[0]["ids"].shape[1]
+    seen = sorted({r["layer"] for r in records})
+    check(seen == list(range(layers)), f"per-layer knobs: every call names its MoE layer "
+          f"({seen})")
+    for layer in range(min(layers, 2)):
+        check_against([r for r in records if r["layer"] == layer],
+                      lambda r: ref.xshare(r["logits"], k, budget=budgets[layer]),
+                      f"per-layer knobs: MoE layer {layer} routed with budget "
+                      f"{budgets[layer]}", filled_ok=True)
 
 
 def test_capacity(models, tmp):
@@ -534,6 +564,7 @@ def main():
                                          deepseek_reference)),
              ("bf16", lambda: test_bfloat16(models, tmp)),
              ("xshare-1-8", lambda: test_xshare(models, tmp)),
+             ("layer-knobs", lambda: test_layer_knobs(models, tmp)),
              ("capacity-8", lambda: test_capacity(models, tmp)),
              ("top-p", lambda: test_top_p(models, tmp)),
              ("lynx-spec", lambda: test_lynx_and_spec(models, tmp)),

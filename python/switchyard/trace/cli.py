@@ -33,8 +33,9 @@ def _pairs(items, what):
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise InputError(f"{what} '{item}': expected name=value")
-        try:
-            out[name] = _number(value)
+        try:   # a,b,c: one value per MoE layer (the trace's layer numbers index it)
+            out[name] = ([_number(v) for v in value.split(",")] if "," in value
+                         else _number(value))
         except ValueError:
             out[name] = value
     return out
@@ -193,7 +194,8 @@ def main(argv=None) -> int:
     parser.add_argument("--policy", required=True,
                         help="a shipped policy's name or a .mlir file")
     parser.add_argument("--set", action="append", metavar="KNOB=VALUE",
-                        help="a knob value (repeatable)")
+                        help="a knob value (repeatable); A,B,C gives one value per MoE "
+                             "layer, indexed by the trace's layer numbers")
     parser.add_argument("--sweep", action="append", metavar="KNOB=A:B[:STEP]",
                         help="sweep a knob over A..B (repeatable: every combination)")
     parser.add_argument("--ranks", type=int, default=1,

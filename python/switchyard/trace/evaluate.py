@@ -341,8 +341,10 @@ def _layer_metrics(trace: Trace, ids: np.ndarray, probs: np.ndarray,
 
 
 def _route(router, policy, trace: Trace, logits: np.ndarray, tokens: np.ndarray,
-           setting: dict) -> np.ndarray:
-    out = router(logits=np.ascontiguousarray(logits[tokens]), knobs=setting,
+           setting: dict, layer: int) -> np.ndarray:
+    """The policy's ids for `tokens` of MoE layer `layer` (a per-layer knob's value is
+    the layer's: lists are indexed by the trace's layer numbers)."""
+    out = router(logits=np.ascontiguousarray(logits[tokens]), knobs=setting, layer=layer,
                  **_feeds(router, trace, tokens))
     if "topk_ids" not in out:
         raise InputError(f"policy '{policy}' returns no topk_ids (results: {sorted(out)}): "
@@ -377,7 +379,7 @@ def _speedup_vs_batch(router, policy, trace: Trace, logits: Dict[int, np.ndarray
         times = {name: [0.0, 0.0] for name in opts.profiles}  # [policy, model]
         for layer in trace.layers:
             for tokens in batches:
-                ids = _route(router, policy, trace, logits[layer], tokens, setting)
+                ids = _route(router, policy, trace, logits[layer], tokens, setting, layer)
                 for which, chosen in ((0, ids), (1, model_ids[layer][tokens])):
                     counts = _counts(chosen, trace.num_experts)
                     for name, profile in opts.profiles.items():
@@ -445,7 +447,7 @@ def evaluate(trace, policy, knobs=None, sweep=None, ranks: int = 1, *, balance=N
     for setting in settings:
         layers = {}
         for layer in trace.layers:
-            chosen = [_route(router, policy, trace, logits[layer], tokens, setting)
+            chosen = [_route(router, policy, trace, logits[layer], tokens, setting, layer)
                       for tokens in step_tokens]
             width = max(c.shape[1] for c in chosen)
             ids = np.full((trace.num_tokens, width), -1, dtype=np.int64)

@@ -82,11 +82,11 @@ class EngineKnobs:
         self.content = content
         try:
             from .plugin import parse_knobs
-            from .. import _step
             knobs = parse_knobs(content.decode("utf-8", errors="replace"), self.path,
                                 allow_empty=False)
-            for step in list(_step._steps.values()):   # the policy's own rules, every shape
-                step.check_knobs(knobs)
+            from .router import built_layers, policy_steps
+            for step in policy_steps():   # the policy's own rules, every layer shape
+                step.check_knobs(knobs, layers=built_layers() or None)
             self.knobs = knobs
             logger.info("switchyard: engine knobs from %s now in force: %s", self.path,
                         json.dumps(self.knobs, sort_keys=True))
@@ -100,6 +100,9 @@ class EngineKnobs:
 
 
 _engine_knobs = None
+# SWITCHYARD_KNOBS's per-layer lists: applied every step, as the runtime picks a layer's
+# value by the op's layer (the one-value knobs are the routers' compiled defaults).
+static_layer_knobs: Dict[str, Any] = {}
 
 
 def request_knobs(extra_args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -144,7 +147,8 @@ def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
     draft_mask = np.zeros(num_tokens, dtype=np.int32)
     scheduled = getattr(runner, "_switchyard_scheduler_output", None)
     spec = getattr(scheduled, "scheduled_spec_decode_tokens", None) or {}
-    engine = _engine_knobs.current() if _engine_knobs is not None else {}
+    engine = {**static_layer_knobs,
+              **(_engine_knobs.current() if _engine_knobs is not None else {})}
     knob_sets: List[tuple] = []   # (request index, its knobs) of the unpinned requests
     pinned: List[int] = []   # requests routed by the model's own routing
     for index, req_id in enumerate(batch.req_ids[:num_reqs]):
@@ -171,15 +175,16 @@ def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
                               ).astype(np.int64)
 
     if any(knobs for _, knobs in knob_sets):
-        distinct = {tuple(sorted(k.items())) for _, k in knob_sets}
-        if len(distinct) == 1:
+        # Requests alike in their knobs (values may be per-layer lists: keyed as JSON).
+        groups: Dict[str, tuple] = {}
+        for index, knobs in knob_sets:
+            key = json.dumps(knobs, sort_keys=True)
+            groups.setdefault(key, (knobs, []))[1].append(index)
+        if len(groups) == 1:
             metadata["knobs"] = knob_sets[0][1]
         else:
-            groups = {}
-            for index, knobs in knob_sets:
-                groups.setdefault(tuple(sorted(knobs.items())), []).append(index)
-            metadata["knob_groups"] = [(rows(members), dict(key))
-                                       for key, members in groups.items()]
+            metadata["knob_groups"] = [(rows(members), knobs)
+                                       for knobs, members in groups.values()]
     elif engine:   # every request pinned: the padding rows take the engine's knobs
         metadata["knobs"] = engine
     if pinned:
@@ -187,11 +192,15 @@ def step_metadata(runner, num_tokens: int, positions) -> Dict[str, Any]:
     return metadata
 
 
-def install() -> None:
-    """Wraps the model runner so every forward step runs under its batch metadata."""
+def install(settings=None) -> None:
+    """Wraps the model runner so every forward step runs under its batch metadata;
+    `settings`' per-layer knob lists apply to every step."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     global _engine_knobs
+    if settings is not None:
+        static_layer_knobs.update({name: value for name, value in settings.knobs.items()
+                                   if isinstance(value, list)})
     path = os.environ.get("SWITCHYARD_KNOBS_FILE", "").strip()
     if path and _engine_knobs is None:
         _engine_knobs = EngineKnobs(path)

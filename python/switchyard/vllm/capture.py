@@ -106,12 +106,13 @@ class Recorder:
         self.tokens_written = 0
         self._warned_partial = False
 
-    def new_layer(self, experts: int, top_k: int) -> int:
+    def new_layer(self, layer: int, experts: int, top_k: int) -> bool:
+        """MoE layer `layer` (the router's number) is built: captured when it has the
+        first layer's shape (a trace has one); returns whether it is."""
         if not self.model:
             self.model = _model_name()
         if not self.geometry:
             self.geometry = _geometry()
-        layer = self.num_layers
         self.num_layers += 1
         if self.shape is None:
             self.shape = (experts, top_k)
@@ -119,15 +120,15 @@ class Recorder:
             logger.warning("switchyard: %s: MoE layer %d has %d experts, top-%d, unlike the "
                            "first layer's %s: it is not captured (a trace has one shape)",
                            CAPTURE_ENV, layer, experts, top_k, self.shape)
-            return -1
+            return False
         self.capturable.add(layer)
-        return layer
+        return True
 
     def record(self, layer: int, logits, ids, weights) -> None:
         """One layer's routing call (eager, or the op inside a compiled graph; not in
         vLLM's warm-up runs)."""
         from .._metadata import current_metadata
-        if self.stopped or layer < 0:
+        if self.stopped or layer not in self.capturable:
             return
         metadata = current_metadata() or {}
         if metadata.get("warmup_step") or "request_ids" not in metadata:

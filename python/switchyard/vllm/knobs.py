@@ -11,7 +11,7 @@ a step.
 """
 import atexit
 import functools
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .._errors import SwitchyardError
 from .._knobs import quoted
@@ -24,7 +24,26 @@ _states: List[Dict[str, Any]] = []
 atexit.register(lambda: [state.clear() for state in _states])
 
 
-def check_request(router, extra_args) -> None:
+def moe_layer_count(config) -> Optional[int]:
+    """The MoE layers of a model config (a transformers config or dict; its
+    text_config for multimodal models): every layer, except DeepSeek's first
+    `first_k_dense_replace` ones and, for Qwen-MoE, `mlp_only_layers` and the layers off
+    `decoder_sparse_step`; None when the config does not say."""
+    config = config.to_dict() if hasattr(config, "to_dict") else dict(config or {})
+    if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    layers = config.get("num_hidden_layers")
+    if not isinstance(layers, int) or layers <= 0:
+        return None
+    dense = config.get("first_k_dense_replace") or 0
+    step = config.get("decoder_sparse_step") or 1
+    frequency = config.get("moe_layer_freq") or 1
+    only_mlp = set(config.get("mlp_only_layers") or ())
+    return sum(1 for i in range(layers) if i >= dense and i % frequency == 0
+               and (i + 1) % step == 0 and i not in only_mlp)
+
+
+def check_request(router, extra_args, layers: Optional[int] = None) -> None:
     """Raises SwitchyardError naming the knob when `extra_args` set a knob `router`
     does not have, a value of the wrong type (_knobs.check_value: an integer knob takes
     an integer — not a bool, a string or a float) or one its rules refuse; or spell
@@ -42,6 +61,9 @@ def check_request(router, extra_args) -> None:
         return
     try:
         router.configured(knobs=knobs)
+        if layers is not None:   # per-layer lists: one value per MoE layer
+            from .._knobs import split_layers
+            split_layers(knobs, layers=layers)
     except SwitchyardError as error:
         raise SwitchyardError(f"extra_args: {error}") from None
 
@@ -97,7 +119,9 @@ def install(settings) -> None:
             if "router" not in state:
                 state["router"] = _router_for(settings, self.model_config.hf_config)
             try:
-                check_request(state["router"], extra)
+                if "layers" not in state:
+                    state["layers"] = moe_layer_count(self.model_config.hf_config)
+                check_request(state["router"], extra, state["layers"])
             except SwitchyardError as error:
                 from vllm.exceptions import VLLMValidationError
                 raise VLLMValidationError(str(error), parameter="extra_args") from None

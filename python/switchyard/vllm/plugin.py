@@ -44,7 +44,8 @@ class Settings:
 
 
 def parse_knobs(text: str, source: str = KNOBS_ENV, allow_empty: bool = True) -> Dict[str, Any]:
-    """A JSON object of knob name -> number: SWITCHYARD_KNOBS, or the knobs file
+    """A JSON object of knob name -> number, or -> a list of numbers with one value per
+    MoE layer: SWITCHYARD_KNOBS, or the knobs file
     `source`. Numbers only (no bools, strings, NaN or Infinity; the policy's own types —
     integers for integer knobs — are checked where the routers are bound); an empty
     text is {} unless `allow_empty` is false (a knobs file caught half-written). Errors
@@ -69,9 +70,13 @@ def parse_knobs(text: str, source: str = KNOBS_ENV, allow_empty: bool = True) ->
         raise KnobError(f"{source}: expected a JSON object of knob values, got "
                         f"{type(knobs).__name__}")
     for name, value in knobs.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise KnobError(f"{source}: knob {quoted(name)} takes a number, got "
-                            f"{describe(value)}")
+        values = value if isinstance(value, list) else [value]
+        for item in values:   # a list: one value per MoE layer
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise KnobError(f"{source}: knob {quoted(name)} takes a number or a list of "
+                                f"numbers (one per MoE layer), got {describe(item)}")
+    from .._knobs import split_layers
+    split_layers(knobs, f"{source}: ")   # lists of one length
     return knobs
 
 
@@ -83,7 +88,7 @@ def register() -> None:
         return
     from . import batch, knobs, middleware, router
     router.install(settings)
-    batch.install()
+    batch.install(settings)
     knobs.install(settings)
     middleware.install()
     _installed = True

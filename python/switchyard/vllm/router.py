@@ -84,6 +84,28 @@ def _layer_shape(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return shape
 
 
+def _check_layer_lists(settings, layer: int) -> None:
+    """SWITCHYARD_KNOBS's per-layer lists against the model: one value per MoE layer
+    (checked when the first layer is built, against the config's MoE layer count when
+    it tells; then each layer must have its value)."""
+    from .._knobs import split_layers
+    from .knobs import moe_layer_count
+    if not any(isinstance(v, list) for v in (settings.knobs or {}).values()):
+        return
+    layers = None
+    if layer == 0:
+        try:
+            from vllm.config import get_current_vllm_config
+            layers = moe_layer_count(get_current_vllm_config().model_config.hf_config)
+        except Exception:   # outside a vLLM model build
+            layers = None
+    _, per_layer = split_layers(settings.knobs, "SWITCHYARD_KNOBS: ", layers)
+    if layer >= len(per_layer):
+        raise SwitchyardError(f"SWITCHYARD_KNOBS: per-layer knobs give {len(per_layer)} "
+                              f"values, one per MoE layer, and the model has MoE layer "
+                              f"{layer}")
+
+
 def _native_softmax_topk(kwargs: Dict[str, Any]) -> bool:
     """Whether vLLM would route the layer with its plain softmax top-k (no grouping, no
     custom function, softmax scoring)."""
@@ -125,7 +147,7 @@ def pinned_router(kwargs: Dict[str, Any], shape: Dict[str, Any], layer_inputs):
                        "expert-parallel layers have no pinned router")
         return None
     from .plugin import Settings
-    return step_router(Settings(policy, {}), shape, layer_inputs, target="host",
+    return step_router(Settings(policy, {}), shape, layer_inputs, target="host", pin=True,
                        label=f"the model's own routing, {policy} ({shape['experts']} "
                              f"experts, top-{shape['top_k']})",
                        purpose="routes the requests pinned to it (switchyard.route = "
@@ -134,12 +156,13 @@ def pinned_router(kwargs: Dict[str, Any], shape: Dict[str, Any], layer_inputs):
 
 def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=None,
                 target=None, pinned=None, label=None,
-                purpose="routes the MoE layers"):
+                purpose="routes the MoE layers", pin=False):
     """The StepRouter of `settings.policy` for a layer shape (compiled at most once);
     `layer_inputs`: what the layer has ("bias", "placement"); `logits_dtypes`: the
     narrow logits read in place (default: the model's dtype); `target`: "host" or
     "cuda" (default: the platform's); `pinned`: the StepRouter of the model's own
-    routing (pinned_router); `label` prefixes its errors, `purpose` its log line."""
+    routing (pinned_router); `label` prefixes its errors, `purpose` its log line; `pin`:
+    this is a pinned router (not the policy's: engine knobs are not its)."""
     if logits_dtypes is None:
         logits_dtypes = (_model_dtype(),)
     if target is None:
@@ -150,8 +173,10 @@ def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=
     if step is None:
         label = label or (f"SWITCHYARD_POLICY={settings.policy} ({shape['experts']} "
                           f"experts, top-{shape['top_k']})")
+        # One-value knobs are the compiled defaults; per-layer lists apply per step.
+        uniform = {k: v for k, v in (settings.knobs or {}).items() if not isinstance(v, list)}
         try:
-            step = bind(settings.policy, knobs=settings.knobs or None,
+            step = bind(settings.policy, knobs=uniform or None,
                         layer_inputs=tuple(layer_inputs), target=target,
                         label=label, logits_dtypes=logits_dtypes, pinned=pinned, **shape)
         except SwitchyardError as error:
@@ -162,6 +187,8 @@ def step_router(settings, shape: Dict[str, Any], layer_inputs=(), logits_dtypes=
             raise type(error)(message if message.startswith(label) else
                               f"{label}: {message}") from None
         _steps[key] = step
+        if not pin:
+            _policy_steps.append(step)
         logger.info("switchyard: %s %s (%s)", label, purpose,
                     ", ".join(f"{k}={v}" for k, v in sorted(shape.items())))
     return step
@@ -216,11 +243,15 @@ def make_router_class():
             # correction bias, the expert placement's tables (EP).
             given = dict(placement or {}, bias=e_score_correction_bias)
             self._layer_tensors = [given[name] for name in step.layer_inputs]
-            # SWITCHYARD_CAPTURE: this layer's recorder, else None (capture.py).
+            # The MoE layer's number: the order vLLM builds the routers (per pipeline
+            # stage), which per-layer knobs and routing traces index by.
+            self.layer = _built[0]
+            _built[0] += 1
+            # SWITCHYARD_CAPTURE: the process's recorder, else None (capture.py); the
+            # routing op hands it each call of a layer it captures.
             self._capture = capture.recorder()
-            self._capture_layer = -1
             if self._capture is not None:
-                self._capture_layer = self._capture.new_layer(global_num_experts, top_k)
+                self._capture.new_layer(self.layer, global_num_experts, top_k)
                 _warn_if_graphs()
 
         @property
@@ -231,14 +262,10 @@ def make_router_class():
         def _compute_routing(self, hidden_states, router_logits, indices_type, *,
                              input_ids=None):
             if torch.compiler.is_compiling():   # one opaque node in the graph
-                # (a capturing layer passes its index: the op records at run time)
                 weights, ids = torch.ops.switchyard.route_step(
-                    router_logits, self._layer_tensors, self.step.handle,
-                    self._capture_layer)
+                    router_logits, self._layer_tensors, self.step.handle, self.layer)
             else:
-                weights, ids = self.step(router_logits, self._layer_tensors)
-                if self._capture is not None:
-                    self._capture.record(self._capture_layer, router_logits, ids, weights)
+                weights, ids = self.step(router_logits, self._layer_tensors, self.layer)
             if (self.softmax_weights and router_logits.dtype in _HALF_DTYPES
                     and router_logits.device.type == "cpu"):
                 weights = weights.to(router_logits.dtype).float()   # as the native router's
@@ -250,6 +277,22 @@ def make_router_class():
 
 
 _HALF_DTYPES = (torch.bfloat16, torch.float16)
+# The policy's step routers (every layer shape; not the pinned routers): what engine
+# knobs are checked against.
+_policy_steps: list = []
+
+
+def policy_steps() -> list:
+    return list(_policy_steps)
+
+
+# The MoE layers built so far (a router's number is the count before it).
+_built = [0]
+
+
+def built_layers() -> int:
+    """How many MoE layers this process built (its routers)."""
+    return _built[0]
 
 
 def _skip_padding(weights, ids):
@@ -307,6 +350,7 @@ def install(settings) -> None:
             raise SwitchyardError(
                 f"SWITCHYARD_POLICY={settings.policy}: this model's MoE layers use "
                 f"{refused} routing, which a Switchyard policy does not replace")
+        _check_layer_lists(settings, built_layers())
         bias = kwargs.get("e_score_correction_bias")
         shape = _layer_shape(kwargs)
         layer_inputs = ["bias"] if bias is not None else []

@@ -36,6 +36,10 @@ struct StepState {
   bool warmup = false;
   /// Knob overrides for the whole step ("name=value"), over each router's defaults.
   std::vector<std::string> knobs;
+  /// Per-layer overrides: MoE layer L's call (the op's `layer`) applies layerKnobs[L]
+  /// after `knobs` (a knob given one value per layer). Empty: none; a call of a layer
+  /// past the end, or of no layer (-1), while some are set is an error.
+  std::vector<std::vector<std::string>> layerKnobs;
   /// Requests that set different knobs: each group's token rows are routed as a batch
   /// of their own with the group's overrides; rows in no group take `knobs`. A
   /// `pinned` group's rows (requests that asked for the model's own routing) are
@@ -44,6 +48,8 @@ struct StepState {
     std::vector<int64_t> rows;
     std::vector<std::string> knobs;
     bool pinned = false;
+    /// The group's per-layer overrides (as StepState::layerKnobs).
+    std::vector<std::vector<std::string>> layerKnobs;
   };
   std::vector<KnobGroup> groups;
 };
@@ -84,10 +90,11 @@ public:
   /// tensors in the order of layerInputs() (float32, or bfloat16 / float16 widened;
   /// int32 for the placement's parameters),
   /// ids int32 [tokens, k] and weights float32 [tokens, k] written. The step's
-  /// metadata and knobs come from the calling thread's StepState.
+  /// metadata and knobs come from the calling thread's StepState; `moeLayer` (the
+  /// engine's MoE layer index, -1: not given) picks its per-layer knobs.
   Status route(int64_t tokens, const void *logits, npy::DType logitsType,
                const void *const *layer, const npy::DType *layerTypes, int32_t *ids,
-               float *weights) const;
+               float *weights, int64_t moeLayer = -1) const;
 
   int64_t topK() const { return k; }
   int64_t experts() const { return numExperts; }
