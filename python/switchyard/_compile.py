@@ -107,6 +107,22 @@ def shape_flags(**shape: Any) -> list:
     return _shapes.shape_flags(shape, SwitchyardError, hint=", or model=")
 
 
+def _frozen_value(name: str, value: Any) -> str:
+    """A knob value freeze_knobs compiles in: a number (the compiler checks it against
+    the knob's dtype and rules), never a bool, a string, NaN / inf or a per-layer list;
+    KnobError naming the knob otherwise."""
+    import math
+    from ._knobs import describe, quoted
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        what = "a list (per-layer values are run-time knobs)" if isinstance(
+            value, (list, tuple)) else describe(value)
+        raise KnobError(f"freeze_knobs: knob {quoted(name)} takes a number, got {what}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise KnobError(f"freeze_knobs: knob {quoted(name)} takes a finite number, got "
+                        f"{value!r}")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def compile(policy: Union[str, os.PathLike], *, model: Any = None,
             experts: Optional[int] = None, top_k: Optional[int] = None,
             target: str = "host", knobs: Optional[Dict[str, Any]] = None,
@@ -189,7 +205,7 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
                         f"{type(knobs).__name__}")
     if freeze_knobs:
         for name, value in (knobs or {}).items():
-            flags += ["--set", f"{name}={int(value) if isinstance(value, bool) else value}"]
+            flags += ["--set", f"{name}={_frozen_value(name, value)}"]
         flags.append("--freeze-knobs")
         knobs = None
     compile_target = "host"

@@ -2,11 +2,11 @@
 """Knob values, strict on every channel, with messages of bounded size (ctest
 python/knob-values; no vLLM needed: the plugin's modules are imported without it).
 
-- a router's knobs (compile(knobs=), a call's knobs=, the request check the plugin adds
-  to vLLM): an integer knob refuses a bool, a string ("8", "8\\x00junk"), a float (8.0)
-  and integers outside int64; a float knob refuses NaN, infinities and bools and takes
-  an integer; a name that differs only in case says which knob it means; the policy's
-  rule names the knob as the user wrote it;
+- a router's knobs (compile(knobs=) and freeze_knobs, a call's knobs=, the request
+  check the plugin adds to vLLM): an integer knob refuses a bool, a string ("8",
+  "8\\x00junk"), a float (8.0) and integers outside int64; a float knob refuses NaN,
+  infinities and bools and takes an integer; a name that differs only in case says
+  which knob it means; the policy's rule names the knob as the user wrote it;
 - a request's extra_args: a key whose prefix is spelled in another case is refused with
   the right spelling; an out-of-range integer names the knob;
 - SWITCHYARD_KNOBS and the knobs file: bools, strings, NaN / Infinity literals refused,
@@ -86,6 +86,15 @@ def main():
     refused("compile(knobs=) checks too",
             lambda: sy.compile("xshare", experts=16, top_k=4, knobs={"budget": True}),
             "the boolean true")
+    refused("compile(freeze_knobs=True) checks the frozen values' types",
+            lambda: sy.compile("xshare", experts=16, top_k=4, knobs={"budget": True},
+                               freeze_knobs=True), "freeze_knobs", "the boolean true")
+    refused("freeze_knobs refuses a per-layer list",
+            lambda: sy.compile("xshare", experts=16, top_k=4, knobs={"budget": [1, 2]},
+                               freeze_knobs=True), "'budget'", "per-layer")
+    check("freeze_knobs compiles a number in",
+          error_of(lambda: sy.compile("xshare", experts=16, top_k=4, knobs={"budget": 3},
+                                      freeze_knobs=True)) is None)
     refused("the rule names the knob as written", call(xshare, {"set_budget": 99}),
             "set_budget must be in [0, 16]", "min_size of moe.fill")
 
