@@ -1,6 +1,8 @@
 """moe-eval: evaluate a routing policy offline on a trace (docs/traces.md).
 
     moe-eval TRACE --policy P [--set k=v ...] [--sweep knob=a:b[:step] ...]
+             [--tune KNOB[=a:b[:step]] --target-mass 0.9 [--objective experts|modeled-time]
+              [--knobs-out knobs.json]]
              [--ranks N] [--balance home,eplb,libra] [--balance-window S] [--redundant R]
              [--balance-set k=v ...]
              [--hardware h100,h200,a100,this-cpu] [--model CONFIG] [--batch-sizes 1,8,..]
@@ -12,8 +14,15 @@ pareto.png (experts_active_mean against mass_kept_mean, phase "all", mean over l
 for every knob setting, the Pareto front drawn through the settings no other beats on
 both), imbalance.png with --ranks > 1 (EP imbalance per layer under each balancing
 rule, first setting) and speedup.png with --batch-sizes (modeled speedup over the
-model's own routing against the batch size, per hardware profile and setting). Exit
-status 0, or 2 with a message for bad arguments or a malformed trace."""
+model's own routing against the batch size, per hardware profile and setting).
+
+With --tune, the knob is tuned per layer instead (switchyard.trace.tune): per MoE layer
+the value with the fewest experts active (or the least modeled MoE time on the first
+--hardware profile) that keeps --target-mass of the model's own top-k mass, next to the
+best single value for all layers; --json writes that report and --knobs-out a knobs
+file ({"KNOB": [one value per MoE layer]}) the vLLM plugin's SWITCHYARD_KNOBS_FILE
+reads unchanged. Exit status 0, or 2 with a message for bad arguments or a malformed
+trace."""
 from __future__ import annotations
 
 import argparse
@@ -236,6 +245,18 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", action="append", metavar="NAME=VALUE",
                         help="another shape parameter of the policy (e.g. topk_groups=2); "
                              "one the policy does not have is an error")
+    parser.add_argument("--tune", metavar="KNOB[=A:B[:STEP]]",
+                        help="tune KNOB per layer (an integer knob's values: its rule's "
+                             "range, else A..B)")
+    parser.add_argument("--target-mass", type=float, default=0.90,
+                        help="--tune: the share of the model's top-k mass each layer keeps "
+                             "(default 0.90)")
+    parser.add_argument("--objective", default="experts",
+                        choices=["experts", "modeled-time"],
+                        help="--tune: what to minimise per layer (modeled-time: with "
+                             "--hardware)")
+    parser.add_argument("--knobs-out", metavar="FILE",
+                        help="--tune: write the per-layer knobs as a knobs file")
     parser.add_argument("--json", metavar="OUT",
                         help="the report to write (--json, --plots or both)")
     parser.add_argument("--plots", metavar="DIR",
@@ -244,6 +265,10 @@ def main(argv=None) -> int:
     parser.add_argument("--phase", default=ALL, choices=[ALL, "prefill", "decode", "verify"],
                         help="the phase the printed summary and the plots show (default all)")
     args = parser.parse_args(argv)
+    if args.tune:
+        return _tune_main(args)
+    if args.knobs_out:
+        parser.error("--knobs-out writes what --tune finds: give --tune KNOB")
     if not args.json and not args.plots:
         parser.error("nothing to write: give --json OUT, --plots DIR or both")
     try:
@@ -278,6 +303,53 @@ def main(argv=None) -> int:
         if args.plots:
             for path in write_plots(report, args.plots, args.phase):
                 print(f"wrote {path}")
+    except SwitchyardError as e:
+        print(f"moe-eval: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"moe-eval: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _tune_main(args) -> int:
+    """moe-eval --tune: the per-layer choice, printed, and written as asked."""
+    from .evaluate import parse_sweep
+    from .tune import tune
+    if not args.json and not args.knobs_out:
+        print("moe-eval: --tune: nothing to write: give --json OUT, --knobs-out FILE or both",
+              file=sys.stderr)
+        return 2
+    try:
+        _check_outputs(args.json, None)
+        _check_outputs(args.knobs_out, None)
+        knob, values = (parse_sweep(args.tune) if "=" in args.tune else (args.tune, None))
+        shape = _pairs(args.shape, "--shape")
+        if args.groups is not None:
+            shape["groups"] = args.groups
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            report = tune(args.trace, args.policy, knob, target_mass=args.target_mass,
+                          objective=args.objective, values=values,
+                          knobs=_pairs(args.set, "--set"), hardware=args.hardware,
+                          model=args.model, expert_dtype=args.expert_dtype, **shape)
+        for path, value in ((args.json, report), (args.knobs_out, report["knobs"])):
+            if path:
+                with open(path, "w") as f:
+                    json.dump(value, f, indent=1)
+                    f.write("\n")
+        unit = "experts active" if args.objective == "experts" else "modeled us"
+        for layer, row in report["per_layer"]["layers"].items():
+            print(f"layer {layer}: {knob}={row['value']} ({unit} {row['objective']:.3f}, "
+                  f"mass kept {row['mass_kept']:.4f})")
+        uniform = report["uniform"]
+        print(f"per layer: {unit} {report['per_layer']['objective_mean']:.3f} (mean); "
+              + (f"best single value {knob}={uniform['value']}: "
+                 f"{uniform['objective_mean']:.3f}" if uniform else
+                 "no single value keeps the target on every layer"))
+        if report["layers_below_target"]:
+            print(f"below the target on layers {report['layers_below_target']} (the value "
+                  "keeping the most mass is used there)")
     except SwitchyardError as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
