@@ -87,7 +87,7 @@ def post(url, body, raw_xargs=None):
 class Server:
     """vllm.entrypoints.openai.api_server on 127.0.0.1 in a child process."""
 
-    def __init__(self, model, log_path, env):
+    def __init__(self, model, log_path, env, core):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -97,7 +97,8 @@ class Server:
              "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32",
              "--enforce-eager", "--max-model-len", "256", "--served-model-name", "tiny"],
             stdout=self.log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", **env))
+            env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1",
+                     VLLM_CPU_OMP_THREADS_BIND=str(core), **env))
 
     def wait_ready(self, timeout=400):
         deadline = time.time() + timeout
@@ -264,10 +265,13 @@ def main():
         f.write('{"routed_scaling_factor": 2.5}')
     trace_dir = os.path.join(tmp, "trace")
     # Both servers start together (start-up is most of their cost), then run one at a time.
-    native = Server(model, os.path.join(tmp, "native.log"), {})
+    # One core each (the last two the machine has: core 0 alone when it has one).
+    cores = sorted(os.sched_getaffinity(0))
+    native = Server(model, os.path.join(tmp, "native.log"), {}, cores[-1])
     served = Server(model, os.path.join(tmp, "switchyard.log"),
                     {"SWITCHYARD_POLICY": "deepseek_v3", "SWITCHYARD_CAPTURE": trace_dir,
-                     "SWITCHYARD_KNOBS_FILE": knobs_file})
+                     "SWITCHYARD_KNOBS_FILE": knobs_file}, cores[-2] if len(cores) > 1
+                    else cores[0])
     try:
         if not (expect(native.wait_ready() and served.wait_ready(), "both servers healthy")):
             return check.summary()
