@@ -273,9 +273,7 @@ def main(argv=None) -> int:
         parser.error("nothing to write: give --json OUT, --plots DIR or both")
     try:
         _check_outputs(args.json, args.plots)
-        shape = _pairs(args.shape, "--shape")
-        if args.groups is not None:
-            shape["groups"] = args.groups
+        shape = _shape(args)
         with warnings.catch_warnings():
             # The compiler's warnings as the tool's own lines, not Python's format.
             warnings.showwarning = _show_warning
@@ -303,10 +301,7 @@ def main(argv=None) -> int:
         if args.plots:
             for path in write_plots(report, args.plots, args.phase):
                 print(f"wrote {path}")
-    except SwitchyardError as e:
-        print(f"moe-eval: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
+    except (SwitchyardError, OSError) as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
     return 0
@@ -324,9 +319,7 @@ def _tune_main(args) -> int:
         _check_outputs(args.json, None)
         _check_outputs(args.knobs_out, None)
         knob, values = (parse_sweep(args.tune) if "=" in args.tune else (args.tune, None))
-        shape = _pairs(args.shape, "--shape")
-        if args.groups is not None:
-            shape["groups"] = args.groups
+        shape = _shape(args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             report = tune(args.trace, args.policy, knob, target_mass=args.target_mass,
@@ -350,13 +343,18 @@ def _tune_main(args) -> int:
         if report["layers_below_target"]:
             print(f"below the target on layers {report['layers_below_target']} (the value "
                   "keeping the most mass is used there)")
-    except SwitchyardError as e:
-        print(f"moe-eval: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
+    except (SwitchyardError, OSError) as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _shape(args) -> dict:
+    """--shape's pairs and --groups, as evaluate()'s shape keywords."""
+    shape = _pairs(args.shape, "--shape")
+    if args.groups is not None:
+        shape["groups"] = args.groups
+    return shape
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
