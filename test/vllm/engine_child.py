@@ -14,16 +14,24 @@ with "runs", each run's {"tokens", "calls"} in "runs" instead: several generate 
 of one engine (an engine start costs more than its checks), each recorded apart.
 The engine runs in this process (no engine-core or worker processes), so the routing
 calls can be recorded: every StepRouter call's logits, metadata and results.
+
+`engine_child.py --serve` is the same run, forked: it imports vLLM once (most of an
+engine start's time), then reads one request per stdin line, {"scenario", "env",
+"output", "timeout"}, forks a child that takes that environment, runs the scenario
+with its output in the file `output`, and answers {"exit": code} per line. Each
+engine still has a process of its own, so vLLM still reads the plugin's settings once
+per engine.
 """
 import json
 import os
 import sys
 
+ENGINE_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
-def main():
-    scenario = json.loads(sys.argv[1])
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+def main(scenario):
+    for name, value in ENGINE_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     records = []
     runs = scenario.get("runs")
     if scenario.get("record") or any(r.get("record") for r in runs or []):
@@ -147,5 +155,42 @@ def save(records, path):
         pickle.dump(records, f)
 
 
+def serve():
+    """The fork server (see the module's docstring)."""
+    import signal
+    import traceback
+    for name, value in ENGINE_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    import vllm  # noqa: F401  (what every child would import: loaded once, here)
+    from vllm import LLM, SamplingParams  # noqa: F401
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                fd = os.open(request["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.environ.clear()
+                os.environ.update(request["env"])
+                signal.alarm(int(request.get("timeout", 600)))   # a hung engine dies
+                main(request["scenario"])
+                code = 0
+            except SystemExit as error:
+                code = error.code if isinstance(error.code, int) else 1
+            except BaseException:   # noqa: BLE001  (the child reports, the server goes on)
+                traceback.print_exc()
+            # A normal interpreter exit, as a process of its own would end: threads
+            # joined, exit handlers run (the capture's last chunk is written there).
+            sys.exit(code)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"exit": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        main(json.loads(sys.argv[1]))

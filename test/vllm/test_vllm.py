@@ -1,7 +1,8 @@
 """Switchyard inside a real vLLM engine (vLLM's CPU build in .venv-vllm; the package
 installed there registers the plugin). Small random Qwen3-MoE and Mixtral models with
 locally built tokenizers (make_model.py); every engine run is a child process
-(engine_child.py) because vLLM reads the plugin's settings once per process.
+(engine_child.py) because vLLM reads the plugin's settings once per process, forked
+from a server that has imported vLLM once (an engine start is mostly imports).
 
   - topk_softmax through the plugin gives the same greedy tokens as vLLM's native
     router (float32), eager and torch.compile, on Qwen3-MoE and Mixtral, and so does
@@ -60,28 +61,53 @@ def check(condition, what):
         FAILURES.append(what)
 
 
+class EngineServer:
+    """engine_child.py --serve: vLLM imported once, each engine run a fork of it (an
+    engine start is mostly imports: ~8 of its ~10 s)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.runs = 0
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "engine_child.py"),
+                                      "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def run(self, scenario, env, timeout):
+        """(exit code, the child's output) of one engine run."""
+        self.runs += 1
+        output = os.path.join(self.directory, f"engine-{self.runs}.log")
+        self.proc.stdin.write(json.dumps({"scenario": scenario, "env": env,
+                                          "output": output, "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the engine server exited ({self.proc.wait()})")
+        with open(output, errors="replace") as f:
+            return json.loads(answer)["exit"], f.read()
+
+
+SERVER = []   # the EngineServer, started by main()
+
+
 def run_engine(scenario, env=None, expect_failure=False, timeout=600):
-    """Runs engine_child.py; returns (result dict or None, output text)."""
+    """Runs an engine_child.py scenario; returns (result dict or None, output text)."""
     child_env = dict(os.environ)
     for name in ("SWITCHYARD_POLICY", "SWITCHYARD_KNOBS", "SWITCHYARD_KNOBS_FILE",
                  "SWITCHYARD_CAPTURE", "SWITCHYARD_CAPTURE_MAX_TOKENS"):
         child_env.pop(name, None)
     child_env.update(env or {})
     start = time.time()
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "engine_child.py"),
-                           json.dumps(scenario)], capture_output=True, text=True,
-                          env=child_env, timeout=timeout)
-    output = proc.stdout + proc.stderr
+    code, output = SERVER[0].run(scenario, child_env, timeout)
     result = None
-    for line in proc.stdout.splitlines():
+    for line in output.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
     label = (env or {}).get("SWITCHYARD_POLICY", "native")
     print(f"  [{label}, {'eager' if scenario.get('eager', True) else 'compiled'}: "
-          f"{time.time() - start:.0f} s, exit {proc.returncode}]", flush=True)
-    if proc.returncode != 0 and not expect_failure:
+          f"{time.time() - start:.0f} s, exit {code}]", flush=True)
+    if code != 0 and not expect_failure:
         print(output[-6000:])
-    return (result if proc.returncode == 0 else None), output
+    return (result if code == 0 else None), output
 
 
 def load_records(path):
@@ -573,6 +599,7 @@ def main():
              ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
              ("capture", lambda: test_capture(models, tmp)),
              ("bad-settings", lambda: test_bad_settings(models, tmp))]
+    SERVER.append(EngineServer(tmp))
     for name, test in tests:
         if args.only and args.only not in name:
             continue
