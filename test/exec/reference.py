@@ -324,6 +324,37 @@ def top_p(logits, k, p=0.9, k_min=1, renormalize=True):
     return _result(ids, w, E)
 
 
+def oea(logits, k, k0=1, max_rank=0, renormalize=True):
+    """Opportunistic Expert Activation (arXiv 2511.02237), from its definition: the
+    batch activates S = the union of every token's top-k0 experts (by logit, ties to
+    the lower id); each token then takes, in decreasing probability, the experts that
+    are in S and among its own top `max_rank` (0: k; over all E, NaN last), at most k
+    of them (a -inf or NaN logit is never taken); the other slots id -1, weight 0.
+    Weights: the taken probabilities, divided by their float32 slot-order sum when
+    `renormalize` (and the sum is > 0)."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    probs = softmax_rows(x)
+    S = union_topk(x, k0)
+    bound = k if max_rank <= 0 else max_rank
+    ids = np.full((T, k), -1, dtype=np.int32)
+    w = np.zeros((T, k), dtype=F32)
+    for t in range(T):
+        row = x[t]
+        own = set(rank_desc(row)[:bound].tolist())
+        taken = [e for e in rank_desc(row)
+                 if S[e] and e in own and not np.isnan(row[e]) and row[e] != NEG_INF][:k]
+        for j, e in enumerate(taken):
+            ids[t, j], w[t, j] = e, probs[t, e]
+        if renormalize:
+            total = F32(0)
+            for j in range(k):
+                total = F32(total + w[t, j])
+            if total > 0:
+                w[t] = (w[t] / total).astype(F32)
+    return _result(ids, w, E, S)
+
+
 def deepseek_v3(logits, bias, k=8, groups=8, topk_groups=4, scaling=2.5,
                 group_topk=2):
     """DeepSeek-V3 technical report §2.1.2 (vLLM grouped_topk, e_score_correction_bias).

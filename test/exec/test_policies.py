@@ -44,7 +44,7 @@ F32 = np.float32
 INF = np.inf
 BLOCK = 64       # every shipped policy aligns blocks of 64 (moe.align_blocks)
 WEIGHT_ATOL = 1e-5
-POLICIES = ["topk_softmax", "top_p", "deepseek_v3", "lynx", "xshare", "xshare_spec",
+POLICIES = ["topk_softmax", "top_p", "oea", "deepseek_v3", "lynx", "xshare", "xshare_spec",
             "xshare_ep", "capacity_topk", "expert_choice"]
 RESULTS = ["topk_ids", "topk_weights", "selected", "expert_counts", "active_experts",
            "num_active", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
@@ -184,6 +184,8 @@ class Case:
             r = R.topk_softmax(logits, k, **kn)
         elif p == "top_p":
             r = R.top_p(logits, k, **kn)
+        elif p == "oea":
+            r = R.oea(logits, k, **kn)
         elif p == "deepseek_v3":
             r = R.deepseek_v3(logits, self.inputs["bias"], k=k, groups=self.groups,
                               topk_groups=self.topk_groups, **kn)
@@ -265,6 +267,34 @@ def cases_top_p():
                   expect_ids=np.tile(np.array([0, 1, 2, -1], np.int32), (5, 1))))
     c.append(Case(P, 64, 8, 16, "-inf", {"logits": with_neg_inf(normal(16, 64, 440), 441,
                                                                  0.95)}))
+    return c
+
+
+def cases_oea():
+    P = "oea"
+    c = []
+    for T in (1, 7, 16, 64, 1024):
+        c.append(Case(P, 128, 8, T, "trace", {"logits": trace(T, 128, 450 + T)[0]}))
+    # The baseline's size, and how far a token may reach for a batch expert: max_rank
+    # 0 (= k: only ever a subset of its own top-k), a wider bound, E (any batch expert).
+    for k0 in (0, 1, 2, 8):
+        c.append(Case(P, 64, 8, 16, "normal", {"logits": normal(16, 64, 460 + k0)},
+                      knobs={"k0": k0}))
+    for max_rank in (1, 4, 16, 64):
+        c.append(Case(P, 64, 8, 64, "normal", {"logits": normal(64, 64, 470, scale=2.0)},
+                      knobs={"k0": 2, "max_rank": max_rank}))
+    # One token: its baseline is the whole set, so it keeps its top-k0 and nothing else.
+    c.append(Case(P, 16, 4, 1, "one token", {"logits": normal(1, 16, 480)},
+                  knobs={"k0": 2, "max_rank": 16}))
+    # Ties to the lower id: every token alike, S = {0..k0-1}.
+    c.append(Case(P, 8, 4, 5, "ties(all-equal)", {"logits": np.zeros((5, 8), F32)},
+                  knobs={"k0": 2},
+                  expect_ids=np.tile(np.array([0, 1, -1, -1], np.int32), (5, 1))))
+    c.append(Case(P, 64, 8, 16, "-inf", {"logits": with_neg_inf(normal(16, 64, 490), 491,
+                                                                 0.9)}, knobs={"k0": 2}))
+    nan = normal(7, 64, 492)
+    nan[3, 5] = np.nan
+    c.append(Case(P, 64, 8, 7, "nan", {"logits": nan}, knobs={"k0": 2, "max_rank": 64}))
     return c
 
 
@@ -651,6 +681,7 @@ def cases_expert_choice():
 CASES = {
     "topk_softmax": cases_topk_softmax,
     "top_p": cases_top_p,
+    "oea": cases_oea,
     "deepseek_v3": cases_deepseek_v3,
     "lynx": cases_lynx,
     "xshare": cases_xshare,

@@ -34,6 +34,7 @@ SHAPE_PARAMS = _shapes.SHAPE_PARAMS + ("model",)
 NATIVE_SHAPES = {
     "topk_softmax": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
     "top_p": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
+    "oea": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
     "xshare": {"model": os.path.join(ROOT, "models", "gpt-oss-120b.json")},
     "xshare_spec": {"model": os.path.join(ROOT, "models", "gpt-oss-120b.json")},
     "lynx": {"experts": 60, "top_k": 4, "shared_experts": 4},
@@ -51,7 +52,7 @@ NATIVE_SHAPES = {
 
 # (policy file in policies/, router entry): every shipped router that compiles to a GPU
 # kernel (the GPU tests run each of them).
-GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("top_p", "top_p"),
+GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("top_p", "top_p"), ("oea", "oea"),
                ("deepseek_v3", "deepseek_v3"),
                ("lynx", "lynx"), ("xshare", "xshare"), ("xshare_spec", "xshare_spec"),
                ("xshare_ep", "xshare_ep"), ("libra", "libra_predict"),

@@ -43,6 +43,29 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
         L.put(id, ids, j);
         L.put(em.select(found, weight, em.f32(0)), wts, j);
       });
+  if (Value bound = op.getMaxRank()) {
+    // OEA's piggy-back bound: a slot keeps its expert only when fewer than r experts
+    // (over all E, ties to the lower id, NaN last) outrank it on the token's scores; r = 0
+    // means k. The slots are best first, so the kept ones stay a prefix.
+    Value r = L.scalar(bound);
+    r = em.select(em.cmpI(P::sle, r, em.i64(0)), em.i64(k), r);
+    em.loop(k, [&](Value j) {
+      Value id = L.at(ids, j);
+      Value found = em.cmpI(P::sge, id, em.i32(0));
+      Value mine = em.toIndex(em.select(found, id, em.i32(0)));
+      Value v = L.at(s, mine);
+      Value above =
+          L.reduceLanes(em.idx(n), em.i64(0), RouterLowering::Combine::AddI, [&](Value e) {
+            Value other = L.at(s, e);
+            Value ties = em.andI(em.cmpF(F::OEQ, other, v), em.cmpI(P::ult, e, mine));
+            Value better = em.orI(em.cmpF(F::OGT, other, v), ties);
+            return em.select(better, em.i64(1), em.i64(0));
+          });
+      Value keep = em.andI(found, em.cmpI(P::slt, above, r));
+      L.put(em.select(keep, id, em.i32(-1)), ids, j);
+      L.put(em.select(keep, L.at(wts, j), em.f32(0)), wts, j);
+    });
+  }
   if (Value p = op.getTopP()) {
     // Top-p: slot j stays when j < min_k or the slots kept before it hold less than p;
     // once they hold p, every later slot is emptied (the kept sum stops growing).

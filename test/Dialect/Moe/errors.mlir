@@ -1467,6 +1467,18 @@ moe.router @route_min_k_above_k(%logits: tensor<?x8xf32>, %p: tensor<?x8xf32>)
 
 // -----
 
+moe.router @route_max_rank_above_experts(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %r = moe.knob "max_rank" = 9 : i64
+  // expected-error @+1 {{'moe.route' op max_rank must be in [0, 8], got 9}}
+  %ids, %w = moe.route %logits k = 2 max_rank(%r : i64)
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
 moe.router @route_element_type(%logits: tensor<?x8xf32>)
     -> (topk_ids: tensor<?x2xi64>, topk_weights: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {

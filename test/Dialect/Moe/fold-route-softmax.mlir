@@ -114,3 +114,20 @@ moe.router @keeps_top_p(%logits: tensor<?x8xf32>)
       top_p(%top : f32) : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
   moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// -----
+
+// A max_rank route may empty the best slot, which the folded form scales by: its
+// softmax stays.
+// CHECK-LABEL: moe.router @keeps_max_rank
+// CHECK: %[[P:.*]] = moe.softmax
+// CHECK: moe.route %{{.*}} weights(%[[P]] : tensor<?x8xf32>) k = 2 renormalize max_rank(
+moe.router @keeps_max_rank(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %r = moe.knob "max_rank" = 0 : i64
+  %probs = moe.softmax %logits : tensor<?x8xf32>
+  %ids, %w = moe.route %logits weights(%probs : tensor<?x8xf32>) k = 2 renormalize
+      max_rank(%r : i64) : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}

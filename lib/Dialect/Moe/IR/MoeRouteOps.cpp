@@ -57,6 +57,12 @@ void RouteOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   if (getTopP())
     rules.push_back(ScalarRule::floatRange(getTopP(), "top_p", 0.0, /*minOpen=*/true, 1.0,
                                            /*maxOpen=*/false));
+  if (getMaxRank()) {
+    int64_t experts = cast<ShapedType>(getScores().getType()).getDimSize(1);
+    rules.push_back(ScalarRule::intRange(
+        getMaxRank(), "max_rank", 0,
+        ShapedType::isDynamic(experts) ? std::nullopt : std::optional(experts)));
+  }
   if (getMinK()) {
     int64_t k = getK();
     rules.push_back(ScalarRule::intRange(

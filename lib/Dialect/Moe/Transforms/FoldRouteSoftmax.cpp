@@ -27,9 +27,10 @@ struct FoldRouteSoftmaxPass
     SmallVector<RouteOp> routes;
     getOperation().walk([&](RouteOp route) { routes.push_back(route); });
     for (RouteOp route : routes) {
-      // Top-p truncates on the probabilities themselves: the softmax stays.
+      // Top-p truncates on the probabilities themselves, and max_rank may empty the best
+      // slot the folded form scales by: the softmax stays.
       if (!route.getRenormalize() || route.getSoftmaxWeights() || !route.getWeights() ||
-          route.getTopP())
+          route.getTopP() || route.getMaxRank())
         continue;
       auto softmax = route.getWeights().getDefiningOp<SoftmaxOp>();
       if (!softmax || softmax.getInput() != route.getScores() ||

@@ -34,6 +34,12 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     kept slots' sum. `p` must be in `(0, 1]` and `min_k` in `[1, k]` (run-time values,
     usually knobs, checked like every knob rule).
 
+    `max_rank(%r : i64)` empties (id `-1`, weight 0) every selected slot whose expert is
+    not among the token's `r` highest `scores` over all E experts, eligible or not (ties
+    to the lower id, NaN last); `r = 0` means `k`. With `within`, this is OEA's
+    piggy-backing: a token takes an expert the batch already runs only when the expert is
+    among its own top `r`. It applies before `top_p`; `r` must be in `[0, E]`.
+
     `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
     generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
     and `> 0`. `renormalize` and `scaling` are the model's (`norm_topk_prob`,
@@ -52,13 +58,14 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
                        UnitAttr:$renormalize, UnitAttr:$softmax_weights,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scaling,
                        Optional<F32>:$scaling_factor, Optional<F32>:$top_p,
-                       Optional<I64>:$min_k);
+                       Optional<I64>:$min_k, Optional<I64>:$max_rank);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
     $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
     (`renormalize` $renormalize^)? (`softmax_weights` $softmax_weights^)?
     (`scaling` `=` $scaling^)?
     (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)?
+    (`max_rank` `(` $max_rank^ `:` type($max_rank) `)`)?
     (`top_p` `(` $top_p^ `:` type($top_p) `)`)? (`min_k` `(` $min_k^ `:` type($min_k) `)`)?
     attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
