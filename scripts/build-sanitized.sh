@@ -18,6 +18,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER="gcc-$GCC_VERSION" -DCMAKE_CXX_COMPILER="g++-$GCC_VERSION" \
     -DCMAKE_CXX_FLAGS="-O1 -g $flags" -DCMAKE_C_FLAGS="-O1 -g $flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    -DCMAKE_UNITY_BUILD=ON   # the libraries' sources in a few translation units: half the time
 fi
 ninja -C "$build" -j "$jobs" "$@"

@@ -20,6 +20,10 @@
 
 #include <cstring>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace balancer_test {
+
 using namespace switchyard;
 using namespace switchyard::exec;
 
@@ -312,3 +316,5 @@ TEST(ReplicaForecast, HitRateIsTheShareOfRoutedPairsPredicted) {
   EXPECT_DOUBLE_EQ(forecast.hitRate(routingOf(2, {0, 3, 3, -1})), 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(forecast.hitRate(routingOf(2, {-1, -1, -1, -1})), 1.0);
 }
+
+} // namespace balancer_test

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace batch_test {
+
 using namespace switchyard::exec;
 
 namespace {
@@ -63,3 +67,5 @@ TEST(Batch, RejectsInconsistentMetadata) {
 }
 
 } // namespace
+
+} // namespace batch_test

@@ -15,6 +15,10 @@
 #include <cmath>
 #include <random>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace dequant_math_test {
+
 using namespace switchyard;
 using namespace switchyard::memory;
 
@@ -142,3 +146,5 @@ TEST(DequantMath, UnknownDtypesAreRefusedByName) {
 }
 
 } // namespace
+
+} // namespace dequant_math_test

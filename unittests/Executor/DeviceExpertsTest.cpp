@@ -16,6 +16,10 @@
 
 #include <random>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace device_experts_test {
+
 using namespace switchyard;
 using namespace switchyard::memory;
 using switchyard::memory::testing::FakeDevice;
@@ -299,3 +303,5 @@ TEST(DeviceExperts, RandomTrafficKeepsSlotsAndBudgetConsistent) {
 }
 
 } // namespace
+
+} // namespace device_experts_test

@@ -16,6 +16,10 @@
 
 #include <cstring>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace expert_memory_test {
+
 using namespace switchyard;
 using namespace switchyard::memory;
 
@@ -123,3 +127,5 @@ TEST(ExpertMemory, ABudgetWithoutOneExpertPerLayerIsAnError) {
 }
 
 } // namespace
+
+} // namespace expert_memory_test

@@ -18,6 +18,10 @@
 
 #include <chrono>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace expert_store_test {
+
 using namespace switchyard;
 using namespace switchyard::memory;
 
@@ -277,3 +281,5 @@ TEST(ExpertStore, OffloadingLoadsOnDemandAndEvicts) {
 }
 
 } // namespace
+
+} // namespace expert_store_test

@@ -19,6 +19,10 @@
 #include <mutex>
 #include <thread>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace expert_transfer_test {
+
 using namespace switchyard;
 using namespace switchyard::exec;
 
@@ -313,3 +317,5 @@ TEST(ExpertPlacement, BadPlansAreErrors) {
   EXPECT_EQ(slices.owner(3), 2);
   EXPECT_EQ(slices.count(1), 0);
 }
+
+} // namespace expert_transfer_test

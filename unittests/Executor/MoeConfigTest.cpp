@@ -18,6 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace moe_config_test {
+
 using namespace switchyard;
 
 namespace {
@@ -193,3 +197,5 @@ TEST(MoeConfig, OnlyASmallRegularFileIsRead) {
 }
 
 } // namespace
+
+} // namespace moe_config_test

@@ -19,6 +19,10 @@
 #include <random>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace moe_layer_test {
+
 using namespace switchyard;
 
 namespace {
@@ -121,3 +125,5 @@ TEST(MoeLayer, MatchesTheDefinitionOnAnyThreadCountF32) { runLayer(false); }
 TEST(MoeLayer, MatchesTheDefinitionOnAnyThreadCountBF16) { runLayer(true); }
 
 } // namespace
+
+} // namespace moe_layer_test

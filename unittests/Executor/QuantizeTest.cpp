@@ -14,6 +14,10 @@
 
 #include <cmath>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace quantize_test {
+
 using namespace switchyard;
 using namespace switchyard::memory;
 
@@ -171,3 +175,5 @@ TEST(Quantize, LayersRunTheirVersionsAndMeasureAccuracy) {
 }
 
 } // namespace
+
+} // namespace quantize_test

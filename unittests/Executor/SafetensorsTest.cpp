@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace safetensors_test {
+
 using namespace switchyard::model;
 
 namespace {
@@ -176,3 +180,5 @@ TEST(Safetensors, RejectsBadCheckpointDirectories) {
 }
 
 } // namespace
+
+} // namespace safetensors_test

@@ -19,6 +19,10 @@
 #include <random>
 #include <thread>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace step_router_test {
+
 using namespace switchyard;
 using namespace switchyard::runtime;
 
@@ -227,3 +231,5 @@ TEST(StepRouter, EmptySlotsFollowTheEngineContract) {
 }
 
 } // namespace
+
+} // namespace step_router_test

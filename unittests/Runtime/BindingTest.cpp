@@ -13,6 +13,10 @@
 #include <cstring>
 #include <limits>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace binding_test {
+
 using namespace switchyard;
 using namespace switchyard::runtime;
 
@@ -436,3 +440,5 @@ TEST(Signature, RelationsAreLeftToTheCompiledCode) {
                         back, error));
   EXPECT_NE(error.find("wrong types"), std::string::npos) << error;
 }
+
+} // namespace binding_test

@@ -7,6 +7,10 @@
 #include <fstream>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace manifest_test {
+
 using namespace switchyard::runtime;
 
 namespace {
@@ -139,3 +143,5 @@ TEST(Manifest, FileDigestsCatchADamagedArtifact) {
   EXPECT_NE(error.find("5 bytes"), std::string::npos) << error;
   std::remove(library.c_str());
 }
+
+} // namespace manifest_test

@@ -24,6 +24,10 @@
 #include <string>
 #include <vector>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace npy_test {
+
 using namespace switchyard::npy;
 
 namespace {
@@ -837,3 +841,5 @@ TEST(NpyDType, NamesSizesAndShapes) {
 }
 
 } // namespace
+
+} // namespace npy_test

@@ -16,6 +16,10 @@
 #include <string>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace npz_test {
+
 using namespace switchyard::npy;
 
 namespace {
@@ -113,3 +117,5 @@ TEST_F(NpzTest, AMemberShorterThanItClaimsSaysHowFarItGot) {
 }
 
 } // namespace
+
+} // namespace npz_test

@@ -20,6 +20,10 @@
 #include <iterator>
 #include <string>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace shared_library_test {
+
 using namespace switchyard::runtime;
 
 namespace {
@@ -107,3 +111,5 @@ TEST_F(SharedLibraryTest, NotAnElfLibraryIsNamed) {
 }
 
 } // namespace
+
+} // namespace shared_library_test

@@ -17,6 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// A namespace of its own: unity builds put several test files in one
+// translation unit (scripts/build-sanitized.sh).
+namespace untrusted_file_test {
+
 using namespace switchyard::runtime;
 
 namespace {
@@ -143,3 +147,5 @@ TEST(JsonAccess, SnippetsOfDeepValuesDoNotRecurse) {
   EXPECT_EQ(error, "c.json: k must be an integer, got [[[[...]]]]");
 }
 } // namespace
+
+} // namespace untrusted_file_test
