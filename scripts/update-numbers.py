@@ -765,6 +765,14 @@ def r_readme_trace_results(src):
     return "\n".join(_eval_traces().summary(src.json("trace-results.json")))
 
 
+def r_quality_results(src):
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import eval_quality
+    return eval_quality.markdown(src.json("quality-results.json"))
+
+
 RENDERERS = {
     "help-moe-run": (native_tool("moe-run", "Switchyard options:"), "build/bin/moe-run --help"),
     "help-moe-compile": (native_tool("moe-compile", "Switchyard options:"),
@@ -799,6 +807,7 @@ RENDERERS = {
     "trace-results": (r_trace_results, "docs/trace-results.json (bench/eval_traces.py)"),
     "readme-trace-results": (r_readme_trace_results,
                              "docs/trace-results.json (bench/eval_traces.py)"),
+    "quality-results": (r_quality_results, "docs/quality-results.json (bench/eval_quality.py)"),
     "readme-headlines": (r_readme_headlines, "scripts/demo.py, docs/gpu-results.json, "
                          "docs/bench-routers.json, docs/memory-modes.json"),
 }

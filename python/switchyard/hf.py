@@ -139,13 +139,22 @@ def _find_routers(model):
     return found
 
 
+def router_modules(model):
+    """[(module name, router module)] of every MoE block's router, in model order: the
+    modules `patch` hooks. Each returns (router_logits, top_k_weights, top_k_index);
+    after `patch`, the policy's weights and ids (a forward hook registered after the
+    patch sees them)."""
+    return [(name, module) for name, module, _ in _find_routers(model)]
+
+
 class _Patch:
     """What `patch` did to one model: the compiled router and one hook per MoE block."""
 
-    def __init__(self, router, metadata, policy):
+    def __init__(self, router, metadata, policy, token_groups=None):
         self.router = router
         self.policy = policy
         self.metadata = metadata
+        self.token_groups = token_groups
         self.layers = []  # (module name, router module, hook handle)
         # The last routing of each patched block (module name -> the router's outputs).
         self.last_outputs: dict[str, dict] = {}
@@ -210,6 +219,32 @@ def _metadata_value(state, name, tokens, device):
     return value
 
 
+def _route(state, feed, tokens):
+    """The router on `feed`; with `token_groups`, each group of tokens routed as a batch
+    of its own (its per-token inputs sliced, the others whole) and the routing put back
+    in token order."""
+    import torch
+    groups = state.token_groups(tokens) if state.token_groups is not None else None
+    if groups is None or tokens == 0:
+        return state.router(**feed)
+    groups = [torch.as_tensor(index, dtype=torch.int64).reshape(-1) for index in groups]
+    covered = torch.cat(groups).sort().values if groups else torch.zeros(0, dtype=torch.int64)
+    if not torch.equal(covered, torch.arange(tokens)):
+        raise _error(f"switchyard.hf: token_groups({tokens}) must cover every token once")
+    ids = weights = None
+    for index in groups:
+        part = {n: (v[index] if torch.is_tensor(v) and v.dim() >= 1 and v.shape[0] == tokens
+                    and n != "bias" else v) for n, v in feed.items()}
+        out = state.router(**part)
+        part_ids = torch.as_tensor(out["topk_ids"])
+        part_w = torch.as_tensor(out["topk_weights"])
+        if ids is None:
+            ids = torch.full((tokens, part_ids.shape[1]), -1, dtype=part_ids.dtype)
+            weights = torch.zeros((tokens, part_w.shape[1]), dtype=part_w.dtype)
+        ids[index], weights[index] = part_ids, part_w
+    return {"topk_ids": ids, "topk_weights": weights}
+
+
 def _make_hook(state, name, module, kind):
     import torch
 
@@ -233,7 +268,7 @@ def _make_hook(state, name, module, kind):
                     device=run_on, dtype=torch.float32).contiguous()
             for n in extra:
                 feed[n] = _metadata_value(state, n, tokens, run_on)
-            out = state.router(**feed)
+            out = _route(state, feed, tokens)
             if "topk_ids" not in out or "topk_weights" not in out:
                 raise _error(
                     f"switchyard.hf: policy '{state.policy}' returns no topk_ids / topk_weights "
@@ -263,14 +298,18 @@ def _make_hook(state, name, module, kind):
     return hook, extra
 
 
-def patch(model, policy, *, knobs=None, target="host", metadata=None, **shape):
+def patch(model, policy, *, knobs=None, target="host", metadata=None, token_groups=None,
+          **shape):
     """Route every MoE block of `model` with `policy`; returns `model`.
 
     `policy`: a shipped policy's name ("topk_softmax", "xshare", "deepseek_v3", ...), a
     path to a .mlir file, policy text, or an already compiled router. It is compiled
     for `model.config` (`switchyard.compile(policy, model=config dict, ...)`), with
     `knobs`, `target` and `**shape` (e.g. `top_k=`) passed on. `metadata`: per-token
-    inputs of batch-aware policies (see the module documentation). Raises
+    inputs of batch-aware policies (see the module documentation). `token_groups`: a
+    function of a routing call's token count returning index arrays that cover every
+    token once; each group is routed as a batch of its own (e.g. the tokens of one
+    position across a [B, L] forward: what batched decoding routes per step). Raises
     `switchyard.SwitchyardError` for a model with no supported MoE router, a model
     already patched, a policy that does not compile, or an input nobody supplies; the
     model is left unchanged then."""
@@ -309,7 +348,7 @@ def patch(model, policy, *, knobs=None, target="host", metadata=None, **shape):
         if "\n" in policy_name or len(policy_name) > 200:
             policy_name = "<policy text>"
 
-    state = _Patch(router, metadata, policy_name)
+    state = _Patch(router, metadata, policy_name, token_groups)
     hooks = [(name, module, _make_hook(state, name, module, kind))
              for name, module, kind in routers]
 

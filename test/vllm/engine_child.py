@@ -9,6 +9,9 @@ settings once per process). argv[1]: a JSON scenario
    "speculative": {...} or null,
    "runs": [{"prompts", "max_tokens", "extra_args", "record"}, ...] or null}
 
+or {"quality": {"model", "policy", "settings", "sequences", "batch"}}: moe-eval
+--quality's vLLM measurement (switchyard.trace.quality.vllm_logprobs),
+
 prints one JSON line: {"tokens": [[...] per prompt], "calls": N, "bad_request": msg};
 with "runs", each run's {"tokens", "calls"} in "runs" instead: several generate calls
 of one engine (an engine start costs more than its checks), each recorded apart.
@@ -32,6 +35,16 @@ ENGINE_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPAC
 def main(scenario):
     for name, value in ENGINE_DEFAULTS.items():
         os.environ.setdefault(name, value)
+    if "quality" in scenario:   # moe-eval --quality's measurement through this engine
+        import numpy as np
+        from switchyard.trace.quality import vllm_logprobs
+        q = scenario["quality"]
+        native, runs = vllm_logprobs(q["model"], q["policy"], q["settings"],
+                                     np.asarray(q["sequences"]), q["batch"])
+        print("RESULT " + json.dumps({"native": native.tolist(),
+                                      "runs": [[k, lp.tolist()] for k, lp in runs]}),
+              flush=True)
+        return
     records = []
     runs = scenario.get("runs")
     if scenario.get("record") or any(r.get("record") for r in runs or []):

@@ -525,6 +525,41 @@ def test_capture(models, tmp):
           f"{small.num_tokens if small else None} tokens, one warning")
 
 
+def test_quality(models, tmp):
+    """moe-eval --quality through vLLM agrees with transformers on the trained model:
+    the same held-out sequences in the same batches, per-token log-probabilities with
+    the model's own routing and with OEA (k0 = 1)."""
+    import importlib.util
+    from switchyard.trace.quality import hf_logprobs, load_sequences
+    root = os.path.dirname(os.path.dirname(HERE))
+    spec = importlib.util.spec_from_file_location(
+        "train_quality_model", os.path.join(root, "scripts", "train_quality_model.py"))
+    trainer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trainer)
+    model = os.path.join(root, "models", "quality-moe")
+    sequences = load_sequences(model, trainer.held_out_text(), context=64, count=16)
+    settings = [{"k0": 1}]
+    (hf_native, _), hf_runs = hf_logprobs(model, "oea", settings, sequences, batch=8,
+                                          routing="prefill")
+    result, _ = run_engine({"quality": {"model": model, "policy": "oea",
+                                        "settings": settings,
+                                        "sequences": sequences.tolist(), "batch": 8}})
+    check(result is not None, "quality: vLLM measured the held-out sequences")
+    if result is None:
+        return
+    native = np.asarray(result["native"])
+    oea = np.asarray(result["runs"][0][1])
+    gap = float(np.abs(native - hf_native).max())
+    check(native.shape == hf_native.shape and gap < 2e-3,
+          f"quality: the model's own routing, vLLM's log-probabilities = transformers' "
+          f"({native.size} tokens, largest difference {gap:.1e})")
+    hf_delta = float((hf_runs[0][1] - hf_native).mean())
+    delta = float((oea - native).mean())
+    check(abs(delta - hf_delta) < 1e-3 and abs(delta) > 1e-5,
+          f"quality: OEA k0=1 through the plugin changes the log-likelihood by "
+          f"{delta:+.4f} nats/token, transformers by {hf_delta:+.4f} (prefill routing)")
+
+
 def test_bad_settings(models, tmp):
     scenario = {"model": models["qwen3_moe"], "prompts": PROMPTS[:1], "max_tokens": 2}
     broken = os.path.join(tmp, "broken.mlir")
@@ -598,6 +633,7 @@ def main():
              ("request-knobs", lambda: test_request_knobs(models, tmp)),
              ("knobs-file", lambda: test_engine_knobs_file(models, tmp)),
              ("capture", lambda: test_capture(models, tmp)),
+             ("quality", lambda: test_quality(models, tmp)),
              ("bad-settings", lambda: test_bad_settings(models, tmp))]
     SERVER.append(EngineServer(tmp))
     for name, test in tests:

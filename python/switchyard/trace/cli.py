@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="moe-eval", description="Evaluate a routing policy offline on a routing trace "
         "(docs/traces.md).")
-    parser.add_argument("trace", help="the trace directory")
+    parser.add_argument("trace", nargs="?", help="the trace directory (not with --quality)")
     parser.add_argument("--policy", required=True,
                         help="a shipped policy's name or a .mlir file")
     parser.add_argument("--set", action="append", metavar="KNOB=VALUE",
@@ -264,7 +264,31 @@ def main(argv=None) -> int:
                         "speedup.png (--batch-sizes)")
     parser.add_argument("--phase", default=ALL, choices=[ALL, "prefill", "decode", "verify"],
                         help="the phase the printed summary and the plots show (default all)")
+    parser.add_argument("--quality", metavar="MODEL_DIR",
+                        help="measure on a Hugging Face model instead of a trace: held-out "
+                        "log-likelihood per setting (--set / --sweep) next to the model's "
+                        "own routing, experts active and mass kept (docs/quality.md)")
+    parser.add_argument("--text", metavar="FILE", help="--quality: the text to evaluate on")
+    parser.add_argument("--context", type=int, default=128,
+                        help="--quality: tokens per sequence (default 128)")
+    parser.add_argument("--sequences", type=int, default=64,
+                        help="--quality: sequences of the text evaluated (default 64)")
+    parser.add_argument("--quality-batch", type=int, default=8, metavar="B",
+                        help="--quality: sequences per forward pass (default 8)")
+    parser.add_argument("--routing-batch", default=None, choices=["decode", "prefill"],
+                        help="--quality: what a batch-aware policy routes together: each "
+                        "position's tokens across the batch, as decoding does (default with "
+                        "hf), or the whole forward pass, as prefill does (vllm)")
+    parser.add_argument("--engine", default="hf", choices=["hf", "vllm"],
+                        help="--quality: transformers (switchyard.hf) or vLLM with the "
+                        "plugin (vLLM's environment)")
     args = parser.parse_args(argv)
+    if args.quality:
+        if args.trace:
+            parser.error("--quality measures a model: give no trace")
+        return _quality_main(args)
+    if not args.trace:
+        parser.error("give a trace directory, or --quality MODEL_DIR")
     if args.tune:
         return _tune_main(args)
     if args.knobs_out:
@@ -301,6 +325,48 @@ def main(argv=None) -> int:
         if args.plots:
             for path in write_plots(report, args.plots, args.phase):
                 print(f"wrote {path}")
+    except (SwitchyardError, OSError) as e:
+        print(f"moe-eval: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _quality_main(args) -> int:
+    """moe-eval --quality: the log-likelihood table, printed and written as asked."""
+    from .evaluate import parse_sweep
+    from .quality import quality
+    if not args.text:
+        print("moe-eval: --quality: give the text to evaluate on (--text FILE)",
+              file=sys.stderr)
+        return 2
+    try:
+        _check_outputs(args.json, None)
+        with open(args.text, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        base = _pairs(args.set, "--set")
+        settings = [dict(base)]
+        for sweep in args.sweep or []:
+            knob, values = parse_sweep(sweep)
+            settings = [dict(s, **{knob: v}) for s in settings for v in values]
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            routing = args.routing_batch or ("decode" if args.engine == "hf" else "prefill")
+            report = quality(args.quality, args.policy, settings, text, args.context,
+                             args.sequences, args.quality_batch, args.engine, routing)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
+                f.write("\n")
+        native = report["native"]
+        print(f"model's own routing: loglik {native['loglik_mean']:.4f} nats/token, "
+              f"perplexity {native['perplexity']:.3f} ({report['tokens']} tokens)")
+        for result in report["results"]:
+            label = " ".join(f"{k}={v}" for k, v in result["knobs"].items()) or "(defaults)"
+            extra = (f", experts_active_mean {result['experts_active_mean']:.3f}, "
+                     f"mass_kept_mean {result['mass_kept_mean']:.4f}"
+                     if "experts_active_mean" in result else "")
+            print(f"{label}: delta loglik {result['delta_loglik_mean']:+.4f} nats/token, "
+                  f"perplexity {result['perplexity']:.3f}{extra}")
     except (SwitchyardError, OSError) as e:
         print(f"moe-eval: {e}", file=sys.stderr)
         return 2
