@@ -11,7 +11,6 @@ the log-likelihood change (Spearman rank correlation over the settings).
 scripts/update-numbers.py renders docs/quality.md's table from the JSON (markdown()).
 """
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -27,14 +26,6 @@ SWEEPS = [
     ("xshare", [{"k0": 1, "budget": b} for b in (0, 2, 4, 8)]),
     ("capacity_topk", [{"capacity_factor": f} for f in (0.5, 1.0, 1.5)]),
 ]
-
-
-def held_out_text():
-    spec = importlib.util.spec_from_file_location(
-        "train_quality_model", os.path.join(ROOT, "scripts", "train_quality_model.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.held_out_text()
 
 
 def spearman(x, y):
@@ -105,7 +96,7 @@ def main():
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8)
     args = ap.parse_args()
-    from switchyard.trace.quality import quality
+    from switchyard.trace.quality import held_out_text, quality
     text = held_out_text()
     start = time.time()
     rows, native = [], None

@@ -8,46 +8,20 @@ standard library).
     python scripts/train_quality_model.py --out models/quality-moe [--steps 1200]
 
 Data: the .py files directly under this Python's standard library directory, sorted;
-every 10th file is held out (the text `held_out_text()` returns, which the quality
-measurements read). Tokenizer: byte-level BPE with 512 tokens, trained here on the
-training files. Weights are saved as bfloat16 (a few MB); train.json records the
+every 10th file is held out (switchyard.trace.quality.stdlib_sources: the held-out text
+is what the quality measurements read). Tokenizer: byte-level BPE with 512 tokens,
+trained here on the training files. Weights are saved as bfloat16 (a few MB); train.json records the
 settings, the data's hash and the loss curve.
 """
 import argparse
-import glob
 import hashlib
 import json
 import math
 import os
-import sysconfig
 import time
 
 VOCAB = 512
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
-
-
-def source_files():
-    """The standard library's top-level .py files, sorted (the corpus)."""
-    return sorted(glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*.py")))
-
-
-def split_files(files):
-    """(training files, held-out files): every 10th file is held out."""
-    return ([f for i, f in enumerate(files) if i % 10 != 9],
-            [f for i, f in enumerate(files) if i % 10 == 9])
-
-
-def read_text(files):
-    parts = []
-    for path in files:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            parts.append(f.read())
-    return "\n".join(parts)
-
-
-def held_out_text():
-    """The held-out source text (what the quality measurements evaluate on)."""
-    return read_text(split_files(source_files())[1])
 
 
 def train_tokenizer(text, out):
@@ -89,14 +63,16 @@ def main():
     args = ap.parse_args()
 
     import torch
+
+    from switchyard.trace.quality import read_sources, stdlib_sources
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
-    train_files, held_files = split_files(source_files())
-    text = read_text(train_files)
+    train_files, held_files = stdlib_sources()
+    text = read_sources(train_files)
     tokenizer = train_tokenizer(text, args.out)
     ids = torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
-    held = torch.tensor(tokenizer(read_text(held_files))["input_ids"], dtype=torch.long)
+    held = torch.tensor(tokenizer(read_sources(held_files))["input_ids"], dtype=torch.long)
     model = build_model(len(tokenizer))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     generator = torch.Generator().manual_seed(args.seed)

@@ -136,6 +136,16 @@ def greedy_add(init, score, count):
     return sel
 
 
+def renormalize_slots(row):
+    """A token's weights divided, in place, by their float32 sum taken in slot order
+    (empty slots add 0), when that sum is > 0."""
+    total = F32(0)
+    for value in row:
+        total = F32(total + value)
+    if total > 0:
+        row[:] = (row / total).astype(F32)
+
+
 def refine_route(route_scores, weight_scores, allowed, k, renormalize=True,
                  scaling=1.0):
     """XShare §3.4 refinement / LYNX §3.4 remapper: every token goes to its top-k
@@ -158,12 +168,7 @@ def refine_route(route_scores, weight_scores, allowed, k, renormalize=True,
             ids[t, j] = e
             w[t, j] = weight_scores[t, e]
         if renormalize:
-            total = F32(0)
-            for j in range(k):  # slot order; empty slots add 0
-                total = F32(total + w[t, j])
-            if total > 0:
-                for j in range(k):
-                    w[t, j] = F32(w[t, j] / total)
+            renormalize_slots(w[t])
         for j in range(k):
             w[t, j] = F32(w[t, j] * scale)
     return ids, w
@@ -316,11 +321,7 @@ def top_p(logits, k, p=0.9, k_min=1, renormalize=True):
             ids[t, j], w[t, j] = e, probs[t, e]
             taken = F32(taken + probs[t, e])
         if renormalize:
-            total = F32(0)
-            for j in range(k):
-                total = F32(total + w[t, j])
-            if total > 0:
-                w[t] = (w[t] / total).astype(F32)
+            renormalize_slots(w[t])
     return _result(ids, w, E)
 
 
@@ -347,11 +348,7 @@ def oea(logits, k, k0=1, max_rank=0, renormalize=True):
         for j, e in enumerate(taken):
             ids[t, j], w[t, j] = e, probs[t, e]
         if renormalize:
-            total = F32(0)
-            for j in range(k):
-                total = F32(total + w[t, j])
-            if total > 0:
-                w[t] = (w[t] / total).astype(F32)
+            renormalize_slots(w[t])
     return _result(ids, w, E, S)
 
 

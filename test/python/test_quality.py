@@ -14,7 +14,6 @@ train_quality_model.py), through transformers:
 
 The same measurement through vLLM with the plugin: vllm/engine, section quality.
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -35,14 +34,6 @@ CHECK = Checks()
 def expect(ok, label):
     """One check, condition first (the long labels read better last)."""
     return CHECK(label, ok)
-
-
-def held_out_text():
-    spec = importlib.util.spec_from_file_location(
-        "train_quality_model", os.path.join(ROOT, "scripts", "train_quality_model.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.held_out_text()
 
 
 def independent_active(sequences, batch):
@@ -71,7 +62,7 @@ def independent_active(sequences, batch):
 
 
 def main():
-    from switchyard.trace.quality import load_sequences, quality
+    from switchyard.trace.quality import held_out_text, load_sequences, quality
     text = held_out_text()
     shape = dict(context=64, count=16, batch=8)
     native = quality(MODEL, "topk_softmax", [{}], text, engine="hf", **shape)

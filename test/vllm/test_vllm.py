@@ -529,15 +529,9 @@ def test_quality(models, tmp):
     """moe-eval --quality through vLLM agrees with transformers on the trained model:
     the same held-out sequences in the same batches, per-token log-probabilities with
     the model's own routing and with OEA (k0 = 1)."""
-    import importlib.util
-    from switchyard.trace.quality import hf_logprobs, load_sequences
-    root = os.path.dirname(os.path.dirname(HERE))
-    spec = importlib.util.spec_from_file_location(
-        "train_quality_model", os.path.join(root, "scripts", "train_quality_model.py"))
-    trainer = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(trainer)
-    model = os.path.join(root, "models", "quality-moe")
-    sequences = load_sequences(model, trainer.held_out_text(), context=64, count=16)
+    from switchyard.trace.quality import held_out_text, hf_logprobs, load_sequences
+    model = os.path.join(os.path.dirname(os.path.dirname(HERE)), "models", "quality-moe")
+    sequences = load_sequences(model, held_out_text(), context=64, count=16)
     settings = [{"k0": 1}]
     (hf_native, _), hf_runs = hf_logprobs(model, "oea", settings, sequences, batch=8,
                                           routing="prefill")

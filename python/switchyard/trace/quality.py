@@ -33,6 +33,31 @@ import numpy as np
 from .._errors import InputError
 
 
+def stdlib_sources():
+    """The corpus of the trained test model (models/quality-moe, scripts/
+    train_quality_model.py): this Python's standard library's top-level .py files, sorted,
+    as (training files, held-out files): every 10th file is held out."""
+    import glob
+    import sysconfig
+    files = sorted(glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*.py")))
+    return ([f for i, f in enumerate(files) if i % 10 != 9],
+            [f for i, f in enumerate(files) if i % 10 == 9])
+
+
+def read_sources(files):
+    """The files' text, joined by newlines."""
+    parts = []
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            parts.append(f.read())
+    return "\n".join(parts)
+
+
+def held_out_text():
+    """The trained test model's held-out text (what its quality is measured on)."""
+    return read_sources(stdlib_sources()[1])
+
+
 def load_sequences(model_dir, text, context=128, count=64):
     """[count, context] token ids of `text` (the model's tokenizer), cut consecutively."""
     from transformers import AutoTokenizer
