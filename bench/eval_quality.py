@@ -25,6 +25,9 @@ SWEEPS = [
     ("oea", [{"k0": k0} for k0 in (1, 2, 3)] + [{"k0": 1, "max_rank": 8}]),
     ("xshare", [{"k0": 1, "budget": b} for b in (0, 2, 4, 8)]),
     ("capacity_topk", [{"capacity_factor": f} for f in (0.5, 1.0, 1.5)]),
+    # Token Drop, and Expanded Drop with twice the model's k as candidates.
+    ("capacity_drop", [{"capacity_factor": f} for f in (0.5, 1.0)]
+     + [{"capacity_factor": f, "candidates": 8} for f in (0.5, 1.0)]),
 ]
 
 

@@ -352,6 +352,36 @@ def oea(logits, k, k0=1, max_rank=0, renormalize=True):
     return _result(ids, w, E, S)
 
 
+def moe_spec(logits, draft_mask, k, budget=32, max_rank=0, renormalize=True):
+    """MoE-Spec (arXiv 2602.16052), from its definition: the budget set S = the `budget`
+    experts with the largest summed softmax probability over the draft tokens
+    (draft_mask != 0; float32 sums in token order, ties to the lower id). A draft token
+    takes, best first by logit, the experts in S among its own top `max_rank` (0: k:
+    truncation; E: substitution), at most k; any other token takes its own top-k. A
+    -inf or NaN logit is never taken; other slots -1 / 0. Weights: the taken
+    probabilities, divided by their float32 slot-order sum when `renormalize`."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    drafts = np.asarray(draft_mask).reshape(-1) != 0
+    if drafts.shape[0] != T:
+        raise ValueError("draft_mask must have one entry per token")
+    p = softmax_rows(x)
+    S = greedy_add(np.zeros(E, dtype=bool), batch_sum(p[drafts]), budget)
+    bound = k if max_rank <= 0 else max_rank
+    ids = np.full((T, k), -1, dtype=np.int32)
+    w = np.zeros((T, k), dtype=F32)
+    for t in range(T):
+        row = x[t]
+        order = rank_desc(row)
+        own = set(order[:bound].tolist()) if drafts[t] else set(range(E))
+        taken = [e for e in order if (S[e] or not drafts[t]) and e in own
+                 and not np.isnan(row[e]) and row[e] != NEG_INF][:k]
+        for j, e in enumerate(taken):
+            ids[t, j], w[t, j] = e, p[t, e]
+        if renormalize:
+            renormalize_slots(w[t])
+    return _result(ids, w, E, S)
+
 def deepseek_v3(logits, bias, k=8, groups=8, topk_groups=4, scaling=2.5,
                 group_topk=2):
     """DeepSeek-V3 technical report §2.1.2 (vLLM grouped_topk, e_score_correction_bias).
@@ -580,6 +610,41 @@ def xshare_ep(logits, bias, log2phy, k, k0=1, device_budget=5, devices=8, slots=
     return _result(ids, w, E, S)
 
 
+def metro(logits, log2phy, k, devices=8, slots=None, renormalize=True):
+    """METRO's replica choice (arXiv 2512.09277) as moe.metro_replicas documents it, on
+    the model's softmax top-k: every expert the batch activates runs on ONE of its
+    replicas; experts are placed fewest replicas first (then more tokens first, then the
+    lower id), each on the replica whose GPU has the fewest activated experts so far
+    (then the fewest tokens, then the lower replica rank). physical_ids = the chosen
+    replica of each slot's expert; device_experts = activated experts per GPU."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    slots = slots or E
+    base = topk_softmax(x, k, renormalize=renormalize)
+    ids = base["topk_ids"]
+    counts = expert_counts(ids, E)
+    l2p = np.asarray(log2phy, dtype=np.int32).reshape(E, -1)
+    replicas = [max(1, int((l2p[e] >= 0).sum())) for e in range(E)]
+    per_dev = slots // devices
+    dev_experts = np.zeros(devices, np.int32)
+    dev_tokens = np.zeros(devices, np.int64)
+    chosen = np.full(E, -1, np.int32)
+    for e in sorted((e for e in range(E) if counts[e] > 0),
+                    key=lambda e: (replicas[e], -int(counts[e]), e)):
+        def rank(r):
+            g = int(l2p[e, r]) // per_dev
+            return (int(dev_experts[g]), int(dev_tokens[g]), r)
+        r = min(range(replicas[e]), key=rank)
+        g = int(l2p[e, r]) // per_dev
+        chosen[e] = l2p[e, r]
+        dev_experts[g] += 1
+        dev_tokens[g] += int(counts[e])
+    phys = np.where(ids >= 0, chosen[np.clip(ids, 0, E - 1)], -1).astype(np.int32)
+    out = _result(ids, base["topk_weights"], E)
+    out["physical_ids"] = phys
+    out["device_experts"] = dev_experts
+    return out
+
 __all__ = [
     "rank_desc", "union_topk", "softmax_rows", "sigmoid", "batch_sum", "refine_route",
     "expert_counts", "active_experts", "align_block_size", "expert_device",
@@ -636,6 +701,37 @@ def capacity_topk(logits, k, capacity_factor=1.25, renormalize_after_drop=False,
     return {"topk_ids": ids, "topk_weights": w, "expert_counts": admitted,
             "num_dropped": np.array([dropped], np.int32)}
 
+
+def capacity_drop(logits, k, capacity_factor=1.0, candidates=0, renormalize=True):
+    """Capacity-aware inference (He et al., ICLR 2026, arXiv 2503.05066), from its
+    definition: p = softmax(logits); every token proposes its `candidates` best experts
+    by p (0: k; ties to the lower id, NaN last); every expert admits, of the tokens
+    proposing it, the C = min(T, ceil(capacity_factor * T * k / E)) with the highest
+    p[t, e] (ties to the lower token index; a NaN probability is never admitted); every
+    token keeps its best k admitted experts by p (ties to the lower id), weights p,
+    divided by their float32 slot-order sum when `renormalize`; other slots -1 / 0."""
+    x = _as_logits(logits)
+    T, E = x.shape
+    p = softmax_rows(x)
+    m = k if candidates <= 0 else min(candidates, E)
+    proposes = np.zeros((T, E), dtype=bool)
+    for t in range(T):
+        proposes[t, rank_desc(p[t])[:m]] = True
+    C = capacity_of(capacity_factor, T, k, E, T)
+    admitted = np.zeros((T, E), dtype=bool)
+    for e in range(E):
+        tokens = [t for t in range(T) if proposes[t, e] and not np.isnan(p[t, e])]
+        tokens.sort(key=lambda t: (-float(p[t, e]), t))
+        admitted[tokens[:C], e] = True
+    ids = np.full((T, k), -1, dtype=np.int32)
+    w = np.zeros((T, k), dtype=F32)
+    for t in range(T):
+        mine = [e for e in rank_desc(p[t]) if admitted[t, e]][:k]
+        for j, e in enumerate(mine):
+            ids[t, j], w[t, j] = e, p[t, e]
+        if renormalize:
+            renormalize_slots(w[t])
+    return _result(ids, w, E)
 
 def expert_choice(logits, k, capacity_factor=1.0, max_experts=4, block_size=64,
                   capacity=None):

@@ -430,3 +430,52 @@ def resident_first(ids, resident):
     first = [t for t in range(len(ids)) if ready(ids[t])]
     rest = [t for t in range(len(ids)) if not ready(ids[t])]
     return np.array(first + rest, np.int32), np.array([len(first)], np.int32)
+
+
+# --------------------------------------------------------------------------- LLEP
+
+def least_loaded(loads, gpus, capacity_factor=1.1, min_chunk=1024, threshold=1.3):
+    """LLEP's least-loaded assignment (arXiv 2601.17111) as moe.least_loaded documents
+    it -> (plan [E, gpus], native GPU loads, loads after, weight transfers)."""
+    loads = [max(0, int(x)) for x in loads]
+    E = len(loads)
+    per = E // gpus
+    home = [e // per for e in range(E)]
+    native = [sum(loads[g * per:(g + 1) * per]) for g in range(gpus)]
+    total = sum(native)
+    balanced = total // gpus
+    cap = int(float(f32(capacity_factor)) * balanced) if balanced > 0 else total
+    cap = max(cap, 1)
+    plan = np.zeros((E, gpus), np.int32)
+    native_f = np.array(native, np.float32)
+    if threshold > 0 and imbalance(native_f)[0] < f32(threshold):
+        for e in range(E):
+            plan[e, home[e]] = loads[e]
+        return plan, native_f, native_f.copy(), np.array([0], np.int32)
+    pending, assigned = list(native), [0] * gpus
+
+    def effective(g):
+        return assigned[g] + pending[g]
+
+    def give(e, g, tokens):
+        plan[e, g] += tokens
+        assigned[g] += tokens
+
+    for e in sorted(range(E), key=lambda x: (-loads[x], x)):
+        g0 = home[e]
+        pending[g0] -= loads[e]
+        mine = min(loads[e], max(0, cap - effective(g0)))
+        give(e, g0, mine)
+        rest = loads[e] - mine
+        while rest > 0:
+            if gpus == 1:
+                give(e, g0, rest)
+                break
+            h = min((g for g in range(gpus) if g != g0), key=lambda g: (effective(g), g))
+            room = cap - effective(h)
+            chunk = min(rest, room) if room > 0 and (rest <= room or room >= min_chunk) \
+                else rest
+            give(e, h, chunk)
+            rest -= chunk
+    moved = sum(1 for e in range(E) for g in range(gpus) if g != home[e] and plan[e, g] > 0)
+    return plan, native_f, np.array(assigned, np.float32), np.array([moved], np.int32)

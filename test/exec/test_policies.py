@@ -45,8 +45,9 @@ INF = np.inf
 BLOCK = 64       # every shipped policy aligns blocks of 64 (moe.align_blocks)
 WEIGHT_ATOL = 1e-5
 POLICIES = ["topk_softmax", "top_p", "oea", "deepseek_v3", "lynx", "xshare", "xshare_spec",
-            "xshare_ep", "capacity_topk", "expert_choice"]
-RESULTS = ["topk_ids", "topk_weights", "selected", "expert_counts", "active_experts",
+            "xshare_ep", "capacity_topk", "capacity_drop", "moe_spec", "metro", "expert_choice"]
+RESULTS = ["topk_ids", "topk_weights", "physical_ids", "device_experts", "selected",
+           "expert_counts", "active_experts",
            "num_active", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
            "num_dropped", "expert_token_ids", "expert_token_weights", "expert_block_ids",
            "expert_tokens_post_padded", "num_unrouted"]
@@ -198,8 +199,13 @@ class Case:
         elif p == "xshare_ep":
             r = R.xshare_ep(logits, self.inputs["bias"], self.inputs["placement"], k,
                             devices=self.devices, slots=self.slots, **kn)
-        elif p == "capacity_topk":
-            r = R.capacity_topk(logits, k, **kn)
+        elif p == "moe_spec":
+            r = R.moe_spec(logits, self.inputs["draft_mask"], k, **kn)
+        elif p == "metro":
+            r = R.metro(logits, self.inputs["placement"], k, devices=self.devices,
+                        slots=self.slots, **kn)
+        elif p in ("capacity_topk", "capacity_drop"):  # no active-expert list
+            r = getattr(R, p)(logits, k, **kn)
             (r["sorted_token_ids"], r["expert_ids"],
              r["num_tokens_post_padded"]) = R.align_block_size(r["topk_ids"], self.E, BLOCK)
             return r
@@ -655,6 +661,103 @@ def cases_capacity_topk():
     return c
 
 
+def cases_capacity_drop():
+    P = "capacity_drop"
+    c = []
+    for T in (1, 7, 64, 1024):
+        c.append(Case(P, 8, 2, T, "skewed", {"logits": skewed(T, 8, 3200 + T)}))
+    for T in (7, 64, 1024):
+        c.append(Case(P, 64, 8, T, "skewed", {"logits": skewed(T, 64, 3300 + T)}))
+        c.append(Case(P, 128, 8, T, "trace", {"logits": trace(T, 128, 3400 + T)[0]}))
+    # Token Drop at several capacities; Expanded Drop: more candidates than k, up to E.
+    for factor in (0.25, 0.5, 2.0, 100.0):
+        c.append(Case(P, 8, 2, 64, "skewed", {"logits": skewed(64, 8, 3500)},
+                      knobs={"capacity_factor": factor}))
+    for candidates in (1, 4, 16, 64):
+        c.append(Case(P, 64, 8, 64, "skewed", {"logits": skewed(64, 64, 3510)},
+                      knobs={"candidates": candidates, "capacity_factor": 0.75}))
+    # Equal scores: every token proposes experts 0..k-1, each admits the first C tokens.
+    c.append(Case(P, 8, 2, 16, "ties(all-equal)", {"logits": np.zeros((16, 8), F32)}))
+    c.append(Case(P, 8, 2, 64, "ties(repeated rows)",
+                  {"logits": np.repeat(normal(8, 8, 3520), 8, axis=0)},
+                  knobs={"candidates": 4}))
+    c.append(Case(P, 8, 2, 7, "-inf", {"logits": with_neg_inf(normal(7, 8, 3521), 3522)},
+                  knobs={"candidates": 8}))
+    return c
+
+
+def cases_moe_spec():
+    P = "moe_spec"
+    c = []
+
+    def drafts(T, every, seed):
+        """A verification step: every `every`-th token a request's own token, the rest
+        its drafts; a few tokens of other requests (mask 0) mixed in."""
+        mask = (np.arange(T) % every != 0).astype(np.int32)
+        rng = np.random.default_rng(seed)
+        mask[rng.random(T) < 0.1] = 0
+        return mask
+
+    for T in (1, 7, 16, 64, 1024):
+        c.append(Case(P, 128, 8, T, "trace drafts", {"logits": trace(T, 128, 3600 + T)[0],
+                                                     "draft_mask": drafts(T, 4, T)}))
+    # Truncation (max_rank 0 = k), bounded and full substitution, and budgets from none
+    # to every expert.
+    lg = trace(64, 64, 3650)[0]
+    for kn in ({"budget": 8}, {"budget": 8, "max_rank": 16}, {"budget": 8, "max_rank": 64},
+               {"budget": 0}, {"budget": 0, "max_rank": 64}, {"budget": 64},
+               {"budget": 1000, "max_rank": 64}):
+        c.append(Case(P, 64, 8, 64, "trace drafts", {"logits": lg,
+                                                     "draft_mask": drafts(64, 5, 1)},
+                      knobs=kn))
+    # No draft token: every token routes by its own top-k; every token a draft.
+    c.append(Case(P, 64, 8, 16, "no drafts", {"logits": normal(16, 64, 3660),
+                                             "draft_mask": np.zeros(16, np.int32)},
+                  knobs={"budget": 4}))
+    c.append(Case(P, 64, 8, 16, "all drafts", {"logits": normal(16, 64, 3661),
+                                              "draft_mask": np.ones(16, np.int32)},
+                  knobs={"budget": 4, "max_rank": 64}))
+    # Ties: every token alike; the budget keeps experts 0..B-1.
+    c.append(Case(P, 8, 4, 5, "ties(all-equal)",
+                  {"logits": np.zeros((5, 8), F32),
+                   "draft_mask": np.array([0, 1, 1, 1, 1], np.int32)},
+                  knobs={"budget": 2},
+                  expect_ids=np.array([[0, 1, 2, 3]] + [[0, 1, -1, -1]] * 4, np.int32)))
+    c.append(Case(P, 64, 8, 16, "-inf", {"logits": with_neg_inf(normal(16, 64, 3670), 3671,
+                                                                 0.9),
+                                         "draft_mask": drafts(16, 3, 2)},
+                  knobs={"budget": 12, "max_rank": 64}))
+    return c
+
+
+def cases_metro():
+    P = "metro"
+    c = []
+    rng = np.random.default_rng(81)
+    # Qwen3-30B-A3B shape: 128 experts, top-8, 8 GPUs, 16 redundant slots.
+    for T in (1, 7, 16, 64, 1024):
+        c.append(Case(P, 128, 8, T, "trace replicated",
+                      {"logits": trace(T, 128, 3700 + T)[0],
+                       "placement": placement(128, 144, rng, replicate=12, width=3)},
+                      devices=8, slots=144))
+    # No redundant slot: every expert on its one replica (the identity placement too).
+    c.append(Case(P, 64, 4, 16, "normal identity",
+                  {"logits": normal(16, 64, 3710),
+                   "placement": np.arange(64, dtype=np.int32).reshape(64, 1)},
+                  devices=4, slots=64))
+    # Many replicas: 64 experts on 4 GPUs with 64 spare slots, hot experts.
+    for T in (16, 64):
+        c.append(Case(P, 64, 4, T, "skewed many replicas",
+                      {"logits": skewed(T, 64, 3720 + T),
+                       "placement": placement(64, 128, rng, replicate=40, width=5)},
+                      devices=4, slots=128))
+    c.append(Case(P, 8, 2, 16, "ties(all-equal)",
+                  {"logits": np.zeros((16, 8), F32),
+                   "placement": placement(8, 16, rng, replicate=8, width=5)},
+                  devices=4, slots=16))
+    return c
+
+
 def cases_expert_choice():
     P = "expert_choice"
     c = []
@@ -688,6 +791,9 @@ CASES = {
     "xshare_spec": cases_xshare_spec,
     "xshare_ep": cases_xshare_ep,
     "capacity_topk": cases_capacity_topk,
+    "capacity_drop": cases_capacity_drop,
+    "moe_spec": cases_moe_spec,
+    "metro": cases_metro,
     "expert_choice": cases_expert_choice,
     "shapes": cases_shapes,
     "models": cases_models,

@@ -187,6 +187,39 @@ def test_eplb(r, rng):
             [f"moe-run exited {rc}: {out}"] if rc else compare(want, got))
 
 
+def test_llep(r, rng):
+    shape = {"experts": 128, "devices": 8}
+    for kind in ("skewed", "uniform", "equal", "zeros", "sparse"):
+        for knobs in ({}, {"threshold": 0.0}, {"threshold": 0.0, "min_chunk": 0},
+                      {"threshold": 0.0, "min_chunk": 16, "capacity_factor": 1.0},
+                      {"threshold": 0.0, "capacity_factor": 1.5, "min_chunk": 200}):
+            loads = np.rint(loads_for(kind, 128, rng)).astype(np.int32)
+            rc, out, got = r.run(shipped("llep"), {"loads": loads}, knobs, shape=shape)
+            label = f"llep E=128 D=8 {kind} {knobs}"
+            if rc != 0:
+                r.check(label, [f"moe-run exited {rc}: {out}"])
+                continue
+            plan, before, after, moved = ref.least_loaded(loads, 8, **knobs)
+            want = {"plan": plan, "gpu_loads_before": before, "gpu_loads_after": after,
+                    "imbalance_before": ref.imbalance(before),
+                    "imbalance_after": ref.imbalance(after), "weight_transfers": moved}
+            problems = compare(want, got)
+            # Any plan computes every routed token exactly once.
+            if not problems and not np.array_equal(got["plan"].sum(axis=1), loads):
+                problems.append("plan does not cover every token exactly once")
+            r.check(label + " (imbalance %.3f -> %.3f, %d moved)"
+                    % (ref.imbalance(before)[0], ref.imbalance(after)[0], moved[0]), problems)
+    # One GPU: nothing can move; GPUs = experts.
+    for E, D in ((16, 1), (16, 16)):
+        loads = np.rint(loads_for("skewed", E, rng)).astype(np.int32)
+        rc, out, got = r.run(shipped("llep"), {"loads": loads}, {"threshold": 0.0},
+                             shape={"experts": E, "devices": D})
+        plan, before, after, moved = ref.least_loaded(loads, D, threshold=0.0)
+        r.check(f"llep E={E} D={D} skewed",
+                [f"moe-run exited {rc}: {out}"] if rc else
+                compare({"plan": plan, "gpu_loads_after": after, "weight_transfers": moved},
+                        got))
+
 def dynaexq_inputs(E, rng, current_size):
     hot = rng.gamma(1.0, 10.0, E).astype(np.float32)
     counts = rng.poisson(8, E).astype(np.int32)
@@ -544,6 +577,7 @@ def main():
     rng = np.random.default_rng(7)
     try:
         test_eplb(r, rng)
+        test_llep(r, rng)
         test_dynaexq(r, rng)
         test_libra(r, rng)
         test_expertflow(r, rng)

@@ -15,15 +15,24 @@ def entry_info(switchyard, policy, entry, **shape):
 
 def example_inputs(info, tokens, rng):
     """Random inputs for every argument of a router (`info` as entry_info() returns
-    it): normal logits, a small correction bias, requests of 4 tokens, decode
-    phase, and the identity placement (expert e on slot e)."""
+    it): normal logits, a small correction bias, requests of 4 tokens (every third
+    token its request's own, the others drafts), decode phase, and the identity
+    placement (expert e on slot e) with the spare slots replicating experts 0, 1, ..."""
     experts = info["experts"]
     values = {"logits": rng.standard_normal((tokens, experts)).astype(np.float32),
               "resident": rng.random(experts) < 0.5,
               "bias": (0.01 * rng.standard_normal(experts)).astype(np.float32),
               "request_ids": (np.arange(tokens) // 4).astype(np.int32),
+              "draft_mask": (np.arange(tokens) % 3 != 0).astype(np.int32),
               "phase": 1,
               "placement": np.arange(experts, dtype=np.int32).reshape(experts, 1)}
+    for p in info["arguments"]:
+        if p["kind"] == "placement" and p["shape"][1] > 1:
+            spare = p["shape"][1] - 1  # slots - experts
+            table = np.full((experts, 2), -1, np.int32)
+            table[:, 0] = np.arange(experts)
+            table[np.arange(spare) % experts, 1] = experts + np.arange(spare)
+            values["placement"] = table
     for p in info["arguments"]:  # dense inputs of other shapes (hidden states, weights)
         if p["name"] not in values and p["dtype"] == "float32":
             shape = tuple(tokens if d == "?" else d for d in p["shape"])

@@ -46,7 +46,12 @@ NATIVE_SHAPES = {
              "devices": 8, "slots": 288},
     "libra": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json"), "devices": 8},
     "expertflow": {"experts": 64, "top_k": 6},
+    "llep": {"model": os.path.join(ROOT, "models", "gpt-oss-120b.json"), "devices": 8},
     "capacity_topk": {"model": os.path.join(ROOT, "models", "mixtral-8x7b.json")},
+    "capacity_drop": {"model": os.path.join(ROOT, "models", "mixtral-8x7b.json")},
+    "moe_spec": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json")},
+    "metro": {"model": os.path.join(ROOT, "models", "qwen3-30b-a3b.json"), "devices": 8,
+              "slots": 144},
     "expert_choice": {"experts": 64, "top_k": 2},
 }
 
@@ -57,6 +62,7 @@ GPU_ROUTERS = [("topk_softmax", "topk_softmax"), ("top_p", "top_p"), ("oea", "oe
                ("lynx", "lynx"), ("xshare", "xshare"), ("xshare_spec", "xshare_spec"),
                ("xshare_ep", "xshare_ep"), ("libra", "libra_predict"),
                ("expertflow", "expertflow_route"), ("capacity_topk", "capacity_topk"),
+               ("capacity_drop", "capacity_drop"), ("moe_spec", "moe_spec"), ("metro", "metro"),
                ("expert_choice", "expert_choice")]
 
 

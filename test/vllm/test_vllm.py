@@ -12,7 +12,8 @@ from a server that has imported vLLM once (an engine start is mostly imports).
   - a bfloat16 model's logits are read in place by an entry compiled with
     --input-dtype logits=bf16, routing = the reference on the widened values;
   - XShare with budget 0 at batch 1 (empty slots) and 8, capacity-limited top-k at
-    batch 8 (capacity drops), top_p at p = 0.5 (fewer than k experts): no crash, ids
+    batch 8 (capacity drops), capacity_drop's Expanded Drop, top_p at p = 0.5 (fewer than
+    k experts), MoE-Spec's budget on speculative verify steps: no crash, ids
     in [0, E), filled slots have weight 0 and an expert the token or the batch already
     uses, the rest equals the reference; XShare activates fewer experts than top-k;
     per-layer knobs (SWITCHYARD_KNOBS lists) route each MoE layer with its own value;
@@ -298,6 +299,20 @@ def test_capacity(models, tmp):
     filled = check_against(records, lambda r: ref.capacity_topk(r["logits"], k, **knobs),
                            "capacity_topk batch 8", filled_ok=True)
     check(filled > 0, f"capacity_topk batch 8: capacity drops left slots empty ({filled})")
+    # Capacity-aware Expanded Drop: twice k candidates, each expert admitting its best.
+    record = os.path.join(tmp, "capacity_drop.pkl")
+    knobs = {"capacity_factor": 0.5, "candidates": 4}
+    sy, _ = run_engine(dict(scenario, record=record),
+                       env={"SWITCHYARD_POLICY": "capacity_drop",
+                            "SWITCHYARD_KNOBS": json.dumps(knobs)})
+    check(sy is not None, "capacity_drop factor 0.5, 4 candidates, batch 8: the engine generates")
+    if sy is None:
+        return
+    records = load_records(record)
+    check_contract(records, records[0]["logits"].shape[1], "capacity_drop batch 8")
+    filled = check_against(records, lambda r: ref.capacity_drop(r["logits"], k, **knobs),
+                           "capacity_drop batch 8", filled_ok=True)
+    check(filled > 0, f"capacity_drop batch 8: drops left slots empty ({filled})")
 
 
 def test_top_p(models, tmp):
@@ -381,6 +396,20 @@ def test_speculative(models, tmp):
     k = records[0]["ids"].shape[1]
     check_against(verify, lambda r: ref.xshare_spec(r["logits"], r["request_ids"], k),
                   "xshare_spec on verify steps", filled_ok=True)
+    # MoE-Spec: the verify steps' draft tokens share a budget of 4 experts.
+    record = os.path.join(tmp, "moe-spec.pkl")
+    knobs = {"budget": 4}
+    sy, _ = run_engine(dict(scenario, record=record),
+                       env={"SWITCHYARD_POLICY": "moe_spec",
+                            "SWITCHYARD_KNOBS": json.dumps(knobs)})
+    check(sy is not None, "speculative decoding with moe_spec (budget 4): generates")
+    if sy is None:
+        return
+    records = [r for r in load_records(record) if len(r["request_ids"])]
+    verify = [r for r in records if r["draft_mask"].sum() > 0]
+    check(len(verify) > 0, f"moe_spec: {len(verify)} verify steps")
+    check_against(records, lambda r: ref.moe_spec(r["logits"], r["draft_mask"], k, **knobs),
+                  "moe_spec on every step", filled_ok=True)
 
 
 def test_request_knobs(models, tmp):

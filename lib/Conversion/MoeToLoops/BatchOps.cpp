@@ -25,6 +25,9 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
   Value init = kind == ReduceKind::count ? em.i32(0)
                : kind == ReduceKind::sum ? em.f32(0)
                                          : em.negInf();
+  // rows(%mask): a token whose mask is 0 contributes nothing.
+  Value rows = op.getRows() ? L.mem(op.getRows()) : Value();
+  auto counts = [&](Value t) { return em.cmpI(P::ne, em.load(rows, t), em.i32(0)); };
   if (!op.getTopk()) {
     // Expert-parallel: each expert's reduction runs over the tokens in order, so the
     // float result is the same on every target.
@@ -36,7 +39,7 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
                 kind == ReduceKind::sum
                     ? em.addF(it[0], v)
                     : arith::MaximumFOp::create(b, em.location(), it[0], v).getResult();
-            return SmallVector<Value>{next};
+            return SmallVector<Value>{rows ? em.select(counts(t), next, it[0]) : next};
           })[0];
       em.store(acc, out, e);
     });
@@ -52,13 +55,19 @@ LogicalResult batchReduce(RouterLowering &L, BatchReduceOp op) {
     em.store(next, out, e);
   };
   em.loop(em.idx(0), L.tokens(), [&](Value t) {
-    topKRow(
-        L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), /*taken=*/Value(),
-        [&](Value) { return always(em); },
-        [&](Value e) {
-          return em.load(x, {t, e});
-        },
-        [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
+    auto reduceRow = [&] {
+      topKRow(
+          L, em.idx(n), em.idx(*op.getTopk()), *op.getTopk(), /*taken=*/Value(),
+          [&](Value) { return always(em); },
+          [&](Value e) {
+            return em.load(x, {t, e});
+          },
+          [&](Value, Value id, Value v) { combine(em.toIndex(id), v); });
+    };
+    if (rows)
+      em.ifThen(counts(t), reduceRow);
+    else
+      reduceRow();
   });
   return success();
 }

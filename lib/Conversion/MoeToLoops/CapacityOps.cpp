@@ -6,6 +6,10 @@
 // in priority order (BlockParallel.cpp), whose placement within an expert IS the
 // admission rank, so a slot is kept iff its rank is below C.
 //
+// moe.admit (capacity-aware token drop) is expert choice among proposals: each token
+// proposes its m best experts (a radix select over its E keys), then each expert
+// admits its C best proposals with expert choice's select, a non-proposal keyed 0.
+//
 // moe.expert_choice lets every expert take its c best tokens. Each expert finds the
 // score of its c-th best token by a bitwise radix select over order-preserving
 // integer keys (32 counting passes over the tokens), then how many tokens tie at
@@ -185,31 +189,21 @@ struct ExpertSlices {
   Value slices, items, length; // slices: `per` as an index
 };
 
-LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
+/// Per expert e: `threshold[e]` = K, the largest key with at least `take` of the
+/// tokens' keys `key(t, e)` >= K (the take-th best key), and `lastTie[e]` = the last
+/// token tied at K that the expert takes (ties go to the lower token index; -1 when it
+/// takes none). Token t is then taken by e iff key(t,e) > K, or key(t,e) == K and
+/// t <= lastTie[e].
+void selectPerExpert(RouterLowering &L, int64_t n, Value tokens, Value take,
+                     function_ref<Value(Value t, Value e)> key, Value threshold,
+                     Value lastTie) {
   LoopEmitter &em = L.em();
-  int64_t n = expertsOf(op.getScores()), m = op.getMaxExperts(), block = op.getBlockSize();
   Type i32 = em.builder().getI32Type();
-  Value scores = L.mem(op.getScores());
-  Value ids = L.allocFull(op.getTopkIds()), weights = L.allocFull(op.getTopkWeights());
-  Value sorted = L.allocFull(op.getSortedTokenIds()),
-        sortedW = L.allocFull(op.getSortedWeights());
-  Value blocks = L.allocFull(op.getExpertIds());
-  Value padded = L.allocFull(op.getNumTokensPostPadded());
-  Value unrouted = L.allocFull(op.getNumUnrouted());
-  Value tokens = L.tokens();
-  Value take = em.toI32(
-      capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n, tokens));
-  Value threshold = L.temporary(MemRefType::get({n}, i32), {});
-  Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
-  auto key = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
   auto countTokens = [&](function_ref<Value(Value)> pred) {
     return em.loopCarried(em.idx(0), tokens, {em.i32(0)}, [&](Value t, ValueRange it) {
       return SmallVector<Value>{em.addI(it[0], em.select(pred(t), em.i32(1), em.i32(0)))};
     })[0];
   };
-
-  // 1. Per expert: K = the largest key with at least `take` keys >= K (the take-th
-  //    best key), then the token of the last tie it takes.
   if (L.blockParallelHere()) {
     // The GPU form, spread over the block: `slices` consecutive token ranges per
     // expert (n x slices work items, about one per thread). The select takes two bits
@@ -337,6 +331,113 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
       em.store(best, threshold, e);
       em.store(last, lastTie, e);
     });
+}
+
+LogicalResult admit(RouterLowering &L, AdmitOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  int64_t n = expertsOf(op.getScores());
+  Type i32 = b.getI32Type();
+  Value scores = L.mem(op.getScores()), result = L.allocFull(op.getResult());
+  Value tokens = L.tokens();
+  Value take = em.toI32(
+      capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n, tokens));
+  // The candidates per token, in [1, E]: 0 (or absent) means k.
+  Value m = em.i64(op.getK());
+  if (Value given = op.getCandidates()) {
+    Value c = L.scalar(given);
+    m = em.select(em.cmpI(P::sle, c, em.i64(0)), m, c);
+    m = em.select(em.cmpI(P::sgt, m, em.i64(n)), em.i64(n), m);
+  }
+  Value want = em.toI32(em.toIndex(m));
+  auto scoreAt = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
+
+  // 1. Per token: its m-th best key over the experts and the last expert tied at it
+  //    that it proposes (ties to the lower id) - a radix select over the E keys.
+  Value tokenKey = L.temporary(MemRefType::get({ShapedType::kDynamic}, i32), tokens);
+  Value tokenTie = L.temporary(MemRefType::get({ShapedType::kDynamic}, i32), tokens);
+  L.parallelLoop(tokens, [&](Value t) {
+    auto countExperts = [&](function_ref<Value(Value)> pred) {
+      return em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
+        return SmallVector<Value>{em.addI(it[0], em.select(pred(e), em.i32(1), em.i32(0)))};
+      })[0];
+    };
+    Value best =
+        em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value bit, ValueRange it) {
+          Value shift = em.toI32(em.subI(em.idx(31), bit));
+          Value attempt =
+              em.orI(it[0], arith::ShLIOp::create(b, em.location(), em.i32(1), shift));
+          Value atLeast = countExperts(
+              [&](Value e) { return em.cmpI(P::uge, scoreAt(t, e), attempt); });
+          return SmallVector<Value>{
+              em.select(em.cmpI(P::sge, atLeast, want), attempt, it[0])};
+        })[0];
+    Value above =
+        countExperts([&](Value e) { return em.cmpI(P::ugt, scoreAt(t, e), best); });
+    Value need = em.subI(want, above);
+    Value last = em.loopCarried(
+        em.idx(0), em.idx(n), {em.i32(0), em.i32(-1)}, [&](Value e, ValueRange it) {
+          Value tie = em.cmpI(P::eq, scoreAt(t, e), best);
+          Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+          Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
+          return SmallVector<Value>{seen, em.select(isLast, em.toI32(e), it[1])};
+        })[1];
+    em.store(best, tokenKey, t);
+    em.store(last, tokenTie, t);
+  });
+  // A token's key for an expert it does not propose is 0: below every proposal, and
+  // never admitted (NaN scores have key 0 too).
+  auto key = [&](Value t, Value e) {
+    Value k = scoreAt(t, e), limit = em.load(tokenKey, t);
+    Value tie = em.andI(em.cmpI(P::eq, k, limit),
+                        em.cmpI(P::sle, em.toI32(e), em.load(tokenTie, t)));
+    return em.select(em.orI(em.cmpI(P::ugt, k, limit), tie), k, em.i32(0));
+  };
+
+  // 2. Per expert: the take-th best proposal and the last tied token it admits.
+  Value threshold = L.temporary(MemRefType::get({n}, i32), {});
+  Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
+  selectPerExpert(L, n, tokens, take, key, threshold, lastTie);
+
+  // 3. The admitted scores; -inf elsewhere.
+  L.parallelLoop(tokens, [&](Value t) {
+    em.loop(n, [&](Value e) {
+      Value k = key(t, e), limit = em.load(threshold, e);
+      Value tie = em.andI(em.cmpI(P::eq, k, limit),
+                          em.cmpI(P::sle, em.toI32(t), em.load(lastTie, e)));
+      Value in =
+          em.andI(em.cmpI(P::ne, k, em.i32(0)), em.orI(em.cmpI(P::ugt, k, limit), tie));
+      em.store(em.select(in, em.load(scores, {t, e}), em.negInf()), result, {t, e});
+    });
+  });
+  return success();
+}
+
+LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
+  LoopEmitter &em = L.em();
+  int64_t n = expertsOf(op.getScores()), m = op.getMaxExperts(), block = op.getBlockSize();
+  Type i32 = em.builder().getI32Type();
+  Value scores = L.mem(op.getScores());
+  Value ids = L.allocFull(op.getTopkIds()), weights = L.allocFull(op.getTopkWeights());
+  Value sorted = L.allocFull(op.getSortedTokenIds()),
+        sortedW = L.allocFull(op.getSortedWeights());
+  Value blocks = L.allocFull(op.getExpertIds());
+  Value padded = L.allocFull(op.getNumTokensPostPadded());
+  Value unrouted = L.allocFull(op.getNumUnrouted());
+  Value tokens = L.tokens();
+  Value take = em.toI32(
+      capacityOf(L, op.getCapacityFactor(), op.getCapacity(), op.getK(), n, tokens));
+  Value threshold = L.temporary(MemRefType::get({n}, i32), {});
+  Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
+  auto key = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
+  auto countTokens = [&](function_ref<Value(Value)> pred) {
+    return em.loopCarried(em.idx(0), tokens, {em.i32(0)}, [&](Value t, ValueRange it) {
+      return SmallVector<Value>{em.addI(it[0], em.select(pred(t), em.i32(1), em.i32(0)))};
+    })[0];
+  };
+
+  // 1. Per expert: K = the take-th best key, then the token of the last tie it takes.
+  selectPerExpert(L, n, tokens, take, key, threshold, lastTie);
   auto chosen = [&](Value t, Value e, Value k) {
     Value limit = em.load(threshold, e);
     Value tie = em.andI(em.cmpI(P::eq, k, limit),
@@ -446,7 +547,7 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
 
 void registerCapacityOpLowerings(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
-    attachLoopLowerings<capacity, expertChoice>(context);
+    attachLoopLowerings<capacity, admit, expertChoice>(context);
   });
 }
 

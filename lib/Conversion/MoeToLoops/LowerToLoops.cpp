@@ -19,6 +19,7 @@ void switchyard::moe::registerLoopLoweringModels(DialectRegistry &registry) {
   registerCapacityOpLowerings(registry);
   registerResidencyOpLowerings(registry);
   registerEplbOpLowerings(registry);
+  registerLeastLoadedOpLowerings(registry);
   registerLibraOpLowerings(registry);
   registerPrefetchOpLowerings(registry);
 }

@@ -69,6 +69,7 @@ void registerRouteOpLowerings(mlir::DialectRegistry &registry);
 void registerCapacityOpLowerings(mlir::DialectRegistry &registry);
 void registerResidencyOpLowerings(mlir::DialectRegistry &registry);
 void registerEplbOpLowerings(mlir::DialectRegistry &registry);
+void registerLeastLoadedOpLowerings(mlir::DialectRegistry &registry);
 void registerLibraOpLowerings(mlir::DialectRegistry &registry);
 void registerPrefetchOpLowerings(mlir::DialectRegistry &registry);
 

@@ -27,10 +27,16 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
     w = L.rowIn(op.getWeights(), t);
   Value within = op.getWithin() ? L.mem(op.getWithin()) : Value();
   RowRef ids = L.rowOut(op.getTopkIds(), t), wts = L.rowOut(op.getTopkWeights(), t);
+  // rows(%mask): `within` and `max_rank` restrict this token only when its mask is set.
+  Value restricted =
+      op.getRows() ? em.cmpI(P::ne, em.load(L.mem(op.getRows()), t), em.i32(0)) : Value();
   auto eligible = [&](Value e) {
     Value v = L.at(s, e);
     Value ok = em.andI(em.notI(em.isNaN(v)), em.cmpF(F::ONE, v, em.negInf()));
-    return within ? em.andI(ok, em.isSet(within, e)) : ok;
+    if (!within)
+      return ok;
+    Value in = em.isSet(within, e);
+    return em.andI(ok, restricted ? em.orI(em.notI(restricted), in) : in);
   };
   topKRow(
       L, em.idx(n), em.idx(k), k, /*taken=*/Value(), eligible,
@@ -61,7 +67,9 @@ LogicalResult routeRow(RouterLowering &L, RouteOp op, Value t) {
             Value better = em.orI(em.cmpF(F::OGT, other, v), ties);
             return em.select(better, em.i64(1), em.i64(0));
           });
-      Value keep = em.andI(found, em.cmpI(P::slt, above, r));
+      Value ranked = em.cmpI(P::slt, above, r);
+      Value keep =
+          em.andI(found, restricted ? em.orI(em.notI(restricted), ranked) : ranked);
       L.put(em.select(keep, id, em.i32(-1)), ids, j);
       L.put(em.select(keep, L.at(wts, j), em.f32(0)), wts, j);
     });
@@ -127,6 +135,7 @@ LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
   int64_t n = op.getPlacement().getType().getExperts();
   const Stored &placement = L.get(op.getPlacement());
   RowRef ids = L.rowIn(op.getIds(), t), out = L.rowOut(op.getResult(), t);
+  Value chosen = op.getReplicas() ? L.mem(op.getReplicas()) : Value();
   Value tok = em.toI32(t);
   em.loop(k, [&](Value j) {
     Value e = L.at(ids, j);
@@ -136,7 +145,89 @@ LogicalResult remapRow(RouterLowering &L, RemapPhysicalOp op, Value t) {
     count = em.select(em.cmpI(P::slt, count, em.i32(1)), em.i32(1), count);
     Value replica = em.toIndex(em.remUI(tok, count));
     Value phys = em.load(placement.log2phy, {es, replica});
+    if (chosen) { // one replica per expert (moe.metro_replicas); round robin where none
+      Value slot = em.load(chosen, es);
+      phys = em.select(em.cmpI(P::sge, slot, em.i32(0)), slot, phys);
+    }
     L.put(em.select(valid, phys, em.i32(-1)), out, j);
+  });
+  return success();
+}
+
+/// METRO's replica choice: sequential over the activated experts (one thread in the GPU
+/// form), each the most constrained left (fewest replicas, then most tokens, then the
+/// lower id) placed on the replica whose GPU has the fewest activated experts (then the
+/// fewest tokens, then the lower replica rank).
+LogicalResult metroReplicas(RouterLowering &L, MetroReplicasOp op) {
+  LoopEmitter &em = L.em();
+  OpBuilder &b = em.builder();
+  PlacementType placement = op.getPlacement().getType();
+  int64_t n = placement.getExperts(), devices = placement.getDevices();
+  int64_t maxReplicas = placement.getMaxReplicas(),
+          perDevice = placement.getSlotsPerDevice();
+  const Stored &where = L.get(op.getPlacement());
+  Value counts = L.mem(op.getCounts());
+  Value chosen = L.allocFull(op.getReplicas()), perGpu = L.allocFull(op.getDeviceExperts());
+  Value tokens = buffer(L, devices, b.getI64Type());
+  // One pass starts the state: -2 marks an activated expert not yet placed. It reads
+  // the counts, so the GPU form runs it with the selection on every CTA's private copy
+  // rather than hoisting it as an initialisation.
+  em.loop(std::max(n, devices), [&](Value i) {
+    em.ifThen(em.cmpI(P::ult, i, em.idx(n)), [&] {
+      Value active = em.cmpI(P::sgt, em.load(counts, i), em.i32(0));
+      em.store(em.select(active, em.i32(-2), em.i32(-1)), chosen, i);
+    });
+    em.ifThen(em.cmpI(P::ult, i, em.idx(devices)), [&] {
+      em.store(em.i32(0), perGpu, i);
+      em.store(em.i64(0), tokens, i);
+    });
+  });
+  auto replicasOf = [&](Value e) {
+    Value c = em.load(where.replicas, e);
+    c = em.select(em.cmpI(P::slt, c, em.i32(1)), em.i32(1), c);
+    return em.select(em.cmpI(P::sgt, c, em.i32(maxReplicas)), em.i32(maxReplicas), c);
+  };
+  auto deviceOf = [&](Value slot) {
+    Value s = em.select(em.cmpI(P::slt, slot, em.i32(0)), em.i32(0), slot);
+    return em.toIndex(arith::DivSIOp::create(b, em.location(), s, em.i32(perDevice)));
+  };
+  em.loop(n, [&](Value) {
+    // The next expert: activated, not yet placed, most constrained first.
+    auto next = em.loopCarried(
+        em.idx(0), em.idx(n), {em.i32(-1), em.i32(0), em.i32(0)},
+        [&](Value e, ValueRange it) {
+          Value c = em.load(counts, e), r = replicasOf(e);
+          Value open = em.cmpI(P::eq, em.load(chosen, e), em.i32(-2));
+          Value better =
+              em.orI(em.cmpI(P::slt, it[0], em.i32(0)),
+                     em.orI(em.cmpI(P::slt, r, it[1]),
+                            em.andI(em.cmpI(P::eq, r, it[1]), em.cmpI(P::sgt, c, it[2]))));
+          Value take = em.andI(open, better);
+          return SmallVector<Value>{em.select(take, em.toI32(e), it[0]),
+                                    em.select(take, r, it[1]), em.select(take, c, it[2])};
+        });
+    em.ifThen(em.cmpI(P::sge, next[0], em.i32(0)), [&] {
+      Value e = em.toIndex(next[0]);
+      // The replica whose GPU has the fewest activated experts, then tokens.
+      auto best = em.loopCarried(
+          em.idx(0), em.toIndex(next[1]), {em.i32(-1), em.i32(0), em.i64(0)},
+          [&](Value r, ValueRange it) {
+            Value g = deviceOf(em.load(where.log2phy, {e, r}));
+            Value x = em.load(perGpu, g), y = em.load(tokens, g);
+            Value better = em.orI(
+                em.cmpI(P::slt, it[0], em.i32(0)),
+                em.orI(em.cmpI(P::slt, x, it[1]),
+                       em.andI(em.cmpI(P::eq, x, it[1]), em.cmpI(P::slt, y, it[2]))));
+            return SmallVector<Value>{em.select(better, em.toI32(r), it[0]),
+                                      em.select(better, x, it[1]),
+                                      em.select(better, y, it[2])};
+          });
+      Value slot = em.load(where.log2phy, {e, em.toIndex(best[0])});
+      Value g = deviceOf(slot);
+      em.store(slot, chosen, e);
+      em.store(em.addI(em.load(perGpu, g), em.i32(1)), perGpu, g);
+      em.store(em.addI(em.load(tokens, g), em.toI64(next[2])), tokens, g);
+    });
   });
   return success();
 }
@@ -370,7 +461,7 @@ LogicalResult alignBlocks(RouterLowering &L, AlignBlocksOp op) {
 void registerRouteOpLowerings(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, MoeDialect *) {
     attachLoopLowerings<routeRow, remapRow, expertCounts, fillEmptySlots, compactActive,
-                        alignBlocks>(context);
+                        alignBlocks, metroReplicas>(context);
   });
 }
 

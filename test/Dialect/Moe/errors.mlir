@@ -1479,6 +1479,114 @@ moe.router @route_max_rank_above_experts(%logits: tensor<?x8xf32>)
 
 // -----
 
+moe.router @admit_candidates_above_experts(%logits: tensor<?x8xf32>)
+    -> (scores: tensor<?x8xf32>) attributes {experts = 8, top_k = 2} {
+  %m = moe.knob "candidates" = 9 : i64
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.admit' op candidates must be in [0, 8], got 9}}
+  %a = moe.admit %logits candidates(%m : i64) capacity_factor(%cf : f32) k = 2
+      : tensor<?x8xf32>
+  moe.yield %a : tensor<?x8xf32>
+}
+
+// -----
+
+moe.router @admit_two_capacities(%logits: tensor<?x8xf32>)
+    -> (scores: tensor<?x8xf32>) attributes {experts = 8, top_k = 2} {
+  %c = moe.knob "capacity" = 3 : i64
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.admit' op takes capacity_factor(...) or capacity(...): exactly one}}
+  %a = moe.admit %logits capacity_factor(%cf : f32) capacity(%c : i64) k = 2
+      : tensor<?x8xf32>
+  moe.yield %a : tensor<?x8xf32>
+}
+
+// -----
+
+moe.router @admit_k_above_experts(%logits: tensor<?x8xf32>)
+    -> (scores: tensor<?x8xf32>) attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  // expected-error @+1 {{'moe.admit' op}}
+  %a = moe.admit %logits capacity_factor(%cf : f32) k = 9 : tensor<?x8xf32>
+  moe.yield %a : tensor<?x8xf32>
+}
+
+// -----
+
+moe.router @route_rows_without_restriction(%logits: tensor<?x8xf32>, %mask: tensor<?xi32>)
+    -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.route' op rows(...) says which tokens within(...) and max_rank(...) restrict: give one of them}}
+  %ids, %w = moe.route %logits k = 2 rows(%mask : tensor<?xi32>)
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  moe.yield %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+moe.router @route_rows_other_tokens(%logits: tensor<4x8xf32>, %mask: tensor<5xi32>)
+    -> (topk_ids: tensor<4x2xi32>, topk_weights: tensor<4x2xf32>)
+    attributes {experts = 8, top_k = 2} {
+  %r = moe.knob "max_rank" = 4 : i64
+  // expected-error @+1 {{'moe.route' op scores has 4 tokens but rows has 5}}
+  %ids, %w = moe.route %logits k = 2 max_rank(%r : i64) rows(%mask : tensor<5xi32>)
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  moe.yield %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}
+
+// -----
+
+moe.router @batch_reduce_rows_other_tokens(%p: tensor<4x8xf32>, %mask: tensor<3xi32>)
+    -> (mass: tensor<8xf32>) attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.batch_reduce' op input has 4 tokens but rows has 3}}
+  %m = moe.batch_reduce sum %p rows(%mask : tensor<3xi32>) : tensor<4x8xf32> -> tensor<8xf32>
+  moe.yield %m : tensor<8xf32>
+}
+
+// -----
+
+moe.router @metro_replicas_wrong_devices(%counts: tensor<8xi32>,
+    %placement: !moe.placement<experts = 8, devices = 4, slots = 12>)
+    -> (replicas: tensor<8xi32>, per_gpu: tensor<3xi32>) attributes {experts = 8, top_k = 2} {
+  // expected-error @+1 {{'moe.metro_replicas' op device_experts must have 4 entries (the placement's devices), got 'tensor<3xi32>'}}
+  %r, %g = moe.metro_replicas %counts on %placement
+      : tensor<8xi32>, !moe.placement<experts = 8, devices = 4, slots = 12>
+      -> tensor<8xi32>, tensor<3xi32>
+  moe.yield %r, %g : tensor<8xi32>, tensor<3xi32>
+}
+
+// -----
+
+moe.balance @least_loaded_indivisible(%loads: tensor<10xi32>)
+    -> (plan: tensor<10x4xi32>, before: tensor<4xf32>, after: tensor<4xf32>,
+        moved: tensor<1xi32>) attributes {experts = 10} {
+  %a = moe.knob "capacity_factor" = 1.1 : f32
+  %m = moe.knob "min_chunk" = 16 : i64
+  %t = moe.knob "threshold" = 1.3 : f32
+  // expected-error @+1 {{'moe.least_loaded' op the native placement needs experts (10) divisible by gpus (4)}}
+  %plan, %b, %after, %moved = moe.least_loaded %loads capacity_factor(%a : f32)
+      min_chunk(%m : i64) threshold(%t : f32) gpus = 4
+      : tensor<10xi32> -> tensor<10x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+  moe.yield %plan, %b, %after, %moved : tensor<10x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+}
+
+// -----
+
+moe.balance @least_loaded_negative_chunk(%loads: tensor<8xi32>)
+    -> (plan: tensor<8x4xi32>, before: tensor<4xf32>, after: tensor<4xf32>,
+        moved: tensor<1xi32>) attributes {experts = 8} {
+  %a = moe.knob "capacity_factor" = 1.1 : f32
+  %m = moe.knob "min_chunk" = -1 : i64
+  %t = moe.knob "threshold" = 1.3 : f32
+  // expected-error @+1 {{'moe.least_loaded' op min_chunk must be in [0, inf], got -1}}
+  %plan, %b, %after, %moved = moe.least_loaded %loads capacity_factor(%a : f32)
+      min_chunk(%m : i64) threshold(%t : f32) gpus = 4
+      : tensor<8xi32> -> tensor<8x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+  moe.yield %plan, %b, %after, %moved : tensor<8x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+}
+
+// -----
+
 moe.router @route_element_type(%logits: tensor<?x8xf32>)
     -> (topk_ids: tensor<?x2xi64>, topk_weights: tensor<?x2xf32>)
     attributes {experts = 8, top_k = 2} {

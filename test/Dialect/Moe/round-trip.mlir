@@ -289,6 +289,8 @@ moe.prefetch @expertflow(%mass: tensor<16xf32>, %requested: !moe.set<16>, %resid
 // CHECK: %[[C:.*]] = arith.ceildivsi %[[T]], %{{.*}} : i64
 // CHECK: moe.capacity %{{.*}}, %{{.*}} capacity_factor(%{{.*}} : f32) : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
 // CHECK: moe.capacity %{{.*}}, %{{.*}} capacity(%[[C]] : i64) renormalize_after_drop
+// CHECK: moe.admit %{{.*}} candidates(%{{.*}} : i64) capacity_factor(%{{.*}} : f32) k = 2 : tensor<?x8xf32>
+// CHECK: moe.admit %{{.*}} capacity(%[[C]] : i64) k = 2 : tensor<?x8xf32>
 // CHECK: moe.expert_choice %{{.*}} capacity_factor(%{{.*}} : f32) k = 2 max_experts = 3 block_size = 16 : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
 moe.router @capacity_ops(%logits: tensor<?x8xf32>)
     -> (topk_ids: tensor<?x2xi32>, topk_weights: tensor<?x2xf32>, counts: tensor<8xi32>,
@@ -306,10 +308,57 @@ moe.router @capacity_ops(%logits: tensor<?x8xf32>)
   %kept2, %kw2, %counts2, %dropped2 = moe.capacity %kept, %kw capacity(%c : i64)
       renormalize_after_drop
       : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
-  %eids, %ew, %etok, %etw, %eblocks, %epad, %eun = moe.expert_choice %p
+  %m = moe.knob "candidates" = 4 : i64
+  %adm = moe.admit %p candidates(%m : i64) capacity_factor(%cf : f32) k = 2 : tensor<?x8xf32>
+  %adm2 = moe.admit %adm capacity(%c : i64) k = 2 : tensor<?x8xf32>
+  %eids, %ew, %etok, %etw, %eblocks, %epad, %eun = moe.expert_choice %adm2
       capacity_factor(%cf : f32) k = 2 max_experts = 3 block_size = 16
       : tensor<?x8xf32> -> tensor<?x3xi32>, tensor<?x3xf32>, tensor<?xi32>, tensor<?xf32>,
         tensor<?xi32>, tensor<1xi32>, tensor<1xi32>
   moe.yield %kept2, %kw2, %counts2, %dropped2, %eids, %etok
       : tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>, tensor<?x3xi32>, tensor<?xi32>
+}
+
+// This year's routing ideas: MoE-Spec's row-masked reduction and route, METRO's replica
+// choice, LLEP's least-loaded plan.
+// CHECK-LABEL: moe.router @spec_and_metro
+// CHECK: moe.batch_reduce sum %{{.*}} rows(%{{.*}} : tensor<?xi32>) : tensor<?x8xf32> -> tensor<8xf32>
+// CHECK: moe.route %{{.*}} within %{{.*}} k = 2 renormalize max_rank(%{{.*}} : i64) rows(%{{.*}} : tensor<?xi32>)
+// CHECK: moe.metro_replicas %{{.*}} on %{{.*}} : tensor<8xi32>, !moe.placement<experts = 8, devices = 4, slots = 12> -> tensor<8xi32>, tensor<4xi32>
+// CHECK: moe.remap_physical %{{.*}}, %{{.*}} replicas(%{{.*}} : tensor<8xi32>) : tensor<?x2xi32>
+moe.router @spec_and_metro(%logits: tensor<?x8xf32>, %draft_mask: tensor<?xi32>,
+                           %placement: !moe.placement<experts = 8, devices = 4, slots = 12>)
+    -> (topk_ids: tensor<?x2xi32>, physical_ids: tensor<?x2xi32>, per_gpu: tensor<4xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %b = moe.knob "budget" = 4 : i64
+  %r = moe.knob "max_rank" = 0 : i64
+  %p = moe.softmax %logits : tensor<?x8xf32>
+  %mass = moe.batch_reduce sum %p rows(%draft_mask : tensor<?xi32>)
+      : tensor<?x8xf32> -> tensor<8xf32>
+  %none = moe.empty_set : !moe.set<8>
+  %s = moe.fill %none with %mass budget(%b : i64) : tensor<8xf32> -> !moe.set<8>
+  %ids, %w = moe.route %logits within %s k = 2 renormalize max_rank(%r : i64)
+      rows(%draft_mask : tensor<?xi32>)
+      : tensor<?x8xf32>, !moe.set<8> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<8xi32>
+  %slots, %per_gpu = moe.metro_replicas %counts on %placement
+      : tensor<8xi32>, !moe.placement<experts = 8, devices = 4, slots = 12>
+      -> tensor<8xi32>, tensor<4xi32>
+  %phys = moe.remap_physical %ids, %placement replicas(%slots : tensor<8xi32>)
+      : tensor<?x2xi32>, !moe.placement<experts = 8, devices = 4, slots = 12>
+  moe.yield %ids, %phys, %per_gpu : tensor<?x2xi32>, tensor<?x2xi32>, tensor<4xi32>
+}
+
+// CHECK-LABEL: moe.balance @llep_plan
+// CHECK: moe.least_loaded %{{.*}} capacity_factor(%{{.*}} : f32) min_chunk(%{{.*}} : i64) threshold(%{{.*}} : f32) gpus = 4 : tensor<16xi32> -> tensor<16x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+moe.balance @llep_plan(%loads: tensor<16xi32>)
+    -> (plan: tensor<16x4xi32>, after: tensor<4xf32>, moved: tensor<1xi32>)
+    attributes {experts = 16} {
+  %a = moe.knob "capacity_factor" = 1.1 : f32
+  %m = moe.knob "min_chunk" = 16 : i64
+  %t = moe.knob "threshold" = 1.3 : f32
+  %plan, %before, %after, %moved = moe.least_loaded %loads capacity_factor(%a : f32)
+      min_chunk(%m : i64) threshold(%t : f32) gpus = 4
+      : tensor<16xi32> -> tensor<16x4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<1xi32>
+  moe.yield %plan, %after, %moved : tensor<16x4xi32>, tensor<4xf32>, tensor<1xi32>
 }

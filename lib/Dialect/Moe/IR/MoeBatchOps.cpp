@@ -25,6 +25,9 @@ LogicalResult BatchReduceOp::verify() {
     return emitOpError() << "'count' needs 'over topk = k' to say which entries count";
   if (auto k = getTopk(); k && (*k < 1 || (!isParam(*e) && *k > *e)))
     return emitOpError() << "topk must be in [1, " << *e << "], got " << *k;
+  if (getRows() && failed(verifySameTokens(*this, getInput().getType(), "input",
+                                           getRows().getType(), "rows")))
+    return failure();
   return success();
 }
 

@@ -38,6 +38,14 @@ LogicalResult RouteOp::verify() {
     return emitOpError() << "scaling must be finite and > 0, got " << scaling;
   if (getScalingFactor() && scaling != 1.0f)
     return emitOpError() << "takes scaling = " << scaling << " or scaled_by(...), not both";
+  if (getRows()) {
+    if (!getWithin() && !getMaxRank())
+      return emitOpError() << "rows(...) says which tokens within(...) and max_rank(...) "
+                              "restrict: give one of them";
+    if (failed(verifySameTokens(*this, getScores().getType(), "scores", getRows().getType(),
+                                "rows")))
+      return failure();
+  }
   if (getMinK() && !getTopP())
     return emitOpError() << "min_k(...) bounds top_p(...) truncation: give top_p too";
   if (getTopP() && getSoftmaxWeights())
@@ -91,7 +99,32 @@ void RouteOp::getCanonicalizationPatterns(RewritePatternSet &results,
 LogicalResult RemapPhysicalOp::verify() {
   if (failed(verifyIdMatrix(*this, getIds().getType(), "ids")))
     return failure();
-  return verifyExpertCount(*this, getPlacement().getType().getExperts(), "placement");
+  int64_t experts = getPlacement().getType().getExperts();
+  if (failed(verifyExpertCount(*this, experts, "placement")))
+    return failure();
+  if (Value r = getReplicas()) {
+    int64_t n = cast<ShapedType>(r.getType()).getDimSize(0);
+    if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(experts) && n != experts)
+      return emitOpError() << "replicas must have one slot per expert (" << experts
+                           << "), got " << r.getType();
+  }
+  return success();
+}
+
+LogicalResult MetroReplicasOp::verify() {
+  PlacementType placement = getPlacement().getType();
+  int64_t experts = placement.getExperts(), devices = placement.getDevices();
+  for (auto [value, name, size] :
+       {std::tuple<Value, StringRef, int64_t>{getCounts(), "counts", experts},
+        {getReplicas(), "replicas", experts},
+        {getDeviceExperts(), "device_experts", devices}}) {
+    int64_t n = cast<ShapedType>(value.getType()).getDimSize(0);
+    if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(size) && n != size)
+      return emitOpError() << name << " must have " << size << " entries (the placement's "
+                           << (name == "device_experts" ? "devices" : "experts")
+                           << "), got " << value.getType();
+  }
+  return success();
 }
 
 LogicalResult FillEmptySlotsOp::verify() {
@@ -169,7 +202,7 @@ std::array<int64_t, 3> AlignBlocksOp::getDynamicSizeRule(OpResult result) {
 }
 
 //===----------------------------------------------------------------------===//
-// capacity, expert_choice
+// capacity, admit, expert_choice
 //===----------------------------------------------------------------------===//
 
 /// Exactly one of `capacity_factor(...)` / `capacity(...)`.
@@ -208,6 +241,25 @@ LogicalResult CapacityOp::verify() {
 
 void CapacityOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
   capacityRules(getCapacityFactor(), getCapacity(), rules);
+}
+
+LogicalResult AdmitOp::verify() {
+  if (failed(verifyCapacityForm(*this, getCapacityFactor(), getCapacity())))
+    return failure();
+  FailureOr<int64_t> e = verifyScoreMatrix(*this, getScores().getType(), "scores");
+  if (failed(e) || failed(verifyChoices(*this, getK(), *e)))
+    return failure();
+  return verifyScalarRules(*this);
+}
+
+void AdmitOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  capacityRules(getCapacityFactor(), getCapacity(), rules);
+  if (getCandidates()) {
+    int64_t experts = getScores().getType().getDimSize(1);
+    rules.push_back(ScalarRule::intRange(
+        getCandidates(), "candidates", 0,
+        ShapedType::isDynamic(experts) ? std::nullopt : std::optional(experts)));
+  }
 }
 
 LogicalResult ExpertChoiceOp::verify() {

@@ -170,6 +170,43 @@ LogicalResult DeviceLoadsOp::verify() {
   return success();
 }
 
+LogicalResult LeastLoadedOp::verify() {
+  if (std::optional<LogicalResult> done = verifySizesFirst(*this))
+    return *done;
+  FailureOr<int64_t> e = verifyExpertVector(*this, getLoads().getType(), "loads");
+  if (failed(e))
+    return failure();
+  int64_t gpus = getGpus();
+  if (gpus < 1)
+    return emitOpError() << "gpus must be >= 1, got " << gpus;
+  if (*e % gpus != 0)
+    return emitOpError() << "the native placement needs experts (" << *e
+                         << ") divisible by gpus (" << gpus << ")";
+  auto plan = cast<ShapedType>(getPlan().getType());
+  if (plan.getDimSize(0) != *e || plan.getDimSize(1) != gpus)
+    return emitOpError() << "plan must be " << *e << "x" << gpus
+                         << " (experts x gpus), got " << plan;
+  for (auto [value, name] : {std::pair<Value, StringRef>{getNativeLoads(), "native_loads"},
+                             {getGpuLoads(), "gpu_loads"}})
+    if (cast<ShapedType>(value.getType()).getDimSize(0) != gpus)
+      return emitOpError() << name << " must have one entry per gpu (" << gpus << ")";
+  if (cast<ShapedType>(getTransfers().getType()).getDimSize(0) != 1)
+    return emitOpError() << "transfers must hold one value";
+  return verifyScalarRules(*this);
+}
+
+void LeastLoadedOp::getScalarRules(SmallVectorImpl<ScalarRule> &rules) {
+  ScalarRule factor = ScalarRule::floatRange(getCapacityFactor(), "capacity_factor", 0.0,
+                                             /*minOpen=*/true, {}, false);
+  factor.finite = true;
+  rules.push_back(factor);
+  rules.push_back(ScalarRule::intRange(getMinChunk(), "min_chunk", 0));
+  ScalarRule threshold =
+      ScalarRule::floatRange(getThreshold(), "threshold", {}, false, {}, false);
+  threshold.finite = true;
+  rules.push_back(threshold);
+}
+
 LogicalResult ImbalanceOp::verify() {
   if (ShapedType::isDynamic(cast<ShapedType>(getLoads().getType()).getDimSize(0)) &&
       !inGenericPolicy(*this))

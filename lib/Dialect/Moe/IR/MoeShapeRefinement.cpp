@@ -125,6 +125,14 @@ LogicalResult CapacityOp::refineResultTypes(const ShapeBinding &binding,
   return success();
 }
 
+LogicalResult MetroReplicasOp::refineResultTypes(const ShapeBinding &binding,
+                                                 SmallVectorImpl<Type> &types) {
+  Type i32 = IntegerType::get(getContext(), 32);
+  types.push_back(perExpert(binding.experts, i32));
+  types.push_back(RankedTensorType::get({getPlacement().getType().getDevices()}, i32));
+  return success();
+}
+
 LogicalResult ExpertChoiceOp::refineResultTypes(const ShapeBinding &,
                                                 SmallVectorImpl<Type> &types) {
   // The per-token view is [T, max_experts]; the grouped layout is sized by T.
@@ -148,6 +156,11 @@ LogicalResult WhenOp::refineResultTypes(const ShapeBinding &,
 
 void RouteOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
   // `k = ?` is the model's top-k; a fixed k may differ from it (a wider routing).
+  params.push_back({"top_k", getK(), getKAttrName().getValue(), /*mayDiffer=*/true});
+}
+
+void AdmitOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
+  // The capacity is sized for the model's top-k; a fixed k may differ from it.
   params.push_back({"top_k", getK(), getKAttrName().getValue(), /*mayDiffer=*/true});
 }
 
@@ -177,6 +190,10 @@ void EplbOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
 }
 
 void DeviceLoadsOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
+  params.push_back({"devices", getGpus(), getGpusAttrName().getValue()});
+}
+
+void LeastLoadedOp::getSizeParameters(SmallVectorImpl<SizeParameter> &params) {
   params.push_back({"devices", getGpus(), getGpusAttrName().getValue()});
 }
 
@@ -226,6 +243,16 @@ LogicalResult EplbOp::refineResultTypes(const ShapeBinding &binding,
 LogicalResult DeviceLoadsOp::refineResultTypes(const ShapeBinding &,
                                                SmallVectorImpl<Type> &types) {
   types.push_back(RankedTensorType::get({getGpus()}, Float32Type::get(getContext())));
+  return success();
+}
+
+LogicalResult LeastLoadedOp::refineResultTypes(const ShapeBinding &binding,
+                                               SmallVectorImpl<Type> &types) {
+  Type f32 = Float32Type::get(getContext()), i32 = IntegerType::get(getContext(), 32);
+  types.push_back(matrix(binding.experts, getGpus(), i32));
+  types.push_back(RankedTensorType::get({getGpus()}, f32));
+  types.push_back(RankedTensorType::get({getGpus()}, f32));
+  types.push_back(getTransfers().getType());
   return success();
 }
 

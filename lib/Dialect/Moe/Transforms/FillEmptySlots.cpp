@@ -24,11 +24,12 @@ namespace switchyard::moe {
 using namespace mlir;
 using namespace switchyard::moe;
 
-/// Whether every token keeps at least one valid id in `ids` (unless all its scores are
-/// -inf / NaN): a route over all experts.
+/// Whether every token keeps at least one valid id in `ids` (unless all its logits are
+/// -inf / NaN): a route over all experts of scores no batch-wide op masked (moe.admit
+/// leaves a token whose every proposal was dropped with no eligible expert).
 static bool rowsKeepAnExpert(Value ids) {
   auto route = ids.getDefiningOp<RouteOp>();
-  return route && !route.getWithin();
+  return route && !route.getWithin() && !route.getScores().getDefiningOp<AdmitOp>();
 }
 
 LogicalResult switchyard::moe::fillEmptySlots(ModuleOp module, StringRef entry) {

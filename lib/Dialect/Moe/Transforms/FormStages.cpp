@@ -5,7 +5,8 @@
 // list-scheduled: the first ready op opens a stage of its kind, and every op of the same
 // kind whose operands are ready joins it, so independent ops of one kind share one loop
 // even when the source interleaves them. A batch reduction never joins the stage that
-// produces its input (it needs every token of it first).
+// produces its input (it needs every token of it first), nor a row op the stage of a
+// whole op it reads (the stage's token loop runs before its whole ops).
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
@@ -81,7 +82,7 @@ static void formStagesInRun(Block &block, ArrayRef<Operation *> run, Operation *
           bool inRun = llvm::is_contained(run, p);
           if (!inRun || scheduled.contains(p))
             return true;
-          return inGroup.contains(p) && !needsCompleteInputs(kind);
+          return inGroup.contains(p) && !needsStageBoundary(kind, p, op);
         });
         if (!ready)
           continue;

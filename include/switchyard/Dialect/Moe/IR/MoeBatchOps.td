@@ -20,20 +20,26 @@ def Moe_BatchReduceOp : Moe_BatchStageOp<"batch_reduce"> {
                (requires `over topk`; the result is i32).
     With `over topk = k`, only the entries in each token's own top-k (by `x`, ties to the
     lower id) contribute; the others count as absent. `1 <= k <= E`; a `sum` or `max`
-    over `topk = E` is the plain reduction (folded).
+    over `topk = E` is the plain reduction (folded). With `rows(%mask : tensor<?xi32>)`
+    only the tokens whose `mask[t]` is nonzero contribute (MoE-Spec ranks experts by the
+    draft tokens' mass: `rows(%draft_mask ...)`).
 
     Examples:
     ```mlir
     %mass = moe.batch_reduce sum %probs : tensor<?x128xf32> -> tensor<128xf32>
     %hits = moe.batch_reduce count %probs over topk = 8
         : tensor<?x128xf32> -> tensor<128xi32>
+    %draft_mass = moe.batch_reduce sum %probs rows(%draft_mask : tensor<?xi32>)
+        : tensor<?x128xf32> -> tensor<128xf32>
     ```
   }];
   let arguments = (ins Moe_ReduceKind:$kind, Moe_ScoreTensor:$input,
-                       OptionalAttr<Moe_I64Attr>:$topk);
+                       OptionalAttr<Moe_I64Attr>:$topk,
+                       Optional<TensorRankOf<[I32], [1]>>:$rows);
   let results = (outs TensorRankOf<[F32, I32], [1]>:$result);
   let assemblyFormat = [{
-    $kind $input (`over` `topk` `=` $topk^)? attr-dict `:` type($input) `->` qualified(type($result))
+    $kind $input (`over` `topk` `=` $topk^)? (`rows` `(` $rows^ `:` type($rows) `)`)?
+    attr-dict `:` type($input) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
   let hasFolder = 1;

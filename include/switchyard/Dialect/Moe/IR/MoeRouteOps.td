@@ -40,6 +40,10 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     piggy-backing: a token takes an expert the batch already runs only when the expert is
     among its own top `r`. It applies before `top_p`; `r` must be in `[0, E]`.
 
+    `rows(%mask : tensor<?xi32>)` restricts only the tokens whose `mask[t]` is nonzero:
+    the others route over all experts, without `within` and `max_rank` (MoE-Spec
+    budgets the draft tokens of a verification step: `rows(%draft_mask ...)`).
+
     `k` must equal the enclosing router's `top_k` and be in `[1, E]` (`k = ?` in a
     generic router: bound to `top_k` by `--moe-specialize`); `scaling` must be finite
     and `> 0`. `renormalize` and `scaling` are the model's (`norm_topk_prob`,
@@ -58,7 +62,8 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
                        UnitAttr:$renormalize, UnitAttr:$softmax_weights,
                        DefaultValuedAttr<F32Attr, "1.0f">:$scaling,
                        Optional<F32>:$scaling_factor, Optional<F32>:$top_p,
-                       Optional<I64>:$min_k, Optional<I64>:$max_rank);
+                       Optional<I64>:$min_k, Optional<I64>:$max_rank,
+                       Optional<TensorRankOf<[I32], [1]>>:$rows);
   let results = (outs Moe_IdTensor:$topk_ids, Moe_ScoreTensor:$topk_weights);
   let assemblyFormat = [{
     $scores (`within` $within^)? (`weights` `(` $weights^ `:` type($weights) `)`)? `k` `=` custom<SizeOrParam>($k)
@@ -67,6 +72,7 @@ def Moe_RouteOp : Moe_RouteStageOp<"route", [Moe_RowWise, AttrSizedOperandSegmen
     (`scaled_by` `(` $scaling_factor^ `:` type($scaling_factor) `)`)?
     (`max_rank` `(` $max_rank^ `:` type($max_rank) `)`)?
     (`top_p` `(` $top_p^ `:` type($top_p) `)`)? (`min_k` `(` $min_k^ `:` type($min_k) `)`)?
+    (`rows` `(` $rows^ `:` type($rows) `)`)?
     attr-dict
     `:` type($scores) (`,` qualified(type($within))^)? `->` type($topk_ids) `,` type($topk_weights)
   }];
@@ -87,7 +93,10 @@ def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise,
     EPLB/Libra replication: logical expert `e = ids[t,j]` has `replica_count[e]` physical
     replicas `log2phy[e][0..replica_count[e])` (see `!moe.placement`). Token t uses
     replica `t mod replica_count[e]`, spreading a hot expert's tokens evenly over its
-    copies: `phys[t,j] = log2phy[e][t mod replica_count[e]]`. `-1` stays `-1`.
+    copies: `phys[t,j] = log2phy[e][t mod replica_count[e]]`. `-1` stays `-1`. With
+    `replicas(%r : tensor<?xi32>)` (one physical slot per expert, e.g. from
+    `moe.metro_replicas`) every token of expert e goes to `r[e]` instead (the round
+    robin where `r[e] < 0`).
 
     Example:
     ```mlir
@@ -95,10 +104,51 @@ def Moe_RemapPhysicalOp : Moe_RouteStageOp<"remap_physical", [Moe_RowWise,
         !moe.placement<experts = 256, devices = 8, slots = 288>
     ```
   }];
-  let arguments = (ins Moe_IdTensor:$ids, Moe_PlacementType:$placement);
+  let arguments = (ins Moe_IdTensor:$ids, Moe_PlacementType:$placement,
+                       Optional<TensorRankOf<[I32], [1]>>:$replicas);
   let results = (outs Moe_IdTensor:$result);
-  let assemblyFormat = "$ids `,` $placement attr-dict `:` type($ids) `,` qualified(type($placement))";
+  let assemblyFormat = [{
+    $ids `,` $placement (`replicas` `(` $replicas^ `:` type($replicas) `)`)? attr-dict
+    `:` type($ids) `,` qualified(type($placement))
+  }];
   let hasVerifier = 1;
+}
+
+def Moe_MetroReplicasOp : Moe_RouteStageOp<"metro_replicas"> {
+  let summary = "METRO: one replica per activated expert, balancing activated experts per GPU";
+  let description = [{
+    METRO's replica choice (Yu, Ma et al., arXiv 2512.09277): under expert parallelism
+    with replicated experts, a memory-bound step costs each GPU the experts it
+    activates, so every expert the batch activates (`counts[e] > 0`, e.g.
+    `moe.expert_counts`) runs on ONE of its replicas (`placement`), the replicas chosen
+    to balance the activated experts per GPU. Greedily: experts with fewer replicas
+    first (less choice), then more tokens, then the lower id; each takes the replica
+    whose GPU (slot p on GPU `p / (slots / devices)`) has the fewest activated experts
+    so far, then the fewest tokens, then the lower replica rank.
+
+    Results: `replicas[e]`, the physical slot expert e runs on (`-1` when the batch does
+    not activate it), for `moe.remap_physical ... replicas(...)`; `device_experts[g]`,
+    the experts GPU g activates.
+
+    Example:
+    ```mlir
+    %slot, %per_gpu = moe.metro_replicas %counts on %placement
+        : tensor<128xi32>, !moe.placement<experts = 128, devices = 8, slots = 144>
+        -> tensor<128xi32>, tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$counts, Moe_PlacementType:$placement);
+  let results = (outs TensorRankOf<[I32], [1]>:$replicas,
+                      TensorRankOf<[I32], [1]>:$device_experts);
+  let assemblyFormat = [{
+    $counts `on` $placement attr-dict `:` type($counts) `,` qualified(type($placement))
+    `->` type($replicas) `,` type($device_experts)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
 }
 
 def Moe_FillEmptySlotsOp : Moe_RouteStageOp<"fill_empty_slots", [
@@ -262,6 +312,50 @@ def Moe_CapacityOp : Moe_RouteStageOp<"capacity", [Moe_ExpertIdsReaderOpInterfac
     void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
     ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
                                             ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
+}
+
+def Moe_AdmitOp : Moe_RouteStageOp<"admit", [AttrSizedOperandSegments,
+    AllTypesMatch<["scores", "result"]>]> {
+  let summary = "capacity-aware admission (He et al., ICLR 2026): each expert admits its best candidates";
+  let description = [{
+    Capacity-Aware Token Drop and Expanded Drop (arXiv 2503.05066). Every token t
+    proposes its `candidates` best experts by `scores[t,e]` (ties to the lower id, NaN
+    last; `candidates(%m : i64)`, `0` or absent meaning `k`: Token Drop; more than k:
+    Expanded Drop). Every expert e then admits, among the tokens that propose it, the C
+    with the highest `scores[t,e]` (ties to the lower token index), C from
+    `capacity_factor(%f : f32)` as `moe.capacity` (`ceil(f * T * k / E)`, double
+    precision) or an absolute `capacity(%c : i64)`. The result keeps `scores[t,e]`
+    where expert e admitted token t and is `-inf` elsewhere, so that a following
+    `moe.route ... k = ?` takes each token's best k admitted experts (fewer leave empty
+    slots). NaN scores are never admitted.
+
+    `k` is the model's top-k (`k = ?` binds to it), the number of slots per token the
+    capacity is sized for; `candidates` must be in `[0, E]`.
+
+    Example (Token Drop at capacity factor 1.0, then each token's top-k of what its
+    experts admitted, renormalized):
+    ```mlir
+    %probs = moe.softmax %logits : tensor<?x64xf32>
+    %admitted = moe.admit %probs capacity_factor(%cf : f32) k = 8 : tensor<?x64xf32>
+    %ids, %w = moe.route %admitted k = 8 renormalize
+        : tensor<?x64xf32> -> tensor<?x8xi32>, tensor<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ScoreTensor:$scores, Optional<I64>:$candidates,
+                       Optional<F32>:$capacity_factor, Optional<I64>:$capacity,
+                       Moe_I64Attr:$k);
+  let results = (outs Moe_ScoreTensor:$result);
+  let assemblyFormat = [{
+    $scores (`candidates` `(` $candidates^ `:` type($candidates) `)`)?
+    (`capacity_factor` `(` $capacity_factor^ `:` type($capacity_factor) `)`)?
+    (`capacity` `(` $capacity^ `:` type($capacity) `)`)?
+    `k` `=` custom<SizeOrParam>($k) attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
   }];
 }
 

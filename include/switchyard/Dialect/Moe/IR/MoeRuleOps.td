@@ -263,6 +263,64 @@ def Moe_ImbalanceOp : Moe_RuleStepOp<"imbalance"> {
 }
 
 
+def Moe_LeastLoadedOp : Moe_RuleStepOp<"least_loaded", [Moe_ExpertOperands]> {
+  let summary = "LLEP: spill overloaded experts' tokens to the least-loaded GPUs";
+  let description = [{
+    Least-Loaded Expert Parallelism (Nguyen et al., arXiv 2601.17111), its least-loaded
+    assignment for one layer and step: expert e's `loads[e]` tokens run on its native
+    GPU `e / (E/gpus)` unless that GPU would exceed the capacity
+    `C = max(1, int(capacity_factor * (L / gpus)))` (L = the total load, `L / gpus`
+    integer division; C = L when that is 0); then the excess is spilled, with the
+    expert's weights, to other GPUs. The routing itself is unchanged: only where the
+    tokens are computed moves.
+
+    When `threshold > 0` and the native placement's imbalance (max / mean of the GPUs'
+    native loads, 1 when all are 0) is below `threshold`, nothing moves (plain EP).
+    Otherwise the experts are taken by descending load (ties to the lower id, empty
+    experts skipped). A GPU's effective load is what it was assigned so far plus the
+    native load of its experts not yet taken. Expert e (its own native load first
+    removed from its GPU's pending load) puts `min(load, max(0, C - effective(native)))`
+    tokens on its native GPU; while tokens remain, the other GPU with the least
+    effective load (ties to the lower id) takes `min(remaining, C - effective)` of them
+    when that is positive and either all the remaining tokens or at least `min_chunk`
+    (a GEMM worth moving weights for); when it is not, it takes all the remaining
+    tokens. With one GPU everything stays native.
+
+    Results: `plan[e][g]`, the tokens of expert e computed on GPU g; the GPUs' native
+    loads (plain EP) and their loads under the plan, as f32 for `moe.imbalance`; and
+    `transfers[0]`, the number of (expert, GPU) pairs that need the expert's weights
+    moved (g not e's native GPU, `plan[e][g] > 0`). `E % gpus == 0`; `min_chunk >= 0`;
+    `capacity_factor` finite and `> 0`; `threshold` finite.
+
+    Example:
+    ```mlir
+    %plan, %native, %after, %moved = moe.least_loaded %loads
+        capacity_factor(%alpha : f32) min_chunk(%m : i64) threshold(%lambda : f32)
+        gpus = 8 : tensor<128xi32> -> tensor<128x8xi32>, tensor<8xf32>, tensor<8xf32>,
+        tensor<1xi32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[I32], [1]>:$loads, F32:$capacity_factor, I64:$min_chunk,
+                       F32:$threshold, Moe_I64Attr:$gpus);
+  let results = (outs TensorRankOf<[I32], [2]>:$plan, TensorRankOf<[F32], [1]>:$native_loads,
+                      TensorRankOf<[F32], [1]>:$gpu_loads, TensorRankOf<[I32], [1]>:$transfers);
+  let assemblyFormat = [{
+    $loads `capacity_factor` `(` $capacity_factor `:` type($capacity_factor) `)`
+    `min_chunk` `(` $min_chunk `:` type($min_chunk) `)`
+    `threshold` `(` $threshold `:` type($threshold) `)`
+    `gpus` `=` custom<SizeOrParam>($gpus) attr-dict
+    `:` type($loads) `->` type($plan) `,` type($native_loads) `,` type($gpu_loads) `,`
+    type($transfers)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    void getSizeParameters(::llvm::SmallVectorImpl<SizeParameter> &params);
+    void getScalarRules(::llvm::SmallVectorImpl<ScalarRule> &rules);
+    ::mlir::LogicalResult refineResultTypes(const ShapeBinding &binding,
+                                            ::llvm::SmallVectorImpl<::mlir::Type> &types);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Libra: lookahead prediction, locality-aware replication, token sharding
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,16 @@ std::optional<StageKind> getStageKind(mlir::Operation *op);
 /// stage: a batch reduction needs every token of its input first.
 inline bool needsCompleteInputs(StageKind kind) { return kind == StageKind::batch; }
 
+/// True when `consumer` cannot join the stage of `producer`: besides a batch
+/// reduction's inputs, a row op (RowWise, run in the stage's token loop, which comes
+/// first) cannot read what a whole op of its stage (run after that loop) makes -
+/// moe.admit's masked scores routed by moe.route, say.
+inline bool needsStageBoundary(StageKind kind, mlir::Operation *producer,
+                               mlir::Operation *consumer) {
+  return needsCompleteInputs(kind) ||
+         (consumer->hasTrait<role::RowWise>() && !producer->hasTrait<role::RowWise>());
+}
+
 /// The value a stage result stands for (the operand its stage yields), recursively.
 mlir::Value lookThroughStages(mlir::Value value);
 
