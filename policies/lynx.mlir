@@ -13,6 +13,13 @@
 //      (expert remapper, §3.4).
 // Other batches (prefill, mixed, or more than max_tokens tokens) use plain top-k.
 //
+// Versions: this follows v2 of the paper (arXiv 2411.08982v2, the project's copy).
+// v3 (May 2026) names step 1's binning of each expert's affinity to the token's top-1
+// "AffinityBinning" and reports up to 1.30x (v2: 1.23x); its abstract describes the
+// same mechanism (low-affinity token-to-expert assignments remapped within the batch),
+// and no v3 variant is shipped. Only v3's abstract could be read here: a difference
+// in its full text would need a second policy beside this one.
+//
 // Shape: generic in E and k (the paper's Qwen1.5-MoE-A2.7B: --experts 60 --top-k 4
 //        --shared-experts 4).
 // Inputs: logits f32 [T, E], phase i32 (0 prefill, 1 decode, 2 mixed).
