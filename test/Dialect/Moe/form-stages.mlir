@@ -128,3 +128,54 @@ moe.router @capacity_arith(%logits: tensor<?x8xf32>)
       : tensor<?x2xi32>, tensor<?x2xf32> -> tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<1xi32>
   moe.yield %kept, %kw : tensor<?x2xi32>, tensor<?x2xf32>
 }
+
+// -----
+
+// A row op never joins the stage of a whole op it reads: the stage's token loop runs
+// before its whole ops. Capacity-aware admission masks the scores the route then reads,
+// so the route opens a second route stage (with the counts and the alignment).
+// CHECK-LABEL: moe.router @admit_then_route
+// CHECK:      %[[A:.*]] = moe.stage route -> (tensor<?x8xf32>) {
+// CHECK-NEXT:   moe.admit
+// CHECK-NEXT:   moe.yield
+// CHECK:      moe.stage route
+// CHECK-NEXT:   moe.route %[[A]]
+// CHECK-NEXT:   moe.expert_counts
+// CHECK-NEXT:   moe.yield
+moe.router @admit_then_route(%logits: tensor<?x8xf32>)
+    -> (topk_ids: tensor<?x2xi32>, counts: tensor<8xi32>)
+    attributes {experts = 8, top_k = 2} {
+  %cf = moe.knob "capacity_factor" = 1.0 : f32
+  %p = moe.softmax %logits : tensor<?x8xf32>
+  %admitted = moe.admit %p capacity_factor(%cf : f32) k = 2 : tensor<?x8xf32>
+  %ids, %w = moe.route %admitted k = 2 renormalize
+      : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<8xi32>
+  moe.yield %ids, %counts : tensor<?x2xi32>, tensor<8xi32>
+}
+
+// -----
+
+// METRO: the replica choice reads the route's counts (after its token loop) and the
+// remap reads the choice, so the remap is a route stage of its own.
+// CHECK-LABEL: moe.router @metro_remap
+// CHECK:      moe.stage route
+// CHECK-NEXT:   moe.route
+// CHECK-NEXT:   moe.expert_counts
+// CHECK-NEXT:   moe.metro_replicas
+// CHECK-NEXT:   moe.yield
+// CHECK:      moe.stage route
+// CHECK-NEXT:   moe.remap_physical
+// CHECK-NEXT:   moe.yield
+moe.router @metro_remap(%logits: tensor<?x8xf32>,
+                        %placement: !moe.placement<experts = 8, devices = 4, slots = 12>)
+    -> (physical_ids: tensor<?x2xi32>) attributes {experts = 8, top_k = 2} {
+  %ids, %w = moe.route %logits k = 2 : tensor<?x8xf32> -> tensor<?x2xi32>, tensor<?x2xf32>
+  %counts = moe.expert_counts %ids : tensor<?x2xi32> -> tensor<8xi32>
+  %slots, %per_gpu = moe.metro_replicas %counts on %placement
+      : tensor<8xi32>, !moe.placement<experts = 8, devices = 4, slots = 12>
+      -> tensor<8xi32>, tensor<4xi32>
+  %phys = moe.remap_physical %ids, %placement replicas(%slots : tensor<8xi32>)
+      : tensor<?x2xi32>, !moe.placement<experts = 8, devices = 4, slots = 12>
+  moe.yield %phys : tensor<?x2xi32>
+}
