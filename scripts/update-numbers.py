@@ -765,6 +765,14 @@ def r_readme_trace_results(src):
     return "\n".join(_eval_traces().summary(src.json("trace-results.json")))
 
 
+def r_ep_policies(src):
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_ep_policies
+    return bench_ep_policies.markdown(src.json("ep-policies.json"))
+
+
 def r_quality_results(src):
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     if bench not in sys.path:
@@ -807,6 +815,7 @@ RENDERERS = {
     "trace-results": (r_trace_results, "docs/trace-results.json (bench/eval_traces.py)"),
     "readme-trace-results": (r_readme_trace_results,
                              "docs/trace-results.json (bench/eval_traces.py)"),
+    "ep-policies": (r_ep_policies, "docs/ep-policies.json (bench/bench_ep_policies.py)"),
     "quality-results": (r_quality_results, "docs/quality-results.json (bench/eval_quality.py)"),
     "readme-headlines": (r_readme_headlines, "scripts/demo.py, docs/gpu-results.json, "
                          "docs/bench-routers.json, docs/memory-modes.json"),
