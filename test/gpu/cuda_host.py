@@ -119,10 +119,13 @@ def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
 
 
 def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
-                   emulated_sms=EMULATED_SMS, resident=EMULATED_RESIDENT, knobs=None):
+                   emulated_sms=EMULATED_SMS, resident=EMULATED_RESIDENT, knobs=None,
+                   knob_group=None):
     """Runs the kernels of the size class that takes `tokens` on `inputs` (logits given
     as `logits_bits`, 16-bit patterns, when the router reads them narrow; `knobs`, a
-    uint8 array holding the knob struct the kernels read, None for the defaults), as
+    uint8 array holding the knob struct the kernels read, None for the defaults; with
+    `knob_group`, each token's group for an entry built with --knob-groups, whose knob
+    memory then holds one struct per group), as
     NAME_launch would on a GPU of `emulated_sms` one-block SMs (the grid class) that
     holds `resident` CTAs at once (the cooperative class when its CTAs fit, the pair
     otherwise); returns (outputs, size class, grid, [each
@@ -142,6 +145,9 @@ def launch_on_host(lib, meta, router, info, inputs, tokens, logits_bits=None,
         for _ in range(2 if port["kind"] == "placement" else 1):
             call += descriptor(keep[k])
             k += 1
+    if knob_group is not None:  # a grouped entry: after the inputs (kept alive below)
+        groups = np.ascontiguousarray(knob_group, dtype=np.int32)
+        call += descriptor(groups)
     for arr in outputs.values():
         call += descriptor(arr)
     # After the outputs: the knob struct in (emulated) device memory, which the kernels

@@ -174,3 +174,27 @@ def alternative_knobs(router, inputs, default_out):
                    for k, v in default_out.items() if k in out):
                 return candidate
     return first
+
+
+# Inputs with a row per token: a knob group's rows of them form its batch.
+PER_TOKEN = ("logits", "request_ids", "positions", "draft_mask")
+
+
+def expected_by_groups(host, inputs, group_of, settings, groups):
+    """The host's routing (`host`: an entry returning topk_ids / topk_weights) of a batch
+    in knob groups: each group's rows (a token's group outside [0, groups) is group 0)
+    routed as a batch of their own with its knobs (`settings[g]`)."""
+    tokens = len(group_of)
+    k = host.result_shape("topk_ids", 1)[1]
+    out = {"topk_ids": np.zeros((tokens, k), np.int32),
+           "topk_weights": np.zeros((tokens, k), np.float32)}
+    effective = np.where((group_of >= 0) & (group_of < groups), group_of, 0)
+    for g, knobs in enumerate(settings):
+        rows = np.flatnonzero(effective == g)
+        if not len(rows):
+            continue
+        values = {n: (v[rows] if n in PER_TOKEN else v) for n, v in inputs.items()}
+        routed = host(**values, knobs=knobs)
+        for name in out:
+            out[name][rows] = np.asarray(routed[name])
+    return out

@@ -8,7 +8,9 @@ one writing, with no barrier between) is a ThreadSanitizer report; any report fa
 test, and every run's outputs must equal the host target's. This is compute-sanitizer's
 racecheck for what the CPU can see: within a block, and across the blocks of the
 cooperative kernel, which run at once (a grid barrier between its halves); the other
-launches' blocks run one after another. The GPU kit runs racecheck itself.
+launches' blocks run one after another. The kernel of an entry built with per-request
+knob groups runs too (4 groups in one launch, each equal to the host routing its rows
+alone). The GPU kit runs racecheck itself.
 
 The script re-runs itself with the toolchain's libtsan preloaded (an instrumented
 library loaded into an uninstrumented Python needs the runtime from the start), and
@@ -28,10 +30,16 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cuda_host import ROOT, compile_on_host, cxx, launch_on_host  # noqa: E402
-from gpu_cases import CaseTally, differing_outputs, entry_info, example_inputs  # noqa: E402
+from gpu_cases import CaseTally, alternative_knobs, differing_outputs, entry_info, \
+    example_inputs, expected_by_groups  # noqa: E402
 from policy_shapes import GPU_ROUTERS, import_switchyard, native_shape  # noqa: E402
 
 RACES_EXIT = 66  # the exit status ThreadSanitizer gives a run that reported races
+# Entries built with per-request knob groups (--knob-groups): one CTA routes each group's
+# rows as a batch of its own, reading its group's knob struct.
+GROUPED = [("xshare", "xshare"), ("lynx", "lynx"), ("xshare_spec", "xshare_spec")]
+GROUPS = 4
+ROUTE = ("topk_ids", "topk_weights")
 
 
 def batch_sizes(meta):
@@ -100,7 +108,39 @@ def main():
                                                           tokens)
             tally.record(f"{name} T={tokens} ({size_class['name']}, {grid} CTAs) under "
                          "ThreadSanitizer", differing_outputs(expected, outputs))
+    if not edit:
+        check_knob_groups(switchyard, args.build, workdir, rng, tally)
     return tally.finish()
+
+
+def check_knob_groups(switchyard, build, workdir, rng, tally, tokens=40):
+    """The grouped kernel (moe-map-to-gpu{knob-groups}) under ThreadSanitizer: a batch
+    whose tokens belong to 4 groups (two with another knob setting, ids outside [0, 4)
+    in group 0), each group routed as the host routes its rows alone with its knobs."""
+    for file, name in GROUPED:
+        policy = os.path.join(ROOT, "policies", f"{file}.mlir")
+        shape = native_shape(file)
+        lib, meta = compile_on_host(
+            build, os.path.join(workdir, name + "-groups"), file, name, sanitize="thread",
+            flags=[f"--knob-groups={GROUPS}", "--outputs", ",".join(ROUTE),
+                   "--fill-empty-slots"])
+        host = switchyard.compile(policy, entry=name, outputs=ROUTE, fill_empty_slots=True,
+                                  **shape)
+        info = entry_info(switchyard, policy, name, **shape)
+        inputs = example_inputs(info, tokens, rng)
+        if "request_ids" in inputs:
+            inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
+        other, _ = alternative_knobs(host, inputs, host(**inputs))
+        settings = [{}, other, {}, other]
+        group_of = rng.choice([0, 1, 1, 2, 3, -1, 7], size=tokens).astype(np.int32)
+        structs = np.concatenate([np.frombuffer(host._native.knob_struct(
+            host._default_knobs + host._knob_settings(knobs)), np.uint8)
+            for knobs in settings])
+        outputs, size_class, grid, _ = launch_on_host(lib, meta, host, info, inputs, tokens,
+                                                      knobs=structs, knob_group=group_of)
+        expected = expected_by_groups(host, inputs, group_of, settings, GROUPS)
+        tally.record(f"{name} T={tokens} in {GROUPS} knob groups ({size_class['name']}, "
+                     f"{grid} CTA) under ThreadSanitizer", differing_outputs(expected, outputs))
 
 
 if __name__ == "__main__":

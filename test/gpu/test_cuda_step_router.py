@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cuda_host import SWITCHYARD_INCLUDE, cxx  # noqa: E402
 from gpu_cases import CaseTally, alternative_knobs, differing_outputs, entry_info, \
-    example_inputs  # noqa: E402
+    example_inputs, expected_by_groups  # noqa: E402
 from policy_shapes import ROOT, import_switchyard, native_shape  # noqa: E402
 from test_cuda_on_host import bf16_bits  # noqa: E402
 
@@ -187,26 +187,6 @@ def check_bf16(sy, build, stub, work, tally, rng):
 # budget, LYNX's bins (with the phase), XShare-spec's per-request sets (request ids).
 GROUPED = [("xshare", "xshare"), ("lynx", "lynx"), ("xshare_spec", "xshare_spec")]
 GROUPS = 4
-PER_TOKEN = ("logits", "request_ids", "positions", "draft_mask")
-
-
-def expected_by_groups(host, inputs, group_of, settings):
-    """The host's routing of a batch in knob groups: each group's rows (a token's group
-    outside [0, GROUPS) is group 0) routed as a batch of their own with its knobs."""
-    tokens = len(group_of)
-    k = host.result_shape("topk_ids", 1)[1]
-    out = {"topk_ids": np.zeros((tokens, k), np.int32),
-           "topk_weights": np.zeros((tokens, k), np.float32)}
-    effective = np.where((group_of >= 0) & (group_of < GROUPS), group_of, 0)
-    for g, knobs in enumerate(settings):
-        rows = np.flatnonzero(effective == g)
-        if not len(rows):
-            continue
-        values = {n: (v[rows] if n in PER_TOKEN else v) for n, v in inputs.items()}
-        routed = host(**values, knobs=knobs)
-        for name in ROUTE:
-            out[name][rows] = np.asarray(routed[name])
-    return out
 
 
 def check_knob_groups(sy, build, stub, work, tally, rng):
@@ -248,7 +228,7 @@ def check_knob_groups(sy, build, stub, work, tally, rng):
                     np.uint8)
             sy._switchyard.set_device_step(pointer(request_ids), 0, 0, "phase" in inputs,
                                            True, pointer(group_of))
-            expected = expected_by_groups(host, inputs, group_of, settings)
+            expected = expected_by_groups(host, inputs, group_of, settings, GROUPS)
             # (The groups must matter, or the check could not fail: routing the batch
             # whole with the step's knobs gives other ids.)
             whole = np.asarray(default_out["topk_ids"])
