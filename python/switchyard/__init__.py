@@ -6,7 +6,8 @@ code and GPU kernels, called from Python and PyTorch.
     out = router(logits=x, knobs={"budget": 8})   # numpy in -> numpy out, torch -> torch
     out["topk_ids"], out["topk_weights"]
 
-Engines: switchyard.vllm / switchyard.sglang (custom_routing_function), switchyard.hf
+Engines: switchyard.routing (bind, custom_routing_function: engine-neutral; re-exported
+by switchyard.vllm / switchyard.sglang), switchyard.hf
 (patch a transformers model), switchyard.ops (the torch custom op), batch metadata with
 switchyard.batch_metadata(...). The executor: switchyard.Executor(model_dir, policy).
 Routing traces: switchyard.trace. The engine submodules are attributes of the package,
@@ -43,7 +44,7 @@ __all__ = ["SwitchyardError", "CompileError", "CompileWarning", "Diagnostic", "I
 
 #: Submodules imported on first access as attributes (switchyard.vllm, ...): they need
 #: torch, transformers or vLLM when used, never at `import switchyard`.
-_LAZY_SUBMODULES = ("hf", "ops", "sglang", "trace", "vllm")
+_LAZY_SUBMODULES = ("hf", "ops", "routing", "sglang", "trace", "vllm")
 
 
 def __getattr__(name):

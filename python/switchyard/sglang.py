@@ -9,6 +9,6 @@ and expects `(topk_weights, topk_ids)`, vLLM's signature.
 Per-token request ids / phase for batch-aware policies: switchyard.set_batch_metadata(...)
 from the scheduler's ForwardBatch before the forward pass (SGLang passes none).
 """
-from .vllm import custom_routing_function  # the same signature
+from .routing import custom_routing_function  # vLLM's signature, engine-neutral
 
 __all__ = ["custom_routing_function"]

@@ -22,7 +22,8 @@ from typing import Any, Dict, Optional
 import torch
 
 from .._errors import SwitchyardError
-from . import bind, capture, placement
+from ..routing import bind
+from . import capture, placement
 
 logger = logging.getLogger("vllm.switchyard")   # under vLLM's logger: its handler prints it
 
