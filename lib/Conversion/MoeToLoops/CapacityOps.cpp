@@ -189,6 +189,48 @@ struct ExpertSlices {
   Value slices, items, length; // slices: `per` as an index
 };
 
+/// The items of [0, n) where `pred` holds, counted as an i32.
+Value countWhere(LoopEmitter &em, Value n, function_ref<Value(Value)> pred) {
+  return em.loopCarried(em.idx(0), n, {em.i32(0)}, [&](Value i, ValueRange it) {
+    return SmallVector<Value>{em.addI(it[0], em.select(pred(i), em.i32(1), em.i32(0)))};
+  })[0];
+}
+
+/// A sequential radix select over the items of [0, n) with keys `key(i)`: K, the
+/// largest key with at least `take` keys >= K (the take-th best key, 32 one-bit
+/// steps), and the last item tied at K that the `take` best include (ties to the lower
+/// index; -1 when they include none).
+std::pair<Value, Value> selectTakeBest(LoopEmitter &em, Value n, Value take,
+                                       function_ref<Value(Value)> key) {
+  Value best =
+      em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
+        Value bit = em.toI32(em.subI(em.idx(31), b));
+        Value attempt = em.orI(
+            it[0], arith::ShLIOp::create(em.builder(), em.location(), em.i32(1), bit));
+        Value atLeast =
+            countWhere(em, n, [&](Value i) { return em.cmpI(P::uge, key(i), attempt); });
+        return SmallVector<Value>{
+            em.select(em.cmpI(P::sge, atLeast, take), attempt, it[0])};
+      })[0];
+  Value above = countWhere(em, n, [&](Value i) { return em.cmpI(P::ugt, key(i), best); });
+  Value need = em.subI(take, above);
+  Value last =
+      em.loopCarried(em.idx(0), n, {em.i32(0), em.i32(-1)}, [&](Value i, ValueRange it) {
+        Value tie = em.cmpI(P::eq, key(i), best);
+        Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
+        Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
+        return SmallVector<Value>{seen, em.select(isLast, em.toI32(i), it[1])};
+      })[1];
+  return {best, last};
+}
+
+/// What a select leaves: key `k` of item `index` is among the best iff k > K, or
+/// k == K and index <= the last tie taken.
+Value isSelected(LoopEmitter &em, Value k, Value limit, Value index, Value lastTie) {
+  Value tie = em.andI(em.cmpI(P::eq, k, limit), em.cmpI(P::sle, em.toI32(index), lastTie));
+  return em.orI(em.cmpI(P::ugt, k, limit), tie);
+}
+
 /// Per expert e: `threshold[e]` = K, the largest key with at least `take` of the
 /// tokens' keys `key(t, e)` >= K (the take-th best key), and `lastTie[e]` = the last
 /// token tied at K that the expert takes (ties go to the lower token index; -1 when it
@@ -199,11 +241,6 @@ void selectPerExpert(RouterLowering &L, int64_t n, Value tokens, Value take,
                      Value lastTie) {
   LoopEmitter &em = L.em();
   Type i32 = em.builder().getI32Type();
-  auto countTokens = [&](function_ref<Value(Value)> pred) {
-    return em.loopCarried(em.idx(0), tokens, {em.i32(0)}, [&](Value t, ValueRange it) {
-      return SmallVector<Value>{em.addI(it[0], em.select(pred(t), em.i32(1), em.i32(0)))};
-    })[0];
-  };
   if (L.blockParallelHere()) {
     // The GPU form, spread over the block: `slices` consecutive token ranges per
     // expert (n x slices work items, about one per thread). The select takes two bits
@@ -309,25 +346,8 @@ void selectPerExpert(RouterLowering &L, int64_t n, Value tokens, Value take,
     });
   } else
     L.parallelLoop(em.idx(n), [&](Value e) {
-      Value best =
-          em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value b, ValueRange it) {
-            Value bit = em.toI32(em.subI(em.idx(31), b));
-            Value attempt = em.orI(
-                it[0], arith::ShLIOp::create(em.builder(), em.location(), em.i32(1), bit));
-            Value atLeast =
-                countTokens([&](Value t) { return em.cmpI(P::uge, key(t, e), attempt); });
-            return SmallVector<Value>{
-                em.select(em.cmpI(P::sge, atLeast, take), attempt, it[0])};
-          })[0];
-      Value above = countTokens([&](Value t) { return em.cmpI(P::ugt, key(t, e), best); });
-      Value need = em.subI(take, above);
-      Value last = em.loopCarried(
-          em.idx(0), tokens, {em.i32(0), em.i32(-1)}, [&](Value t, ValueRange it) {
-            Value tie = em.cmpI(P::eq, key(t, e), best);
-            Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
-            Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
-            return SmallVector<Value>{seen, em.select(isLast, em.toI32(t), it[1])};
-          })[1];
+      auto [best, last] =
+          selectTakeBest(em, tokens, take, [&](Value t) { return key(t, e); });
       em.store(best, threshold, e);
       em.store(last, lastTie, e);
     });
@@ -357,41 +377,17 @@ LogicalResult admit(RouterLowering &L, AdmitOp op) {
   Value tokenKey = L.temporary(MemRefType::get({ShapedType::kDynamic}, i32), tokens);
   Value tokenTie = L.temporary(MemRefType::get({ShapedType::kDynamic}, i32), tokens);
   L.parallelLoop(tokens, [&](Value t) {
-    auto countExperts = [&](function_ref<Value(Value)> pred) {
-      return em.loopCarried(em.idx(0), em.idx(n), {em.i32(0)}, [&](Value e, ValueRange it) {
-        return SmallVector<Value>{em.addI(it[0], em.select(pred(e), em.i32(1), em.i32(0)))};
-      })[0];
-    };
-    Value best =
-        em.loopCarried(em.idx(0), em.idx(32), {em.i32(0)}, [&](Value bit, ValueRange it) {
-          Value shift = em.toI32(em.subI(em.idx(31), bit));
-          Value attempt =
-              em.orI(it[0], arith::ShLIOp::create(b, em.location(), em.i32(1), shift));
-          Value atLeast = countExperts(
-              [&](Value e) { return em.cmpI(P::uge, scoreAt(t, e), attempt); });
-          return SmallVector<Value>{
-              em.select(em.cmpI(P::sge, atLeast, want), attempt, it[0])};
-        })[0];
-    Value above =
-        countExperts([&](Value e) { return em.cmpI(P::ugt, scoreAt(t, e), best); });
-    Value need = em.subI(want, above);
-    Value last = em.loopCarried(
-        em.idx(0), em.idx(n), {em.i32(0), em.i32(-1)}, [&](Value e, ValueRange it) {
-          Value tie = em.cmpI(P::eq, scoreAt(t, e), best);
-          Value seen = em.addI(it[0], em.select(tie, em.i32(1), em.i32(0)));
-          Value isLast = em.andI(tie, em.cmpI(P::eq, seen, need));
-          return SmallVector<Value>{seen, em.select(isLast, em.toI32(e), it[1])};
-        })[1];
+    auto [best, last] =
+        selectTakeBest(em, em.idx(n), want, [&](Value e) { return scoreAt(t, e); });
     em.store(best, tokenKey, t);
     em.store(last, tokenTie, t);
   });
   // A token's key for an expert it does not propose is 0: below every proposal, and
   // never admitted (NaN scores have key 0 too).
   auto key = [&](Value t, Value e) {
-    Value k = scoreAt(t, e), limit = em.load(tokenKey, t);
-    Value tie = em.andI(em.cmpI(P::eq, k, limit),
-                        em.cmpI(P::sle, em.toI32(e), em.load(tokenTie, t)));
-    return em.select(em.orI(em.cmpI(P::ugt, k, limit), tie), k, em.i32(0));
+    Value k = scoreAt(t, e);
+    Value proposed = isSelected(em, k, em.load(tokenKey, t), e, em.load(tokenTie, t));
+    return em.select(proposed, k, em.i32(0));
   };
 
   // 2. Per expert: the take-th best proposal and the last tied token it admits.
@@ -402,11 +398,9 @@ LogicalResult admit(RouterLowering &L, AdmitOp op) {
   // 3. The admitted scores; -inf elsewhere.
   L.parallelLoop(tokens, [&](Value t) {
     em.loop(n, [&](Value e) {
-      Value k = key(t, e), limit = em.load(threshold, e);
-      Value tie = em.andI(em.cmpI(P::eq, k, limit),
-                          em.cmpI(P::sle, em.toI32(t), em.load(lastTie, e)));
-      Value in =
-          em.andI(em.cmpI(P::ne, k, em.i32(0)), em.orI(em.cmpI(P::ugt, k, limit), tie));
+      Value k = key(t, e);
+      Value in = em.andI(em.cmpI(P::ne, k, em.i32(0)),
+                         isSelected(em, k, em.load(threshold, e), t, em.load(lastTie, e)));
       em.store(em.select(in, em.load(scores, {t, e}), em.negInf()), result, {t, e});
     });
   });
@@ -430,19 +424,10 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
   Value threshold = L.temporary(MemRefType::get({n}, i32), {});
   Value lastTie = L.temporary(MemRefType::get({n}, i32), {});
   auto key = [&](Value t, Value e) { return scoreKey(em, em.load(scores, {t, e})); };
-  auto countTokens = [&](function_ref<Value(Value)> pred) {
-    return em.loopCarried(em.idx(0), tokens, {em.i32(0)}, [&](Value t, ValueRange it) {
-      return SmallVector<Value>{em.addI(it[0], em.select(pred(t), em.i32(1), em.i32(0)))};
-    })[0];
-  };
-
   // 1. Per expert: K = the take-th best key, then the token of the last tie it takes.
   selectPerExpert(L, n, tokens, take, key, threshold, lastTie);
   auto chosen = [&](Value t, Value e, Value k) {
-    Value limit = em.load(threshold, e);
-    Value tie = em.andI(em.cmpI(P::eq, k, limit),
-                        em.cmpI(P::sle, em.toI32(t), em.load(lastTie, e)));
-    return em.orI(em.cmpI(P::ugt, k, limit), tie);
+    return isSelected(em, k, em.load(threshold, e), t, em.load(lastTie, e));
   };
 
   // 2. Per token: its experts by descending key (ties to the lower id), the first m.
@@ -535,10 +520,10 @@ LogicalResult expertChoice(RouterLowering &L, ExpertChoiceOp op) {
     return em.select(em.cmpI(P::slt, em.load(ids, {t, em.idx(0)}), em.i32(0)), em.i32(1),
                      em.i32(0));
   };
-  Value lost =
-      L.blockParallelHere()
-          ? blockSum(L, tokens, none)
-          : countTokens([&](Value t) { return em.cmpI(P::ne, none(t), em.i32(0)); });
+  Value lost = L.blockParallelHere() ? blockSum(L, tokens, none)
+                                     : countWhere(em, tokens, [&](Value t) {
+                                         return em.cmpI(P::ne, none(t), em.i32(0));
+                                       });
   em.store(lost, unrouted, em.idx(0));
   return success();
 }

@@ -108,6 +108,17 @@ LogicalResult RankedOp::verify() {
   return success();
 }
 
+/// Expert e on GPU e / (E / gpus): `gpus` >= 1 dividing the experts.
+static LogicalResult verifyHomePlacement(Operation *op, int64_t experts, int64_t gpus,
+                                         StringRef which) {
+  if (gpus < 1)
+    return op->emitOpError() << "gpus must be >= 1, got " << gpus;
+  if (experts % gpus != 0)
+    return op->emitOpError() << "the " << which << " placement needs experts (" << experts
+                             << ") divisible by gpus (" << gpus << ")";
+  return success();
+}
+
 LogicalResult EplbOp::verify() {
   if (std::optional<LogicalResult> done = verifySizesFirst(*this))
     return *done;
@@ -156,12 +167,8 @@ LogicalResult DeviceLoadsOp::verify() {
     return emitOpError() << "gpus must be >= 1, got " << gpus;
   if (cast<ShapedType>(getResult().getType()).getDimSize(0) != gpus)
     return emitOpError() << "result must have one entry per gpu (" << gpus << ")";
-  if (!getPhy2log()) {
-    if (*e % gpus != 0)
-      return emitOpError() << "the default placement needs experts (" << *e
-                           << ") divisible by gpus (" << gpus << ")";
-    return success();
-  }
+  if (!getPhy2log())
+    return verifyHomePlacement(*this, *e, gpus, "default");
   int64_t slots = cast<ShapedType>(getPhy2log().getType()).getDimSize(0);
   if (ShapedType::isDynamic(slots) || slots % gpus != 0)
     return emitOpError() << "phy2log must have a static number of slots divisible by gpus";
@@ -177,11 +184,8 @@ LogicalResult LeastLoadedOp::verify() {
   if (failed(e))
     return failure();
   int64_t gpus = getGpus();
-  if (gpus < 1)
-    return emitOpError() << "gpus must be >= 1, got " << gpus;
-  if (*e % gpus != 0)
-    return emitOpError() << "the native placement needs experts (" << *e
-                         << ") divisible by gpus (" << gpus << ")";
+  if (failed(verifyHomePlacement(*this, *e, gpus, "native")))
+    return failure();
   auto plan = cast<ShapedType>(getPlan().getType());
   if (plan.getDimSize(0) != *e || plan.getDimSize(1) != gpus)
     return emitOpError() << "plan must be " << *e << "x" << gpus
