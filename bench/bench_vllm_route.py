@@ -67,7 +67,7 @@ def main():
     import torch
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.fused_moe.router.cpu_router import CPURouter
-    from switchyard.vllm.plugin import Settings
+    from switchyard.vllm.settings import Settings
     from switchyard.vllm.router import make_router_class, step_router
 
     default_threads = torch.get_num_threads()

@@ -52,7 +52,7 @@ def main():
     import numpy as np
     from switchyard.vllm import knobs as request_check
     from switchyard.vllm.batch import EngineKnobs
-    from switchyard.vllm.plugin import parse_knobs
+    from switchyard.vllm.settings import parse_knobs
     check = Checks()
     xshare = sy.compile("xshare", experts=16, top_k=4)
     lynx = sy.compile("lynx", experts=16, top_k=4)

@@ -43,7 +43,7 @@ def main():
     from switchyard.trace import Trace, evaluate, save_trace
     from switchyard.vllm import bind
     from switchyard.vllm.knobs import check_request, moe_layer_count
-    from switchyard.vllm.plugin import parse_knobs
+    from switchyard.vllm.settings import parse_knobs
     check = Checks()
     logits = np.random.default_rng(3).standard_normal((T, E)).astype(np.float32) * 2
 

@@ -57,7 +57,7 @@ def main():
     sy = import_switchyard(args.build)
     from switchyard.trace import Trace, evaluate, save_trace
     from switchyard.trace.tune import tune
-    from switchyard.vllm.plugin import parse_knobs
+    from switchyard.vllm.settings import parse_knobs
     check = Checks()
     trace = make_trace(Trace)
     base = {"k0": 0}

@@ -601,7 +601,7 @@ def test_bad_settings(models, tmp):
         check(result is None and expected in output,
               f"bad settings {env}: the engine does not start and says '{expected}'")
     from switchyard import SwitchyardError
-    from switchyard.vllm.plugin import Settings
+    from switchyard.vllm.settings import Settings
     from switchyard.vllm.router import step_router
     shape = {"experts": 16, "top_k": 4, "renormalize": True, "scaling": 1.0}
     for policy, knobs, expected in (("no_such_policy", {}, "no_such_policy"),

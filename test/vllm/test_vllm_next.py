@@ -59,7 +59,7 @@ from vllm.model_executor.layers.fused_moe.router.base_router import BaseRouter  
 from vllm.model_executor.layers.fused_moe.router.cpu_router import CPURouter  # noqa: E402
 
 from switchyard._errors import SwitchyardError  # noqa: E402
-from switchyard.vllm import plugin, router as plugin_router  # noqa: E402
+from switchyard.vllm import router as plugin_router, settings  # noqa: E402
 
 rng = np.random.default_rng(7)
 
@@ -77,7 +77,7 @@ def factory_arguments(**overrides):
 
 
 def install(policy):
-    plugin_router.install(plugin.Settings(policy, {}))
+    plugin_router.install(settings.Settings(policy, {}))
     return fused_moe_layer.create_fused_moe_router
 
 

@@ -35,11 +35,9 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .._metadata import batch_metadata
+from . import router
+from .settings import KNOBS_FILE_ENV, ROUTE_KEY, parse_knobs, pinned_request, request_knobs
 
-KNOB_PREFIX = "switchyard."
-#: The per-request setting that pins a request to the model's own routing; not a knob.
-ROUTE_KEY = KNOB_PREFIX + "route"
-ROUTE_VALUES = ("policy", "model")
 # Under vLLM's own logger ("vllm"), so its handler (pid, timestamp) prints our lines.
 logger = logging.getLogger("vllm.switchyard")
 
@@ -81,12 +79,10 @@ class EngineKnobs:
             return self.knobs
         self.content = content
         try:
-            from .plugin import parse_knobs
             knobs = parse_knobs(content.decode("utf-8", errors="replace"), self.path,
                                 allow_empty=False)
-            from .router import built_layers, policy_steps
-            for step in policy_steps():   # the policy's own rules, every layer shape
-                step.check_knobs(knobs, layers=built_layers() or None)
+            for step in router.policy_steps():   # the policy's own rules, every layer shape
+                step.check_knobs(knobs, layers=router.built_layers() or None)
             self.knobs = knobs
             logger.info("switchyard: engine knobs from %s now in force: %s", self.path,
                         json.dumps(self.knobs, sort_keys=True))
@@ -105,19 +101,6 @@ _engine_knobs = None
 static_layer_knobs: Dict[str, Any] = {}
 
 
-def request_knobs(extra_args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """The knobs a request's extra_args set ({"switchyard.budget": 4} -> {"budget": 4})."""
-    if not extra_args:
-        return {}
-    return {key[len(KNOB_PREFIX):]: value for key, value in extra_args.items()
-            if isinstance(key, str) and key.startswith(KNOB_PREFIX) and key != ROUTE_KEY}
-
-
-def pinned_request(extra_args: Optional[Dict[str, Any]]) -> bool:
-    """Whether a request's extra_args ask for the model's own routing."""
-    return bool(extra_args) and extra_args.get(ROUTE_KEY) == "model"
-
-
 _warned_unpinnable = False
 
 
@@ -125,8 +108,7 @@ def _pinnable() -> bool:
     """Whether the layers have the model's own routing to pin requests to (router.py);
     else, once, a warning: such requests are routed by the policy."""
     global _warned_unpinnable
-    from .router import unpinnable_reason
-    reason = unpinnable_reason()
+    reason = router.unpinnable_reason()
     if reason and not _warned_unpinnable:
         _warned_unpinnable = True
         logger.warning("switchyard: a request asks for the model's own routing (%s = "
@@ -201,7 +183,7 @@ def install(settings=None) -> None:
     if settings is not None:
         static_layer_knobs.update({name: value for name, value in settings.knobs.items()
                                    if isinstance(value, list)})
-    path = os.environ.get("SWITCHYARD_KNOBS_FILE", "").strip()
+    path = os.environ.get(KNOBS_FILE_ENV, "").strip()
     if path and _engine_knobs is None:
         _engine_knobs = EngineKnobs(path)
     if getattr(GPUModelRunner._model_forward, "switchyard_wrapped", False):

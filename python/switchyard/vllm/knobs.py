@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from .._errors import SwitchyardError
 from .._knobs import quoted
-from .batch import KNOB_PREFIX, ROUTE_KEY, ROUTE_VALUES, request_knobs
+from .settings import KNOB_PREFIX, ROUTE_KEY, ROUTE_VALUES, request_knobs
 
 # The validators' compiled routers (vLLM keeps the validators until the interpreter
 # ends): dropped at exit, before the extension's types go away, so that a server's

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Optional
 
 from .._knobs import quoted
-from .batch import KNOB_PREFIX
+from .settings import KNOB_PREFIX
 
 logger = logging.getLogger("vllm.switchyard")
 _MENTIONS_PREFIX = re.compile(re.escape(KNOB_PREFIX.encode()), re.IGNORECASE)

@@ -14,70 +14,11 @@ With SWITCHYARD_POLICY set, register():
      positions, the phase, draft tokens — is set for the policies that read it.
 With SWITCHYARD_CAPTURE=DIR also set, the routers record what they route as a routing
 trace per process (capture.py).
-Unset, it does nothing and vLLM is untouched.
+Unset, it does nothing and vLLM is untouched. The settings themselves are settings.py's.
 """
-import json
-import os
-from typing import Any, Dict, Optional
-
-POLICY_ENV = "SWITCHYARD_POLICY"
-KNOBS_ENV = "SWITCHYARD_KNOBS"
-#: A JSON file of engine-wide knobs, re-read when it changes (no restart).
-KNOBS_FILE_ENV = "SWITCHYARD_KNOBS_FILE"
+from .settings import Settings
 
 _installed = False
-
-
-class Settings:
-    """The plugin's settings, from the environment."""
-
-    def __init__(self, policy: str, knobs: Dict[str, Any]):
-        self.policy = policy
-        self.knobs = knobs
-
-    @classmethod
-    def from_environment(cls) -> Optional["Settings"]:
-        policy = os.environ.get(POLICY_ENV, "").strip()
-        if not policy:
-            return None
-        return cls(policy, parse_knobs(os.environ.get(KNOBS_ENV, "")))
-
-
-def parse_knobs(text: str, source: str = KNOBS_ENV, allow_empty: bool = True) -> Dict[str, Any]:
-    """A JSON object of knob name -> number, or -> a list of numbers with one value per
-    MoE layer: SWITCHYARD_KNOBS, or the knobs file
-    `source`. Numbers only (no bools, strings, NaN or Infinity; the policy's own types —
-    integers for integer knobs — are checked where the routers are bound); an empty
-    text is {} unless `allow_empty` is false (a knobs file caught half-written). Errors
-    name `source` and quote at most _knobs.QUOTE_LIMIT characters."""
-    from .._errors import KnobError
-    from .._knobs import describe, quoted
-    if not text.strip():
-        if allow_empty:
-            return {}
-        raise KnobError(f"{source}: empty; write a JSON object such as "
-                        '\'{"budget": 8}\' (\'{}\' for no knobs)')
-
-    def refuse_constant(name):
-        raise ValueError(f"{name} is not a number a knob takes")
-
-    try:
-        knobs = json.loads(text, parse_constant=refuse_constant)
-    except ValueError as error:
-        raise KnobError(f"{source}: not JSON ({quoted(str(error))}); expected an object "
-                        'such as \'{"budget": 8}\'') from None
-    if not isinstance(knobs, dict):
-        raise KnobError(f"{source}: expected a JSON object of knob values, got "
-                        f"{type(knobs).__name__}")
-    for name, value in knobs.items():
-        values = value if isinstance(value, list) else [value]
-        for item in values:   # a list: one value per MoE layer
-            if isinstance(item, bool) or not isinstance(item, (int, float)):
-                raise KnobError(f"{source}: knob {quoted(name)} takes a number or a list of "
-                                f"numbers (one per MoE layer), got {describe(item)}")
-    from .._knobs import split_layers
-    split_layers(knobs, f"{source}: ")   # lists of one length
-    return knobs
 
 
 def register() -> None:
@@ -86,7 +27,7 @@ def register() -> None:
     settings = Settings.from_environment()
     if settings is None or _installed:
         return
-    from . import batch, knobs, middleware, router
+    from . import batch, knobs, middleware, router   # vLLM and torch: only when enabled
     router.install(settings)
     batch.install(settings)
     knobs.install(settings)

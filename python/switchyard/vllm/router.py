@@ -24,6 +24,8 @@ import torch
 from .._errors import SwitchyardError
 from ..routing import bind
 from . import capture, placement
+from .knobs import moe_layer_count
+from .settings import Settings
 
 logger = logging.getLogger("vllm.switchyard")   # under vLLM's logger: its handler prints it
 
@@ -90,7 +92,6 @@ def _check_layer_lists(settings, layer: int) -> None:
     (checked when the first layer is built, against the config's MoE layer count when
     it tells; then each layer must have its value)."""
     from .._knobs import split_layers
-    from .knobs import moe_layer_count
     if not any(isinstance(v, list) for v in (settings.knobs or {}).values()):
         return
     layers = None
@@ -147,7 +148,6 @@ def pinned_router(kwargs: Dict[str, Any], shape: Dict[str, Any], layer_inputs):
                        "reproduces" if policy is None else
                        "expert-parallel layers have no pinned router")
         return None
-    from .plugin import Settings
     return step_router(Settings(policy, {}), shape, layer_inputs, target="host", pin=True,
                        label=f"the model's own routing, {policy} ({shape['experts']} "
                              f"experts, top-{shape['top_k']})",
