@@ -520,7 +520,7 @@ def profile(results):
     def arguments(router):
         inputs = router._gather((), {"logits": t})
         tensors = {n: sy_torch._prepare(router, n, v, t.device) for n, v in inputs.items()}
-        return router._tokens(tensors)
+        return router.tokens(tensors)
 
     print(f"\n== 3. Where the torch path's time goes, T={tokens} E={experts} k={k} "
           "(median us, each piece timed alone) ==")
@@ -528,7 +528,7 @@ def profile(results):
                                                              top_k=k)),
                           ("ids,w", switchyard.compile("topk_softmax", experts=experts,
                                                        top_k=k, outputs=ROUTING))):
-        sel = router._selected
+        sel = router.selected_params
         shapes = [router.result_shape(p, tokens) for p in sel]
         dtypes = [sy_torch.result_dtype(p) for p in sel]
         outs = {p["name"]: torch.empty(s, dtype=d) for p, s, d in zip(sel, shapes, dtypes)}
@@ -545,9 +545,9 @@ def profile(results):
             "tensor.__dlpack__() per tensor (in + results)":
                 lambda: [v.__dlpack__() for v in [t, *outs.values()]],
             "native.run, torch tensors (DLPack import + C++)":
-                lambda: router._native.run({"logits": t}, outs, []),
+                lambda: router.native.run({"logits": t}, outs, []),
             "native.run, NumPy arrays (same memory)":
-                lambda: router._native.run({"logits": x}, np_outs, []),
+                lambda: router.native.run({"logits": x}, np_outs, []),
         }
         samples = rounds({name: PyVariant(fn) for name, fn in pieces.items()})
         rows[label] = {"results": len(sel)}

@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     std::vector<void *> buffers(host.buffers().size(), nullptr);
     const auto &params = gpu->signature().params;
     for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].kind == "scalar") { // its value in device memory (the kernels read it)
+      if (params[i].isScalar()) { // its value in device memory (the kernels read it)
         int64_t value = host.scalars()[i];
         cudaMalloc(&buffers[i], 8);
         cudaMemcpy(buffers[i], &value, params[i].elementBytes(), cudaMemcpyHostToDevice);

@@ -70,8 +70,10 @@ struct HostThreadsPass : impl::MoeHostThreadsBase<HostThreadsPass> {
 
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) {
-      auto kind = func->getAttrOfType<StringAttr>("moe.kind");
-      auto experts = func->getAttrOfType<IntegerAttr>("moe.experts");
+      auto kind =
+          func->getAttrOfType<StringAttr>(moe::MoeDialect::KindAttrHelper::getNameStr());
+      auto experts = func->getAttrOfType<IntegerAttr>(
+          moe::MoeDialect::ExpertsAttrHelper::getNameStr());
       Value tokens = kind && kind.getValue() == "router" && experts && minWork > 0
                          ? tokenCount(func)
                          : Value();

@@ -3,6 +3,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include "switchyard/Compiler/Pipelines.h"
+#include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/Dialect/Moe/IR/MoeStages.h"
 
@@ -191,7 +192,8 @@ std::vector<RouterInfo> describeRouters(ModuleOp module) {
   for (moe::PolicyOpInterface router : moe::getPolicyOps(module)) {
     RouterInfo info;
     info.name = router.getSymName().str();
-    info.kind = router.getKind().str();
+    info.kind =
+        runtime::parseEntryKind(router.getKind()).value_or(runtime::EntryKind::Router);
     info.experts = router.getExperts();
     info.topK = router.getTopK();
     info.sharedExperts = router.getSharedExperts();
@@ -246,7 +248,7 @@ std::string routersToJson(const std::vector<RouterInfo> &routers) {
           llvm::json::Object{{"name", k.name}, {"type", k.type}, {"default", value}});
     }
     entries.push_back(llvm::json::Object{{"name", r.name},
-                                         {"kind", r.kind},
+                                         {"kind", runtime::spelling(r.kind)},
                                          {"experts", r.experts},
                                          {"top_k", r.topK},
                                          {"shared_experts", r.sharedExperts},
@@ -267,6 +269,42 @@ static moe::AbiAttr abiOf(ModuleOp lowered, StringRef name) {
   return fn ? moe::getAbi(fn) : moe::AbiAttr();
 }
 
+/// The runtime's element type of a lowered entry's parameter.
+static runtime::DType abiDtype(Type type) {
+  if (auto memref = dyn_cast<MemRefType>(type))
+    type = memref.getElementType();
+  if (type.isBF16())
+    return runtime::DType::BF16;
+  if (type.isF16())
+    return runtime::DType::F16;
+  if (type.isInteger(32))
+    return runtime::DType::I32;
+  if (type.isInteger(64))
+    return runtime::DType::I64;
+  if (type.isInteger(8) || type.isInteger(1))
+    return runtime::DType::I8;
+  assert(type.isF32() && "moe.abi parameters are f32, bf16, f16, i64, i32 or i8");
+  return runtime::DType::F32;
+}
+
+/// The runtime's kind of a lowered entry's parameter (moe::AbiKind past the IR).
+static runtime::ParamKind abiKind(moe::AbiKind kind) {
+  switch (kind) {
+  case moe::AbiKind::set:
+    return runtime::ParamKind::Set;
+  case moe::AbiKind::scalar:
+    return runtime::ParamKind::Scalar;
+  case moe::AbiKind::placement_replicas:
+    return runtime::ParamKind::PlacementReplicas;
+  case moe::AbiKind::placement_log2phy:
+    return runtime::ParamKind::PlacementLog2Phy;
+  case moe::AbiKind::tensor:
+  case moe::AbiKind::tokens:
+    break;
+  }
+  return runtime::ParamKind::Tensor;
+}
+
 std::vector<runtime::Knob> readKnobs(ModuleOp lowered, StringRef name) {
   std::vector<runtime::Knob> knobs;
   moe::AbiAttr abi = abiOf(lowered, name);
@@ -279,10 +317,10 @@ std::vector<runtime::Knob> readKnobs(ModuleOp lowered, StringRef name) {
     runtime::Knob k;
     k.name = param.getName().str();
     if (auto f = dyn_cast<FloatAttr>(param.getDefaultValue())) {
-      k.dtype = "float32";
+      k.dtype = runtime::DType::F32;
       k.floatDefault = f.getValueAsDouble();
     } else {
-      k.dtype = "int64";
+      k.dtype = runtime::DType::I64;
       k.intDefault = cast<IntegerAttr>(param.getDefaultValue()).getValue().getSExtValue();
     }
     for (moe::KnobRuleAttr r : param.getKnobRules()) {
@@ -319,19 +357,15 @@ std::vector<AbiParam> readAbi(ModuleOp lowered, StringRef name) {
     AbiParam p;
     p.name = param.getName().str();
     p.isOutput = param.isOutput();
-    p.kind = moe::stringifyAbiKind(param.getKind()).str();
-    Type type = param.getType();
-    if (auto memref = dyn_cast<MemRefType>(type)) {
-      p.dtype = dtypeOf(memref.getElementType());
+    p.kind = abiKind(param.getKind());
+    p.dtype = abiDtype(param.getType());
+    if (auto memref = dyn_cast<MemRefType>(param.getType()))
       for (int64_t d : memref.getShape())
         p.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
-    } else {
-      p.dtype = dtypeOf(type);
-    }
     if (DenseI64ArrayAttr rule = param.getSize())
       p.sizeRule = {rule[0], rule[1], rule[2]};
     if (StringAttr values = param.getValues())
-      p.values = values.str();
+      p.values = runtime::parseValueSet(values.getValue()).value_or(runtime::ValueSet::Any);
     if (std::optional<int64_t> bound = param.getIdBound())
       p.idBound = *bound;
     params.push_back(std::move(p));
@@ -353,11 +387,8 @@ bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> reques
   for (const std::string &request : requests) {
     auto [name, dtype] = StringRef(request).split('=');
     std::string flag = "--input-dtype " + request;
-    std::string canonical = dtype == "bf16" || dtype == "bfloat16" ? "bf16"
-                            : dtype == "f16" || dtype == "float16" ? "f16"
-                            : dtype == "f32" || dtype == "float32" ? "f32"
-                                                                   : "";
-    if (name.empty() || !StringRef(request).contains('=') || canonical.empty()) {
+    std::optional<StringRef> canonical = moe::canonicalInputDtype(dtype);
+    if (name.empty() || !StringRef(request).contains('=') || !canonical) {
       error = flag + ": expected NAME=bf16, NAME=f16 or NAME=f32 (NAME an input of @" +
               info.name + ")";
       return false;
@@ -383,7 +414,7 @@ bool checkInputDtypes(const RouterInfo &info, llvm::ArrayRef<std::string> reques
       error = flag + ": input '" + name.str() + "' is given twice";
       return false;
     }
-    out.push_back(name.str() + "=" + canonical);
+    out.push_back(name.str() + "=" + canonical->str());
   }
   return true;
 }

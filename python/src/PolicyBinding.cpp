@@ -107,7 +107,7 @@ public:
     bindAll(call, inputs, outputs, /*device=*/true);
     std::vector<void *> buffers = call.buffers();
     for (size_t i = 0; i < sig.params.size(); ++i) {
-      if (sig.params[i].kind != "scalar")
+      if (sig.params[i].kind != runtime::ParamKind::Scalar)
         continue;
       auto found = scalars.find(sig.params[i].name);
       if (found == scalars.end())
@@ -229,24 +229,23 @@ void bindPolicies(nb::module_ &m) {
       .def(
           "bind_step_router",
           [](const Policy &self, const std::vector<const Policy *> &narrow,
-             const std::vector<int> &narrowDtypes,
+             const std::vector<npy::DType> &narrowDtypes,
              const std::vector<std::string> &layerInputs, int64_t experts,
              const std::vector<std::string> &knobs, const std::string &label,
-             const std::vector<const Policy *> &cuda, const std::vector<int> &cudaDtypes,
-             uintptr_t deviceKnobs, uintptr_t devicePhase, int64_t pinned) {
+             const std::vector<const Policy *> &cuda,
+             const std::vector<npy::DType> &cudaDtypes, uintptr_t deviceKnobs,
+             uintptr_t devicePhase, int64_t pinned) {
             if (!self.sharedHost())
               fail("bind_step_router: the policy was loaded for CUDA (a step router runs "
                    "on the host)");
             std::vector<runtime::StepRouter::Entry> entries{{self.sharedHost()}};
             for (size_t i = 0; i < narrow.size() && i < narrowDtypes.size(); ++i)
-              entries.push_back(
-                  {narrow[i]->sharedHost(), static_cast<npy::DType>(narrowDtypes[i])});
+              entries.push_back({narrow[i]->sharedHost(), narrowDtypes[i]});
             std::vector<runtime::CudaStepRouter::Entry> gpuEntries;
             for (size_t i = 0; i < cuda.size() && i < cudaDtypes.size(); ++i) {
               if (!cuda[i]->sharedGpu())
                 fail("bind_step_router: a CUDA entry was loaded for the host");
-              gpuEntries.push_back(
-                  {cuda[i]->sharedGpu(), static_cast<npy::DType>(cudaDtypes[i])});
+              gpuEntries.push_back({cuda[i]->sharedGpu(), cudaDtypes[i]});
             }
             return registerStepRouter(std::move(entries), layerInputs, experts, knobs,
                                       label, std::move(gpuEntries),
@@ -256,7 +255,7 @@ void bindPolicies(nb::module_ &m) {
           nb::arg("narrow"), nb::arg("narrow_dtypes"), nb::arg("layer_inputs"),
           nb::arg("experts"), nb::arg("knobs"), nb::arg("label"),
           nb::arg("cuda") = std::vector<const Policy *>(),
-          nb::arg("cuda_dtypes") = std::vector<int>(), nb::arg("device_knobs") = 0,
+          nb::arg("cuda_dtypes") = std::vector<npy::DType>(), nb::arg("device_knobs") = 0,
           nb::arg("device_phase") = 0, nb::arg("pinned") = -1,
           "Binds the policy (float32 logits; `narrow`: the same policy compiled to read "
           "the logits dtypes `narrow_dtypes` in place) as a step router; `cuda`: its GPU "

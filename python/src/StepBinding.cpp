@@ -95,7 +95,7 @@ makeState(const std::optional<Int32Array> &requestIds,
 }
 
 void route(const runtime::StepRouter &router, int64_t tokens, const void *logits,
-           int logitsType, const void *const *layer, const npy::DType *layerTypes,
+           npy::DType logitsType, const void *const *layer, const npy::DType *layerTypes,
            uintptr_t ids, uintptr_t weights, int64_t moeLayer) {
   runtime::Status status;
   {
@@ -103,8 +103,8 @@ void route(const runtime::StepRouter &router, int64_t tokens, const void *logits
     std::optional<nb::gil_scoped_release> release;
     if (tokens >= 64)
       release.emplace();
-    status = router.route(tokens, logits, static_cast<npy::DType>(logitsType), layer,
-                          layerTypes, reinterpret_cast<int32_t *>(ids),
+    status = router.route(tokens, logits, logitsType, layer, layerTypes,
+                          reinterpret_cast<int32_t *>(ids),
                           reinterpret_cast<float *>(weights), moeLayer);
   }
   if (!status.isOk())
@@ -186,8 +186,8 @@ void bindSteps(nb::module_ &m) {
       "(top_k, the layer inputs it binds, the logits' width) of a step router.");
   m.def(
       "step_route",
-      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,
-         const std::vector<uintptr_t> &layer, const std::vector<int> &layerTypes,
+      [](int64_t handle, int64_t tokens, uintptr_t logits, npy::DType dtype,
+         const std::vector<uintptr_t> &layer, const std::vector<npy::DType> &layerTypes,
          uintptr_t ids, uintptr_t weights, int64_t moeLayer) {
         const runtime::StepRouter &router = routerOf(handle);
         if (layer.size() != router.layerInputs().size() ||
@@ -195,11 +195,8 @@ void bindSteps(nb::module_ &m) {
           fail(router.label() + ": " + std::to_string(layer.size()) +
                " layer tensors for " + std::to_string(router.layerInputs().size()) +
                " layer inputs");
-        std::vector<npy::DType> types(layerTypes.size());
-        for (size_t i = 0; i < types.size(); ++i)
-          types[i] = static_cast<npy::DType>(layerTypes[i]);
         route(router, tokens, reinterpret_cast<const void *>(logits), dtype,
-              reinterpret_cast<const void *const *>(layer.data()), types.data(), ids,
+              reinterpret_cast<const void *const *>(layer.data()), layerTypes.data(), ids,
               weights, moeLayer);
       },
       nb::arg("handle"), nb::arg("tokens"), nb::arg("logits"), nb::arg("dtype"),
@@ -229,11 +226,11 @@ void bindSteps(nb::module_ &m) {
   m.def(
       "step_router_cuda_info",
       [](int64_t handle, int64_t tokens,
-         int dtype) -> std::optional<std::pair<int64_t, size_t>> {
+         npy::DType dtype) -> std::optional<std::pair<int64_t, size_t>> {
         const runtime::CudaStepRouter *gpu = routerOf(handle).cuda();
         if (!gpu)
           return std::nullopt;
-        return std::make_pair(gpu->workspaceBytes(tokens, static_cast<npy::DType>(dtype)),
+        return std::make_pair(gpu->workspaceBytes(tokens, dtype),
                               gpu->knobStructBytes() *
                                   size_t(std::max<int64_t>(gpu->knobGroups(), 1)));
       },
@@ -243,7 +240,7 @@ void bindSteps(nb::module_ &m) {
       "the host only.");
   m.def(
       "step_route_cuda",
-      [](int64_t handle, int64_t tokens, uintptr_t logits, int dtype,
+      [](int64_t handle, int64_t tokens, uintptr_t logits, npy::DType dtype,
          const std::vector<uintptr_t> &layer, uintptr_t ids, uintptr_t weights,
          uintptr_t workspace, uintptr_t stream) {
         const runtime::StepRouter &router = routerOf(handle);
@@ -258,8 +255,7 @@ void bindSteps(nb::module_ &m) {
         {
           nb::gil_scoped_release release;
           status = gpu->route(
-              tokens, reinterpret_cast<const void *>(logits),
-              static_cast<npy::DType>(dtype),
+              tokens, reinterpret_cast<const void *>(logits), dtype,
               reinterpret_cast<const void *const *>(layer.data()),
               reinterpret_cast<int32_t *>(ids), reinterpret_cast<float *>(weights),
               reinterpret_cast<void *>(workspace), reinterpret_cast<void *>(stream));

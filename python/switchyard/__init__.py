@@ -18,7 +18,8 @@ plugin and router (when an engine uses them).
 """
 import importlib as _importlib
 
-from ._switchyard import SwitchyardError
+from ._switchyard import (DType, EntryKind, Knob, KnobRule, Param, ParamKind, Signature,
+                          SwitchyardError, ValueSet)
 from ._errors import (CompileError, CompileWarning, DeviceError, Diagnostic, FileFormatError,
                       InputError, KnobError)
 from ._metadata import batch_metadata, current_metadata, set_batch_metadata
@@ -40,7 +41,10 @@ __all__ = ["SwitchyardError", "CompileError", "CompileWarning", "Diagnostic", "I
            "KnobError", "FileFormatError", "DeviceError",
            "Router", "compile", "list_entries", "policy_path", "shape_flags", "shipped_policies",
            "cache_dir", "SHAPE_PARAMS", "batch_metadata", "current_metadata",
-           "set_batch_metadata", "Executor", "ExecResult"]
+           "set_batch_metadata", "Executor", "ExecResult",
+           # a compiled entry's signature, as the runtime describes it (Router.signature)
+           "Signature", "Param", "Knob", "KnobRule", "DType", "ParamKind", "ValueSet",
+           "EntryKind"]
 
 #: Submodules imported on first access as attributes (switchyard.vllm, ...): they need
 #: torch, transformers or vLLM when used, never at `import switchyard`.

@@ -14,7 +14,7 @@ from . import _layout
 from . import _shapes
 from . import _switchyard
 from ._errors import CompileError, KnobError, SwitchyardError, compiler_warnings
-from ._router import Router, signature_view
+from ._router import Router
 from ._shapes import SHAPE_PARAMS  # noqa: F401  (switchyard.SHAPE_PARAMS)
 
 # The compiler and the shipped policies of this copy of the package (the executor and
@@ -92,14 +92,10 @@ def _only_entry(directory: str) -> str:
 
 
 def _dtype_name(dtype: Any) -> str:
-    """"bfloat16", "bf16", torch.bfloat16, np.float16, ... -> moe-compile's spelling."""
+    """The name of a dtype given as a string ("bfloat16", "bf16"), a torch dtype or a
+    NumPy type; moe-compile's --input-dtype checks it (its one table of spellings)."""
     text = str(getattr(dtype, "__name__", dtype))
-    text = text[len("torch."):] if text.startswith("torch.") else text
-    names = {"bfloat16": "bf16", "bf16": "bf16", "float16": "f16", "f16": "f16",
-             "half": "f16", "float32": "f32", "f32": "f32", "float": "f32"}
-    if text not in names:
-        raise SwitchyardError(f"input_dtypes: '{text}' is not bfloat16, float16 or float32")
-    return names[text]
+    return text[len("torch."):] if text.startswith("torch.") else text
 
 
 def shape_flags(**shape: Any) -> list:
@@ -232,7 +228,7 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
         native = _switchyard.Policy(directory, entry or _only_entry(directory),
                                     target == "cuda")
         _warn_compiler_warnings(directory, set(knobs or {}))
-        loaded = Router(native, signature_view(native.signature), target, path)
+        loaded = Router(native, target, path)
         with _lock:
             _routers.setdefault(key, loaded)
     return loaded.configured(knobs=knobs, outputs=outputs)

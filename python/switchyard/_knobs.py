@@ -58,10 +58,11 @@ def did_you_mean(name: str, known) -> str:
     return f" (did you mean {quoted(matches[0])}?)" if matches else ""
 
 
-def check_value(name: str, value: Any, spec: Mapping[str, Any], where: str = "") -> Any:
-    """`value` for knob `name` of dtype spec["dtype"] as the compiled code takes it;
-    KnobError naming the knob otherwise. `where` prefixes the message (the channel)."""
-    if str(spec.get("dtype", "")).startswith("float"):
+def check_value(name: str, value: Any, spec: Any, where: str = "") -> Any:
+    """`value` for knob `name` (`spec`: the runtime's Knob, float32 or int64) as the
+    compiled code takes it; KnobError naming the knob otherwise. `where` prefixes the
+    message (the channel)."""
+    if spec.is_float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise KnobError(f"{where}knob '{name}' takes a number, got {describe(value)}")
         if isinstance(value, float) and not math.isfinite(value):
@@ -103,7 +104,7 @@ def split_layers(knobs: Mapping[str, Any], where: str = "",
                      for i in range(count)]
 
 
-def checked_knobs(knobs: Any, specs: Mapping[str, Mapping[str, Any]], entry: str,
+def checked_knobs(knobs: Any, specs: Mapping[str, Any], entry: str,
                   where: str = "") -> Dict[str, Any]:
     """`knobs` (name -> value, or -> a list of values, one per MoE layer) checked
     against a router's knob specs (Router.knobs); KnobError naming the first bad name

@@ -16,10 +16,13 @@ import numpy as np
 
 from ._errors import InputError
 from ._errors import KnobError
+from . import _op_keys
+from ._switchyard import DType
 from ._knobs import checked_knobs, split_layers
 from ._metadata import PHASES, current_metadata, knob_settings
 
-_NUMPY_DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
+# The NumPy dtype of each result's element type (a set's results are bool).
+_NUMPY_DTYPES = {DType.float32: np.float32, DType.int32: np.int32, DType.int64: np.int64}
 
 
 def _torch_compiling() -> bool:
@@ -31,21 +34,9 @@ def _is_torch(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "__dlpack__")
 
 
-def signature_view(signature) -> Dict[str, Any]:
-    """A loaded entry's signature (the runtime's Signature, bound by the extension) as
-    plain data: {"entry", "kind", "params": [{"name", "role", "kind", "dtype", "shape",
-    "size_rule", "values", "id_bound"}], "knobs": [{"name", "dtype", "default",
-    "rules": [{"text", "op"}]}]}."""
-    return {
-        "entry": signature.entry,
-        "kind": signature.kind,
-        "params": [{"name": p.name, "role": "out" if p.is_output else "in", "kind": p.kind,
-                    "dtype": p.dtype, "shape": list(p.shape), "size_rule": list(p.size_rule),
-                    "values": p.values, "id_bound": p.id_bound} for p in signature.params],
-        "knobs": [{"name": k.name, "dtype": k.dtype, "default": k.default,
-                   "rules": [{"text": r.text, "op": r.op} for r in k.rules]}
-                  for k in signature.knobs],
-    }
+def result_numpy_dtype(param) -> Any:
+    """The NumPy dtype of a result parameter's array."""
+    return np.bool_ if param.is_set else _NUMPY_DTYPES[param.dtype]
 
 
 class Router:
@@ -54,42 +45,54 @@ class Router:
         out = router(logits=x)                     # {"topk_ids": ..., "topk_weights": ...}
         out = router(logits=x, request_ids=r, phase="decode", knobs={"budget": 8})
 
-    `inputs`, `outputs` and `knobs` name what the entry takes, returns and lets you tune;
-    `list()` describes all three.
+    `inputs`, `outputs` and `knobs` name what the entry takes, returns and lets you tune
+    (`knobs`: name -> the runtime's Knob: dtype, default, rules); `signature` is the
+    runtime's own description of the entry (switchyard.Signature: typed parameters,
+    kinds and dtypes as enums); `list()` describes all three as plain data.
+
+    What engine adapters (switchyard.ops, the torch bridge, step routers) read is
+    public and read-only: `native` (the loaded entry), `result_params` /
+    `selected_params` (the results' Params, all / selected; `selected_names`), `tensor_inputs`,
+    `scalar_inputs` and `token_inputs` (input names), `input_dtypes`,
+    `default_settings` / `layer_settings` (the configured knobs as "name=value"),
+    `op_key`, `settings()`, `tokens()` and `run()`.
     """
 
-    def __init__(self, native, signature: Dict[str, Any], target: str, source: str):
-        self._native = native
-        self.signature = signature
+    def __init__(self, native, target: str, source: str):
+        self.native = native
+        self.signature = native.signature
         self.target = target
         self.source = source
-        self.entry = signature["entry"]
-        self.kind = signature["kind"]
-        params = signature["params"]
+        self.entry: str = self.signature.entry
+        self.kind = self.signature.kind
+        params = list(self.signature.params)
+        self.params = params
         self.inputs: List[str] = []
         for p in params:
-            name = "placement" if p["kind"].startswith("placement") else p["name"]
-            if p["role"] == "in" and name not in self.inputs:
-                self.inputs.append(name)
-        self._scalars = {p["name"] for p in params if p["kind"] == "scalar"}
-        # Each input's element type (bfloat16 / float16: compiled with input_dtypes).
-        self._input_dtypes = {p["name"]: p["dtype"] for p in params if p["role"] == "in"}
-        self._results = [p for p in params if p["role"] == "out"]
-        self.outputs: List[str] = [p["name"] for p in self._results]
-        # The token count comes from an input whose first dimension is the tokens.
-        self._token_inputs = [p["name"] for p in params if p["role"] == "in"
-                              and p["shape"] and p["shape"][0] < 0
-                              and list(p["size_rule"]) == [1, 0, 1]]
-        self.knobs: Dict[str, Dict[str, Any]] = {k["name"]: k for k in signature["knobs"]}
-        self._default_knobs: List[str] = []
-        # Per-layer defaults (compile(knobs=) with lists): MoE layer i's settings.
-        self._layer_knobs: List[List[str]] = []
-        self._selected = list(self._results)
-        # The custom op's view of the inputs (switchyard.ops): tensors, then scalars.
-        self._op_tensor_inputs = [n for n in self.inputs if n not in self._scalars]
-        self._op_scalar_inputs = [n for n in self.inputs if n in self._scalars]
-        self._op_key = None
-        self._result_cache: Dict[tuple, list] = {}   # (tokens, params) -> result specs
+            if not p.is_output and p.input_name not in self.inputs:
+                self.inputs.append(p.input_name)
+        self.scalar_inputs = [p.name for p in params if p.is_scalar]
+        self.tensor_inputs = [n for n in self.inputs if n not in self.scalar_inputs]
+        #: Each input's element type (bfloat16 / float16: compiled with input_dtypes).
+        self.input_dtypes = {p.name: p.dtype for p in params if not p.is_output}
+        self.result_params = [p for p in params if p.is_output]
+        self.outputs: List[str] = [p.name for p in self.result_params]
+        #: Inputs whose first dimension is the tokens (the token count comes from one).
+        self.token_inputs = [p.name for p in params if not p.is_output and p.shape
+                             and p.shape[0] < 0 and tuple(p.size_rule) == (1, 0, 1)]
+        self.knobs: Dict[str, Any] = {k.name: k for k in self.signature.knobs}
+        #: The configured knobs (configured(knobs=...)) as "name=value" settings.
+        self.default_settings: List[str] = []
+        #: Per-layer defaults (configured(knobs=) with lists): MoE layer i's settings.
+        self.layer_settings: List[List[str]] = []
+        self.selected_params = list(self.result_params)
+        #: Their names (plain strings: what a torch.compile trace reads).
+        self.selected_names = list(self.outputs)
+        self._new_op_key()
+
+    def _new_op_key(self) -> None:
+        #: This Router's key in torch.ops.switchyard.route's calls (switchyard.ops).
+        self.op_key = _op_keys.new_key(self, self.entry)
 
     # -- configuration ------------------------------------------------------------------
     def configured(self, knobs: Optional[Dict[str, Any]] = None,
@@ -98,41 +101,38 @@ class Router:
         if not knobs and outputs is None:
             return self
         clone = copy.copy(self)
-        clone._op_key = None
-        clone._result_cache = {}
+        clone._new_op_key()
         if knobs:
             uniform, per_layer = split_layers(checked_knobs(knobs, self.knobs, self.entry))
-            clone._default_knobs = knob_settings(uniform)
-            clone._layer_knobs = [knob_settings(layer) for layer in per_layer]
-            for layer in clone._layer_knobs or [[]]:
-                self._native.check_knobs(clone._default_knobs + layer)
+            clone.default_settings = knob_settings(uniform)
+            clone.layer_settings = [knob_settings(layer) for layer in per_layer]
+            for layer in clone.layer_settings or [[]]:
+                self.native.check_knobs(clone.default_settings + layer)
         if outputs is not None:
             wanted = list(outputs)
             unknown = [n for n in wanted if n not in self.outputs]
             if unknown:
                 raise InputError(f"unknown result '{unknown[0]}' of @{self.entry} (its "
                                  f"results: {', '.join(self.outputs)})")
-            clone._selected = [p for p in self._results if p["name"] in wanted]
+            clone.selected_params = [p for p in self.result_params if p.name in wanted]
+            clone.selected_names = [p.name for p in clone.selected_params]
         return clone
 
     def list(self) -> Dict[str, Any]:
         """The entry, its arguments, results and knobs (as `moe-run --list` prints them)."""
-        def shape(p):
-            return "[" + ", ".join("?" if d < 0 else str(d) for d in p["shape"]) + "]"
-        params = self.signature["params"]
+        def describe(p):
+            return {"name": p.name, "dtype": p.dtype.name, "shape": p.shape_text}
         return {
-            "entry": self.entry, "kind": self.kind, "target": self.target,
-            "arguments": [{"name": p["name"], "dtype": p["dtype"], "shape": shape(p)}
-                          for p in params if p["role"] == "in"],
-            "results": [{"name": p["name"], "dtype": p["dtype"], "shape": shape(p)}
-                        for p in params if p["role"] == "out"],
-            "knobs": [{"name": k["name"], "dtype": k["dtype"], "default": k["default"],
-                       "rules": [r["text"] for r in k["rules"]]} for k in self.knobs.values()],
+            "entry": self.entry, "kind": self.kind.name, "target": self.target,
+            "arguments": [describe(p) for p in self.params if not p.is_output],
+            "results": [describe(p) for p in self.result_params],
+            "knobs": [{"name": k.name, "dtype": k.dtype.name, "default": k.default,
+                       "rules": [r.text for r in k.rules]} for k in self.knobs.values()],
         }
 
     def __repr__(self) -> str:
         return (f"<switchyard.Router @{self.entry} ({self.target}) inputs={self.inputs} "
-                f"outputs={[p['name'] for p in self._selected]}>")
+                f"outputs={self.selected_names}>")
 
     # -- calls --------------------------------------------------------------------------
     def _knob_settings(self, knobs: Dict[str, Any], layer: Optional[int] = None) -> List[str]:
@@ -158,24 +158,26 @@ class Router:
                             f"per MoE layer; layer={layer} has none")
         return per_layer[layer]
 
-    def _settings(self, knobs: Optional[Dict[str, Any]], layer: Optional[int]) -> List[str]:
-        """The settings of a call: the defaults (the layer's own, for per-layer
-        defaults), then the call's knobs."""
-        settings = list(self._default_knobs)
-        if self._layer_knobs:
-            settings += self._of_layer(self._layer_knobs, layer, None)
+    def settings(self, knobs: Optional[Dict[str, Any]] = None,
+                 layer: Optional[int] = None) -> List[str]:
+        """The "name=value" settings of a call: the defaults (the layer's own, for
+        per-layer defaults), then the call's knobs."""
+        settings = list(self.default_settings)
+        if self.layer_settings:
+            settings += self._of_layer(self.layer_settings, layer, None)
         return settings + (self._knob_settings(knobs, layer) if knobs else [])
 
     def result_shape(self, name_or_param, tokens: int) -> List[int]:
         """The shape of a result for `tokens` tokens."""
         p = name_or_param
         if isinstance(p, str):
-            p = next(q for q in self._results if q["name"] == p)
-        a, b, d = p["size_rule"]
-        return [-(-(a * tokens + b) // d) if s < 0 else s for s in p["shape"]]
+            p = next(q for q in self.result_params if q.name == p)
+        a, b, d = p.size_rule
+        return [-(-(a * tokens + b) // d) if s < 0 else s for s in p.shape]
 
-    def _tokens(self, inputs: Dict[str, Any]) -> int:
-        for name in self._token_inputs:
+    def tokens(self, inputs: Dict[str, Any]) -> int:
+        """The token count of a call's inputs (the first dimension of a token input)."""
+        for name in self.token_inputs:
             value = inputs.get(name)
             if value is not None and hasattr(value, "shape") and len(value.shape):
                 return int(value.shape[0])
@@ -196,21 +198,19 @@ class Router:
                         inputs[name] = metadata[name]
         missing = [n for n in self.inputs if inputs.get(n) is None]
         if missing:   # named as a Python caller passes it (moe-run's advice is --arg)
-            p = next(q for q in self.signature["params"] if q["role"] == "in"
-                     and (q["name"] == missing[0] or (missing[0] == "placement"
-                                                      and q["kind"].startswith("placement"))))
-            shape = "" if p["kind"] == "scalar" else " [" + ", ".join(
-                "?" if d < 0 else str(d) for d in p["shape"]) + "]"
+            p = next(q for q in self.params
+                     if not q.is_output and q.input_name == missing[0])
+            shape = "" if p.is_scalar else " " + p.shape_text
             hint = " or set it for the step with switchyard.batch_metadata(...)" \
                 if missing[0] in ("request_ids", "positions", "draft_mask", "phase") else ""
             raise InputError(f"@{self.entry}: missing required argument '{missing[0]}' "
-                             f"({p['dtype']}{shape}): pass {missing[0]}=...{hint}")
+                             f"({p.dtype.name}{shape}): pass {missing[0]}=...{hint}")
         phase = inputs.get("phase")
         if isinstance(phase, str):
             if phase not in PHASES:
                 raise InputError(f"argument 'phase': '{phase}' is not prefill, decode or mixed")
             inputs["phase"] = PHASES[phase]
-        for name in self._scalars:
+        for name in self.scalar_inputs:
             value = inputs.get(name)
             if value is None or (isinstance(value, int) and not isinstance(value, bool)):
                 continue
@@ -229,17 +229,19 @@ class Router:
         if _torch_compiling():  # one node in the graph: the custom op
             if args:
                 inputs[self.inputs[0]] = args[0]
-            if layer is not None or self._layer_knobs or any(
+            if layer is not None or self.layer_settings or any(
                     isinstance(v, (list, tuple)) for v in (knobs or {}).values()):
                 raise KnobError(f"@{self.entry}: per-layer knobs under torch.compile: bind "
                                 "the router per layer (configured(knobs=the layer's values))")
             from . import ops
             results = ops.route(self, knobs=knobs, **inputs)
-            return {p["name"]: r for p, r in zip(self._selected, results)}
+            return dict(zip(self.selected_names, results))
         inputs = self._gather(args, inputs)
-        return self._call_eager(inputs, self._settings(knobs, layer))
+        return self.run(inputs, self.settings(knobs, layer))
 
-    def _call_eager(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
+    def run(self, inputs: Dict[str, Any], settings: List[str]) -> Dict[str, Any]:
+        """Runs the entry eagerly on gathered inputs (every input present, by name) with
+        "name=value" knob settings: the selected results by name."""
         tensor = next((v for v in inputs.values() if _is_torch(v)), None)
         if tensor is not None:
             from . import _torch
@@ -252,14 +254,12 @@ class Router:
                              "CUDA tensors (NumPy arrays live on the host)")
         arrays = {}
         for name, value in inputs.items():
-            if isinstance(value, (int, np.integer)) and name in self._scalars:
+            if isinstance(value, (int, np.integer)) and name in self.scalar_inputs:
                 arrays[name] = int(value)
             else:
                 arrays[name] = np.ascontiguousarray(value)
-        tokens = self._tokens(arrays)
-        outputs = {p["name"]: np.empty(self.result_shape(p, tokens),
-                                       np.bool_ if p["kind"] == "set"
-                                       else _NUMPY_DTYPES[p["dtype"]])
-                   for p in self._selected}
-        self._native.run(arrays, outputs, settings)
+        tokens = self.tokens(arrays)
+        outputs = {p.name: np.empty(self.result_shape(p, tokens), result_numpy_dtype(p))
+                   for p in self.selected_params}
+        self.native.run(arrays, outputs, settings)
         return outputs

@@ -47,10 +47,12 @@ from ._metadata import register_device_writer
 #: except the phase: one value for the step).
 METADATA_INPUTS = ("request_ids", "positions", "draft_mask", "phase")
 
-# npy::DType's codes (runtime/include/switchyard/Runtime/Npy.h).
-_DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+# The runtime's element type of logits of each torch dtype.
+_DTYPE_CODES = {torch.float16: _switchyard.DType.float16,
+                torch.bfloat16: _switchyard.DType.bfloat16,
+                torch.float32: _switchyard.DType.float32}
 # A layer's tensors may also be int32 (the placement's tables).
-_LAYER_DTYPE_CODES = {**_DTYPE_CODES, torch.int32: 6}
+_LAYER_DTYPE_CODES = {**_DTYPE_CODES, torch.int32: _switchyard.DType.int32}
 
 _steps: Dict[int, "StepRouter"] = {}   # handle -> StepRouter
 # Drop the Routers at exit, before the extension's types go away (the runtime keeps
@@ -65,7 +67,7 @@ class StepRouter:
 
     def __init__(self, router, *, experts: int, layer_inputs: Sequence[str] = (),
                  cuda_router=None, label: str = "", narrow_routers=None, pinned=None):
-        if router._layer_knobs:
+        if router.layer_settings:
             raise InputError(f"{label or router.entry}: per-layer knob defaults: bind one "
                              "router per layer, or give per-layer values in the step's "
                              "knobs (set_batch_metadata(knobs=...), the runtime picks the "
@@ -87,15 +89,15 @@ class StepRouter:
         if cuda_router is not None:
             device = torch.device("cuda", torch.cuda.current_device())
             if router.knobs:
-                size = len(router._native.knob_struct(router._default_knobs))
+                size = len(router.native.knob_struct(router.default_settings))
                 self._device_knobs = torch.empty(size, dtype=torch.uint8, device=device)
                 self.write_device_state([], None)
             if "phase" in router.inputs:
                 self._device_phase = torch.zeros(1, dtype=torch.int32, device=device)
-        self.handle = router._native.bind_step_router(
-            [r._native for r in narrow.values()], [_DTYPE_CODES[d] for d in narrow],
-            list(layer_inputs), self.experts, router._default_knobs, self.label,
-            cuda=[cuda_router._native] if cuda_router is not None else [],
+        self.handle = router.native.bind_step_router(
+            [r.native for r in narrow.values()], [_DTYPE_CODES[d] for d in narrow],
+            list(layer_inputs), self.experts, router.default_settings, self.label,
+            cuda=[cuda_router.native] if cuda_router is not None else [],
             cuda_dtypes=[_DTYPE_CODES[torch.float32]] if cuda_router is not None else [],
             device_knobs=self._device_knobs.data_ptr() if self._device_knobs is not None
             else 0,
@@ -115,8 +117,8 @@ class StepRouter:
         next launch, or the next replay of a captured graph, routes with them. A setting
         the policy refuses raises KnobError."""
         if self._device_knobs is not None and self._written_knobs != tuple(settings):
-            raw = self.router._native.knob_struct(self.router._default_knobs +
-                                                  list(settings))
+            raw = self.router.native.knob_struct(self.router.default_settings +
+                                                 list(settings))
             self._device_knobs.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8),
                                      non_blocking=True)
             self._written_knobs = tuple(settings)
@@ -134,9 +136,9 @@ class StepRouter:
         router = self.router
         uniform, per_layer = split_layers(checked_knobs(knobs, router.knobs, router.entry),
                                           layers=layers)
-        base = router._default_knobs + knob_settings(uniform)
+        base = router.default_settings + knob_settings(uniform)
         for layer in per_layer or [{}]:
-            router._native.check_knobs(base + knob_settings(layer))
+            router.native.check_knobs(base + knob_settings(layer))
 
     # -- the call ------------------------------------------------------------------------
     def __call__(self, logits: torch.Tensor, layer_tensors: Sequence[torch.Tensor],

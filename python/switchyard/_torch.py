@@ -1,22 +1,26 @@
 """Torch tensors in and out of a Router: DLPack with no copy, results allocated by torch,
 CUDA launches on the current torch stream. Imported only when a tensor is passed."""
+import weakref
 from typing import Any, Dict, List
 
 import torch
 
 from ._errors import InputError
+from ._switchyard import DType
 
-_DTYPES = {"float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
-           "bfloat16": torch.bfloat16, "float16": torch.float16}
-_SCALAR_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+#: The torch dtype of each element type of the ABI.
+TORCH_DTYPES = {DType.float32: torch.float32, DType.int32: torch.int32,
+                DType.int64: torch.int64, DType.bfloat16: torch.bfloat16,
+                DType.float16: torch.float16}
 
 
 def result_dtype(param) -> torch.dtype:
-    return torch.bool if param["kind"] == "set" else _DTYPES[param["dtype"]]
+    """The torch dtype of a result parameter's tensor (a set's: bool)."""
+    return torch.bool if param.is_set else TORCH_DTYPES[param.dtype]
 
 
 def _prepare(router, name: str, value: Any, device: torch.device):
-    if isinstance(value, int) and name in router._scalars:
+    if isinstance(value, int) and name in router.scalar_inputs:
         return value
     if not isinstance(value, torch.Tensor):
         value = torch.as_tensor(value, device=device)
@@ -30,7 +34,7 @@ def _prepare(router, name: str, value: Any, device: torch.device):
         # ever widen: an input compiled bfloat16 / float16 takes exactly that dtype,
         # which the runtime checks; narrowing float32 would round).
         if value.is_floating_point() and value.dtype != torch.float32 and \
-                router._input_dtypes.get(name, "float32") == "float32":
+                router.input_dtypes.get(name, DType.float32) == DType.float32:
             value = value.float()
         elif value.dtype in (torch.int64, torch.int16, torch.int8, torch.uint8) and \
                 name != "placement":
@@ -50,24 +54,32 @@ def _host_view(value):
     return value
 
 
-def _result_specs(router, tokens: int, params):
-    """(name, shape, dtype) of each result for `tokens` tokens, cached on the router."""
-    key = (tokens, id(params))
-    specs = router._result_cache.get(key)
+# Each Router's (tokens, selected only) -> result specs; dropped with the Router.
+_result_specs_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _result_specs(router, tokens: int, selected: bool):
+    """(name, shape, dtype) of each result (the selected ones, or all) for `tokens`
+    tokens, cached per router."""
+    cache = _result_specs_cache.get(router)
+    if cache is None:
+        cache = _result_specs_cache[router] = {}
+    specs = cache.get((tokens, selected))
     if specs is None:
-        specs = [(p["name"], router.result_shape(p, tokens), result_dtype(p)) for p in params]
-        if len(router._result_cache) > 64:
-            router._result_cache.clear()
-        router._result_cache[key] = specs
+        params = router.selected_params if selected else router.result_params
+        specs = [(p.name, router.result_shape(p, tokens), result_dtype(p)) for p in params]
+        if len(cache) > 64:
+            cache.clear()
+        cache[(tokens, selected)] = specs
     return specs
 
 
 def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Tensor):
     device = example.device
     tensors = {name: _prepare(router, name, value, device) for name, value in inputs.items()}
-    tokens = router._tokens(tensors)
+    tokens = router.tokens(tensors)
     cpu = device.type == "cpu"
-    specs = _result_specs(router, tokens, router._selected if cpu else router._results)
+    specs = _result_specs(router, tokens, selected=cpu)
     outputs = {name: torch.empty(shape, dtype=dtype, device=device)
                for name, shape, dtype in specs}
     if cpu:
@@ -75,7 +87,7 @@ def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Ten
             raise InputError(f"@{router.entry} was compiled for {router.target}: CPU "
                              "tensors need target='host'")
         # torch allocated the results; the compiled code writes into their memory.
-        router._native.run({n: _host_view(v) for n, v in tensors.items()},
+        router.native.run({n: _host_view(v) for n, v in tensors.items()},
                            {n: v.numpy() for n, v in outputs.items()}, settings)
         return outputs
     if device.type != "cuda":
@@ -84,20 +96,20 @@ def call(router, inputs: Dict[str, Any], settings: List[str], example: torch.Ten
         raise InputError(f"@{router.entry} was compiled for the host: CUDA tensors need "
                          "target='cuda'")
     with torch.cuda.device(device):
-        workspace = torch.empty(max(router._native.workspace_bytes(tokens), 1),
+        workspace = torch.empty(max(router.native.workspace_bytes(tokens), 1),
                                 dtype=torch.uint8, device=device)
         knobs = device_knobs(router, settings, device)
         # Scalar inputs (the phase) in device memory, which the kernels read.
-        dtypes = {p["name"]: p["dtype"] for p in router.signature["params"]}
-        scalars = {name: torch.tensor([int(value)], dtype=_SCALAR_DTYPES[dtypes[name]],
+        scalars = {name: torch.tensor([int(value)],
+                                      dtype=TORCH_DTYPES[router.input_dtypes[name]],
                                       device=device)
-                   for name, value in tensors.items() if name in router._scalars}
+                   for name, value in tensors.items() if name in router.scalar_inputs}
         stream = torch.cuda.current_stream(device).cuda_stream
-        router._native.launch(tensors, outputs,
+        router.native.launch(tensors, outputs,
                               {name: t.data_ptr() for name, t in scalars.items()},
                               knobs.data_ptr() if knobs is not None else 0,
                               workspace.data_ptr(), stream)
-    return {p["name"]: outputs[p["name"]] for p in router._selected}
+    return {p.name: outputs[p.name] for p in router.selected_params}
 
 
 def device_knobs(router, settings: List[str], device: torch.device):
@@ -107,5 +119,5 @@ def device_knobs(router, settings: List[str], device: torch.device):
     for the stream."""
     if not settings:
         return None
-    raw = router._native.knob_struct(settings)
+    raw = router.native.knob_struct(settings)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(device, non_blocking=True)

@@ -12,64 +12,49 @@ Op schema: route(str key, Tensor[] tensors, int[] scalars, str knobs) -> Tensor[
 scalars its scalar inputs, each in declaration order; knobs "name=value" settings joined
 by newlines; results in selection order).
 """
-import atexit
-import itertools
-import threading
-from typing import Dict, List
+from typing import List
 
 import torch
 
+from ._op_keys import router_for
 from ._torch import result_dtype
-
-_registry: Dict[str, object] = {}
-_counter = itertools.count()
-_lock = threading.Lock()
-# Drop the Routers at exit, before the extension's types go away.
-atexit.register(_registry.clear)
 
 
 def register(router) -> str:
-    """The op key of `router` (registered once per Router object)."""
-    key = getattr(router, "_op_key", None)
-    if key is None or _registry.get(key) is not router:
-        with _lock:
-            key = f"{router.entry}#{next(_counter)}"
-            _registry[key] = router
-        router._op_key = key
-    return key
+    """The op key of `router` (every Router has one from when it was made)."""
+    return router.op_key
 
 
 def _inputs(router, tensors: List[torch.Tensor], scalars: List[int]):
-    inputs = dict(zip(router._op_tensor_inputs, tensors))
-    inputs.update(zip(router._op_scalar_inputs, scalars))
+    inputs = dict(zip(router.tensor_inputs, tensors))
+    inputs.update(zip(router.scalar_inputs, scalars))
     return inputs
 
 
 @torch.library.custom_op("switchyard::route", mutates_args=())
 def _route(key: str, tensors: List[torch.Tensor], scalars: List[int],
            knobs: str) -> List[torch.Tensor]:
-    router = _registry[key]
-    out = router._call_eager(_inputs(router, tensors, scalars),
-                             knobs.split("\n") if knobs else [])
-    return [out[p["name"]] for p in router._selected]
+    router = router_for(key)
+    out = router.run(_inputs(router, tensors, scalars), knobs.split("\n") if knobs else [])
+    return [out[p.name] for p in router.selected_params]
 
 
 @_route.register_fake
 def _route_fake(key, tensors, scalars, knobs):
-    router = _registry[key]
-    index = router._op_tensor_inputs.index(router._token_inputs[0]) \
-        if router._token_inputs else 0
+    router = router_for(key)
+    index = router.tensor_inputs.index(router.token_inputs[0]) \
+        if router.token_inputs else 0
     tokens = tensors[index].shape[0] if tensors else 0
     device = tensors[0].device if tensors else torch.device("cpu")
     return [torch.empty(router.result_shape(p, tokens), dtype=result_dtype(p), device=device)
-            for p in router._selected]
+            for p in router.selected_params]
 
 
 def route(router, *, knobs=None, **inputs) -> List[torch.Tensor]:
     """Calls `router` through the custom op: its results, in `router.outputs` order of
     the selected results."""
     key = register(router)
-    tensors = [inputs[n] for n in router._op_tensor_inputs]
-    scalars = [int(inputs[n]) for n in router._op_scalar_inputs]
-    settings = router._default_knobs + (router._knob_settings(knobs) if knobs else [])
+    tensors = [inputs[n] for n in router.tensor_inputs]
+    scalars = [int(inputs[n]) for n in router.scalar_inputs]
+    settings = router.settings(knobs)
     return torch.ops.switchyard.route(key, tensors, scalars, "\n".join(settings))

@@ -27,7 +27,7 @@ bool CallBuffers::isInput(const std::string &name, std::string &error) const {
 
 bool CallBuffers::isScalar(const std::string &name) const {
   int64_t i = sig.findInput(name);
-  return i >= 0 && sig.params[i].kind == "scalar";
+  return i >= 0 && sig.params[i].kind == ParamKind::Scalar;
 }
 
 static const char *nonFiniteName(float v) {
@@ -37,7 +37,8 @@ static const char *nonFiniteName(float v) {
 /// Checks integer values against an input's value rule.
 static bool checkValues(const Param &p, const int32_t *v, size_t n, const std::string &what,
                         std::string &error) {
-  const bool phase = p.values == "phase", expertIds = p.values == "expert_ids";
+  const bool phase = p.values == ValueSet::Phase,
+             expertIds = p.values == ValueSet::ExpertIds;
   if (!phase && !expertIds)
     return true;
   for (size_t i = 0; i < n; ++i) {
@@ -78,16 +79,16 @@ bool CallBuffers::bindScalar(const std::string &name, int64_t value, std::string
   if (!isInput(name, error))
     return false;
   int64_t i = sig.findInput(name);
-  if (sig.params[i].kind != "scalar") {
+  if (sig.params[i].kind != ParamKind::Scalar) {
     error = "argument '" + name + "' is not a scalar";
     return false;
   }
   const Param &p = sig.params[i];
-  if (p.dtype == "int32" && (value < INT32_MIN || value > INT32_MAX)) {
+  if (p.dtype == DType::I32 && (value < INT32_MIN || value > INT32_MAX)) {
     error = "argument '" + name + "': " + std::to_string(value) + " does not fit in int32";
     return false;
   }
-  if (!p.values.empty()) {
+  if (p.values != ValueSet::Any) {
     if (value < INT32_MIN || value > INT32_MAX) {
       error = "argument '" + name + "': " + std::to_string(value) + " is out of range";
       return false;
@@ -105,13 +106,12 @@ bool CallBuffers::bindScalar(const std::string &name, int64_t value, std::string
 /// have to be narrowed (rounded), which the binding refuses.
 static bool checkHalfDtype(const Param &p, npy::DType dtype, const std::string &what,
                            std::string &error) {
-  npy::DType want = p.dtype == "bfloat16" ? npy::DType::BF16 : npy::DType::F16;
-  if (dtype == want)
+  if (dtype == p.dtype)
     return true;
-  error = what + ": the entry reads " + p.dtype +
+  error = what + ": the entry reads " + npy::dtypeName(p.dtype) +
           " in place (compiled with --input-dtype " + p.name + "=" +
-          (p.dtype == "bfloat16" ? "bf16" : "f16") + "), got " + npy::dtypeName(dtype) +
-          "; pass " + p.dtype +
+          (p.dtype == DType::BF16 ? "bf16" : "f16") + "), got " + npy::dtypeName(dtype) +
+          "; pass " + npy::dtypeName(p.dtype) +
           " data or compile without --input-dtype (narrowing would round)";
   return false;
 }
@@ -120,7 +120,7 @@ static bool checkHalfDtype(const Param &p, npy::DType dtype, const std::string &
 static bool checkHalfFinite(const Param &p, const void *data, size_t n,
                             const std::string &what, std::string &error) {
   const uint16_t *bits = static_cast<const uint16_t *>(data);
-  uint16_t exponent = p.dtype == "bfloat16" ? 0x7f80 : 0x7c00;
+  uint16_t exponent = p.dtype == DType::BF16 ? 0x7f80 : 0x7c00;
   for (size_t k = 0; k < n; ++k)
     if ((bits[k] & exponent) == exponent) {
       error = what + ": holds a NaN or an infinity at flat index " + std::to_string(k) +
@@ -141,7 +141,7 @@ static bool shapeMatches(const npy::Array &a, const Param &p) {
 }
 
 static std::string expected(const Param &p) {
-  return std::string(p.dtype == "int8" ? "bool" : p.dtype) + " " + p.shapeText();
+  return std::string(p.isSet() ? "bool" : npy::dtypeName(p.dtype)) + " " + p.shapeText();
 }
 
 bool CallBuffers::bind(const std::string &name, const npy::Array &array,
@@ -154,7 +154,7 @@ bool CallBuffers::bind(const std::string &name, const npy::Array &array,
     return false;
   }
   const Param &p = sig.params[i];
-  if (p.kind == "scalar") {
+  if (p.kind == ParamKind::Scalar) {
     std::vector<int32_t> ints;
     if (!npy::toInt32(array, what, ints, error))
       return false;
@@ -166,7 +166,7 @@ bool CallBuffers::bind(const std::string &name, const npy::Array &array,
       return false;
     return bindScalar(name, ints[0], error);
   }
-  if (p.kind == "placement_replicas")
+  if (p.kind == ParamKind::PlacementReplicas)
     return bindPlacement(i, array, what, error);
   return bindBuffer(i, array, what, error);
 }
@@ -181,12 +181,12 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
   if (!p.shape.empty() && p.shape[0] < 0 && !noteTokens(a.shape[0], what, error))
     return false;
   std::vector<uint8_t> &bytes = storage[index];
-  if (p.kind == "set") {
+  if (p.kind == ParamKind::Set) {
     std::vector<uint8_t> flags;
     if (!npy::toBool(a, what, flags, error))
       return false;
     bytes = std::move(flags);
-  } else if (p.dtype == "float32") {
+  } else if (p.dtype == DType::F32) {
     std::vector<float> v;
     if (!npy::toFloat32(a, what, v, error))
       return false;
@@ -202,7 +202,7 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     bytes.resize(v.size() * 4);
     if (!v.empty())
       std::memcpy(bytes.data(), v.data(), bytes.size());
-  } else if (p.dtype == "int32") {
+  } else if (p.dtype == DType::I32) {
     std::vector<int32_t> v;
     if (!npy::toInt32(a, what, v, error) ||
         !checkValues(p, v.data(), v.size(), what, error))
@@ -210,7 +210,7 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
     bytes.resize(v.size() * 4);
     if (!v.empty())
       std::memcpy(bytes.data(), v.data(), bytes.size());
-  } else if (p.dtype == "bfloat16" || p.dtype == "float16") {
+  } else if (p.dtype == DType::BF16 || p.dtype == DType::F16) {
     // The entry reads these 16-bit values in place: the array must hold them already
     // (narrowing float32 would round: the caller decides that, not the binding).
     if (!checkHalfDtype(p, a.dtype, what, error) ||
@@ -219,7 +219,7 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
       return false;
     bytes = a.bytes;
   } else {
-    error = what + ": inputs of type " + p.dtype + " are not supported";
+    error = what + ": inputs of type " + npy::dtypeName(p.dtype) + " are not supported";
     return false;
   }
   bound[index] = true;
@@ -228,15 +228,15 @@ bool CallBuffers::bindBuffer(size_t index, const npy::Array &a, const std::strin
 
 /// The dtype an entry parameter takes without conversion.
 static bool isNativeDtype(const Param &p, npy::DType dtype) {
-  if (p.kind == "set")
+  if (p.kind == ParamKind::Set)
     return dtype == npy::DType::Bool || dtype == npy::DType::U8;
-  if (p.dtype == "float32")
+  if (p.dtype == DType::F32)
     return dtype == npy::DType::F32;
-  if (p.dtype == "int32")
+  if (p.dtype == DType::I32)
     return dtype == npy::DType::I32;
-  if (p.dtype == "bfloat16")
+  if (p.dtype == DType::BF16)
     return dtype == npy::DType::BF16;
-  if (p.dtype == "float16")
+  if (p.dtype == DType::F16)
     return dtype == npy::DType::F16;
   return false;
 }
@@ -247,8 +247,9 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
     return false;
   size_t i = static_cast<size_t>(sig.findInput(name));
   const Param &p = sig.params[i];
-  bool zeroCopy = (p.kind == "tensor" || p.kind == "set") && isNativeDtype(p, view.dtype);
-  if ((p.dtype == "bfloat16" || p.dtype == "float16") && !zeroCopy)
+  bool zeroCopy = (p.kind == ParamKind::Tensor || p.kind == ParamKind::Set) &&
+                  isNativeDtype(p, view.dtype);
+  if ((p.dtype == DType::BF16 || p.dtype == DType::F16) && !zeroCopy)
     return checkHalfDtype(p, view.dtype, what, error);
   if (view.onDevice && !zeroCopy) {
     error = what + ": device memory must already be " + expected(p) + ", got " +
@@ -280,7 +281,7 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
     return false;
   size_t n = static_cast<size_t>(shapeOnly.numel());
   if (!view.onDevice && n) {
-    if (p.kind == "set") {
+    if (p.kind == ParamKind::Set) {
       const uint8_t *flags = static_cast<const uint8_t *>(view.data);
       for (size_t k = 0; k < n; ++k)
         if (flags[k] > 1) {
@@ -288,10 +289,10 @@ bool CallBuffers::bindView(const std::string &name, const TensorView &view,
                   " at flat index " + std::to_string(k);
           return false;
         }
-    } else if (p.dtype == "int32") {
+    } else if (p.dtype == DType::I32) {
       if (!checkValues(p, static_cast<const int32_t *>(view.data), n, what, error))
         return false;
-    } else if (p.dtype == "bfloat16" || p.dtype == "float16") {
+    } else if (p.dtype == DType::BF16 || p.dtype == DType::F16) {
       if (sig.isRule() && !checkHalfFinite(p, view.data, n, what, error))
         return false;
     } else if (sig.isRule()) {
@@ -404,9 +405,9 @@ bool CallBuffers::finish(std::string &error) {
     if (p.isOutput || bound[i])
       continue;
     std::string name = p.inputName();
-    error = "missing required argument '" + name + "' (" + p.dtype +
-            (p.kind == "scalar" ? "" : " " + p.shapeText()) + "): pass --arg " + name +
-            "=path.npy";
+    error = "missing required argument '" + name + "' (" + npy::dtypeName(p.dtype) +
+            (p.kind == ParamKind::Scalar ? "" : " " + p.shapeText()) + "): pass --arg " +
+            name + "=path.npy";
     return false;
   }
   for (size_t i = 0; i < sig.params.size(); ++i) {
@@ -444,9 +445,9 @@ npy::Array CallBuffers::output(size_t index) const {
   std::vector<int64_t> shape = *p.shapeFor(tokens());
   const uint8_t *data = external[index] ? static_cast<const uint8_t *>(external[index])
                                         : storage[index].data();
-  if (p.kind == "set")
+  if (p.kind == ParamKind::Set)
     return npy::makeBool(shape, data);
-  if (p.dtype == "float32")
+  if (p.dtype == DType::F32)
     return npy::makeF32(shape, reinterpret_cast<const float *>(data));
   return npy::makeI32(shape, reinterpret_cast<const int32_t *>(data));
 }
@@ -460,9 +461,9 @@ PackedArguments::PackedArguments(const Signature &signature, int64_t tokens,
   packed.push_back(&numTokens);
   for (size_t i = 0; i < signature.params.size(); ++i) {
     const Param &p = signature.params[i];
-    if (p.kind != "scalar" || scalarsInBuffers) {
+    if (p.kind != ParamKind::Scalar || scalarsInBuffers) {
       packed.push_back(&bufferValues[i]);
-    } else if (p.dtype == "int64") {
+    } else if (p.dtype == DType::I64) {
       scalar64[i] = scalars[i];
       packed.push_back(&scalar64[i]);
     } else {

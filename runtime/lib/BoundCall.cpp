@@ -29,9 +29,9 @@ std::unique_ptr<BoundCall> BoundCall::create(const HostPolicy &policy,
       return nullptr;
     }
     const Param &p = sig.params[index];
-    if (p.kind == "set") {
-      error = "argument '" + inputs[i] + "' (" + p.kind + ") cannot be bound for a " +
-              "per-step call";
+    if (p.kind == ParamKind::Set) {
+      error = "argument '" + inputs[i] + "' (" + spelling(p.kind) +
+              ") cannot be bound for a " + "per-step call";
       return nullptr;
     }
     if (call->inputSlot[index] >= 0) {
@@ -102,22 +102,22 @@ Status BoundCall::run(int64_t tokens, const void *const *inputs, const npy::DTyp
     const Param &p = sig.params[i];
     if (!p.isOutput) {
       int slot = inputSlot[i];
-      if (p.kind == "scalar") {
+      if (p.kind == ParamKind::Scalar) {
         scalars[i] = *static_cast<const int64_t *>(inputs[slot]);
         continue;
       }
       npy::DType dtype = dtypes[slot];
       bool widened =
-          p.dtype == "float32" && (dtype == npy::DType::BF16 || dtype == npy::DType::F16);
+          p.dtype == DType::F32 && (dtype == npy::DType::BF16 || dtype == npy::DType::F16);
       // An entry compiled with --input-dtype NAME=bf16 reads the caller's bf16 in place.
-      bool exact = (p.dtype == "float32" && dtype == npy::DType::F32) ||
-                   (p.dtype == "int32" && dtype == npy::DType::I32) ||
-                   (p.dtype == "bfloat16" && dtype == npy::DType::BF16) ||
-                   (p.dtype == "float16" && dtype == npy::DType::F16);
+      bool exact = (p.dtype == DType::F32 && dtype == npy::DType::F32) ||
+                   (p.dtype == DType::I32 && dtype == npy::DType::I32) ||
+                   (p.dtype == DType::BF16 && dtype == npy::DType::BF16) ||
+                   (p.dtype == DType::F16 && dtype == npy::DType::F16);
       if (!widened && !exact) {
         error = "argument '" + p.name + "': element type " + npy::dtypeName(dtype) +
-                " does not match the entry's " + p.dtype +
-                (p.dtype == "bfloat16" || p.dtype == "float16"
+                " does not match the entry's " + npy::dtypeName(p.dtype) +
+                (p.dtype == DType::BF16 || p.dtype == DType::F16
                      ? " (compiled with --input-dtype; narrowing would round)"
                      : "");
         return invalid();

@@ -47,7 +47,7 @@ CudaStepRouter::create(std::vector<Entry> entries,
                  layer != layerInputs.end()) {
         source = {Source::Layer, size_t(layer - layerInputs.begin())};
       } else if (p.name == "knob_group") {
-        if (!sig.knobGroups || p.dtype != "int32")
+        if (!sig.knobGroups || p.dtype != DType::I32)
           return invalid("@" + sig.entry +
                          " reads 'knob_group' but was not compiled for "
                          "knob groups");
@@ -57,9 +57,9 @@ CudaStepRouter::create(std::vector<Entry> entries,
                        : *m == MetadataInput::Positions ? Source::Positions
                        : *m == MetadataInput::DraftMask ? Source::DraftMask
                                                         : Source::Phase;
-        if (*m != MetadataInput::DraftMask && p.dtype != "int32")
-          return invalid("@" + sig.entry + " reads '" + p.name + "' as " + p.dtype +
-                         "; the device metadata are int32");
+        if (*m != MetadataInput::DraftMask && p.dtype != DType::I32)
+          return invalid("@" + sig.entry + " reads '" + p.name + "' as " +
+                         npy::dtypeName(p.dtype) + "; the device metadata are int32");
         if (*m == MetadataInput::Phase && !devicePhase)
           return invalid("@" + sig.entry +
                          " reads the phase: bind it with the device "

@@ -22,8 +22,8 @@ const ManifestEntry *Manifest::find(const std::string &name, std::string &error)
   if (name.empty() && routers.size() == 1)
     return routers.front();
   if (name.empty() && routers.empty() && entries.size() == 1) {
-    error = "@" + entries[0].signature.entry + " is a " + entries[0].signature.kind +
-            " rule, not a router";
+    error = "@" + entries[0].signature.entry + " is a " +
+            spelling(entries[0].signature.kind) + " rule, not a router";
     return nullptr;
   }
   error = name.empty() ? "the policy has " + std::to_string(routers.size()) +

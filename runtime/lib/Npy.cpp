@@ -458,6 +458,12 @@ bool readExactly(std::istream &in, char *data, uint64_t n) {
 //===----------------------------------------------------------------------===//
 
 const char *dtypeName(DType dtype) { return info(dtype).name; }
+std::optional<DType> dtypeFromName(std::string_view name) {
+  for (const DTypeInfo &i : kDTypes)
+    if (name == i.name)
+      return i.dtype;
+  return std::nullopt;
+}
 size_t dtypeSize(DType dtype) { return info(dtype).size; }
 const char *dtypeDescr(DType dtype) { return info(dtype).descr; }
 

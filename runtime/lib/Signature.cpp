@@ -10,15 +10,61 @@
 
 namespace switchyard::runtime {
 
-int64_t Param::elementBytes() const {
-  if (dtype == "float32" || dtype == "int32")
-    return 4;
-  if (dtype == "int64")
-    return 8;
-  if (dtype == "bfloat16" || dtype == "float16")
-    return 2;
-  return 1;
+namespace {
+template <typename Enum> struct Spelled {
+  Enum value;
+  const char *text;
+};
+constexpr Spelled<ParamKind> kParamKinds[] = {
+    {ParamKind::Tensor, "tensor"},
+    {ParamKind::Set, "set"},
+    {ParamKind::Scalar, "scalar"},
+    {ParamKind::PlacementReplicas, "placement_replicas"},
+    {ParamKind::PlacementLog2Phy, "placement_log2phy"},
+};
+constexpr Spelled<ValueSet> kValueSets[] = {
+    {ValueSet::Any, ""},
+    {ValueSet::Phase, "phase"},
+    {ValueSet::ExpertIds, "expert_ids"},
+};
+constexpr Spelled<EntryKind> kEntryKinds[] = {
+    {EntryKind::Router, "router"},
+    {EntryKind::Residency, "residency"},
+    {EntryKind::Balance, "balance"},
+    {EntryKind::Prefetch, "prefetch"},
+};
+
+template <typename Enum, size_t N>
+const char *spell(const Spelled<Enum> (&table)[N], Enum value) {
+  for (const Spelled<Enum> &entry : table)
+    if (entry.value == value)
+      return entry.text;
+  return "?";
 }
+
+template <typename Enum, size_t N>
+std::optional<Enum> parse(const Spelled<Enum> (&table)[N], std::string_view text) {
+  for (const Spelled<Enum> &entry : table)
+    if (text == entry.text)
+      return entry.value;
+  return std::nullopt;
+}
+} // namespace
+
+const char *spelling(ParamKind kind) { return spell(kParamKinds, kind); }
+const char *spelling(ValueSet values) { return spell(kValueSets, values); }
+const char *spelling(EntryKind kind) { return spell(kEntryKinds, kind); }
+std::optional<ParamKind> parseParamKind(std::string_view text) {
+  return parse(kParamKinds, text);
+}
+std::optional<ValueSet> parseValueSet(std::string_view text) {
+  return parse(kValueSets, text);
+}
+std::optional<EntryKind> parseEntryKind(std::string_view text) {
+  return parse(kEntryKinds, text);
+}
+
+int64_t Param::elementBytes() const { return static_cast<int64_t>(npy::dtypeSize(dtype)); }
 
 static constexpr int64_t kLimit = INT64_MAX / 16; // leaves room for byte counts
 
@@ -201,11 +247,11 @@ std::string toJson(const Signature &signature) {
   for (const Param &p : signature.params)
     params.push_back({{"name", p.name},
                       {"role", p.isOutput ? "out" : "in"},
-                      {"kind", p.kind},
-                      {"dtype", p.dtype},
+                      {"kind", spelling(p.kind)},
+                      {"dtype", npy::dtypeName(p.dtype)},
                       {"shape", p.shape},
                       {"size_rule", p.sizeRule},
-                      {"values", p.values},
+                      {"values", spelling(p.values)},
                       {"id_bound", p.idBound}});
   nlohmann::json knobs = nlohmann::json::array();
   for (const Knob &k : signature.knobs) {
@@ -213,13 +259,13 @@ std::string toJson(const Signature &signature) {
     for (const KnobRule &r : k.rules)
       rules.push_back(ruleToJson(r));
     knobs.push_back({{"name", k.name},
-                     {"dtype", k.dtype},
+                     {"dtype", npy::dtypeName(k.dtype)},
                      {"default", k.isFloat() ? nlohmann::json(k.floatDefault)
                                              : nlohmann::json(k.intDefault)},
                      {"rules", rules}});
   }
   nlohmann::json j = {{"entry", signature.entry},
-                      {"kind", signature.kind},
+                      {"kind", spelling(signature.kind)},
                       {"params", params},
                       {"knobs", knobs}};
   if (signature.knobGroups)
@@ -243,8 +289,32 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
     out = it->get<std::string>();
     return true;
   };
+  // A string field spelling one of an enum's values.
+  auto spelled = [&](const nlohmann::json &o, const char *key, auto parseText, auto &out,
+                     const std::string &where, const char *expected) {
+    std::string text;
+    if (!str(o, key, text, where))
+      return false;
+    auto value = parseText(text);
+    if (!value) {
+      error = where + ": '" + key + "' must be " + expected + ", got \"" +
+              text.substr(0, 40) + "\"";
+      return false;
+    }
+    out = *value;
+    return true;
+  };
+  // The element types an entry's parameters have (Param::dtype).
+  auto parseDType = [](const std::string &text) -> std::optional<DType> {
+    std::optional<DType> dtype = npy::dtypeFromName(text);
+    if (dtype && (*dtype == DType::Bool || *dtype == DType::U8 || *dtype == DType::F64))
+      return std::nullopt;
+    return dtype;
+  };
   Signature s;
-  if (!str(j, "entry", s.entry, "signature") || !str(j, "kind", s.kind, "signature"))
+  if (!str(j, "entry", s.entry, "signature") ||
+      !spelled(j, "kind", parseEntryKind, s.kind, "signature",
+               "router, residency, balance or prefetch"))
     return false;
   auto params = j.find("params");
   if (params == j.end() || !params->is_array()) {
@@ -257,7 +327,10 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
     Param p;
     std::string role;
     if (!o.is_object() || !str(o, "name", p.name, where) || !str(o, "role", role, where) ||
-        !str(o, "kind", p.kind, where) || !str(o, "dtype", p.dtype, where))
+        !spelled(o, "kind", parseParamKind, p.kind, where,
+                 "tensor, set, scalar, placement_replicas or placement_log2phy") ||
+        !spelled(o, "dtype", parseDType, p.dtype, where,
+                 "float32, int32, int64, int8, bfloat16 or float16"))
       return false;
     if (role != "in" && role != "out") {
       error = where + ": 'role' must be \"in\" or \"out\"";
@@ -285,14 +358,9 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       }
       p.sizeRule[k] = (*rule)[k].get<int64_t>();
     }
-    if (auto values = o.find("values"); values != o.end()) {
-      if (!values->is_string() ||
-          (*values != "" && *values != "phase" && *values != "expert_ids")) {
-        error = where + ": 'values' must be \"\", \"phase\" or \"expert_ids\"";
-        return false;
-      }
-      p.values = values->get<std::string>();
-    }
+    if (o.contains("values") && !spelled(o, "values", parseValueSet, p.values, where,
+                                         "\"\", \"phase\" or \"expert_ids\""))
+      return false;
     if (auto bound = o.find("id_bound"); bound != o.end()) {
       if (!bound->is_number_integer() || bound->get<int64_t>() < 0) {
         error = where + ": 'id_bound' must be an integer >= 0";
@@ -324,11 +392,11 @@ bool fromJson(const std::string &text, Signature &signature, std::string &error)
       std::string where = "signature: knobs[" + std::to_string(i) + "]";
       Knob k;
       if (!o.is_object() || !str(o, "name", k.name, where) ||
-          !str(o, "dtype", k.dtype, where))
+          !spelled(o, "dtype", parseDType, k.dtype, where, "int64 or float32"))
         return false;
       auto def = o.find("default");
-      if ((k.dtype != "int64" && k.dtype != "float32") || def == o.end() ||
-          !def->is_number() || (k.dtype == "int64" && !def->is_number_integer())) {
+      if ((k.dtype != DType::I64 && k.dtype != DType::F32) || def == o.end() ||
+          !def->is_number() || (!k.isFloat() && !def->is_number_integer())) {
         error = where + ": needs dtype int64 or float32 and a numeric default of that type";
         return false;
       }

@@ -88,7 +88,7 @@ def pack_variant(sy, kit, variant, file, entry, shape, flags, build):
             os.remove(os.path.join(out, name))
     router = sy.compile(policy, entry=entry, **shape)
     info = entry_info(sy, policy, entry, **shape)
-    params = router.signature["params"]
+    params = json.loads(router.signature.to_json())["params"]   # the manifest's form
     shape_key = json.dumps({k: os.path.basename(str(v)) for k, v in sorted(shape.items())})
     cases = []
     tokens_list = set(CASE_TOKENS) | (set(BASELINE_TOKENS) if variant == BASELINE_VARIANT
@@ -111,15 +111,14 @@ def pack_variant(sy, kit, variant, file, entry, shape, flags, build):
         if router.knobs and tokens in GRAPH_TOKENS:
             host = host or router(**inputs)
             knobs, alt = alternative_knobs(router, inputs, host)
-            settings = router._knob_settings(knobs)
             alt_file = os.path.join("expected", f"{digest[:20]}_knobs.npz")
             np.savez_compressed(os.path.join(kit, alt_file),
                                 **{k: np.asarray(alt[k]) for k in outputs})
             case["knobs"] = {"values": knobs, "expected": alt_file,
-                             "struct_hex": router._native.knob_struct(
-                                 router._default_knobs + settings).hex(),
-                             "default_struct_hex": router._native.knob_struct(
-                                 router._default_knobs).hex()}
+                             "struct_hex": router.native.knob_struct(
+                                 router.settings(knobs)).hex(),
+                             "default_struct_hex": router.native.knob_struct(
+                                 router.default_settings).hex()}
         cases.append(case)
     ids = next((p for p in params if p["name"] == "topk_ids" and p["role"] == "out"), None)
     grouped = None

@@ -53,9 +53,8 @@ def pack_torch_op(stage, build):
                           flags + ["--launcher-library"], "all")
         router = sy.compile(policy, entry=entry, outputs=("topk_ids", "topk_weights"),
                             fill_empty_slots=True, host_threads_min_work=0, **shape)
-        experts = next(p for p in router.signature["params"]
-                       if p["name"] == "logits")["shape"][1]
-        knob_bytes = len(router._native.knob_struct(router._default_knobs)) \
+        experts = next(p for p in router.params if p.name == "logits").shape[1]
+        knob_bytes = len(router.native.knob_struct(router.default_settings)) \
             if router.knobs else 0
         for tokens in TOKENS:
             logits = rng.standard_normal((tokens, experts)).astype(np.float32)
@@ -70,7 +69,7 @@ def pack_torch_op(stage, build):
                     "file": f"{entry}_{tokens}.npz"}
             if router.knobs:
                 other, alt = alternative_knobs(router, inputs, expected)
-                case["knobs"] = router._knob_settings(other)
+                case["knobs"] = router.settings(other)
                 arrays.update(alt_ids=alt["topk_ids"], alt_weights=alt["topk_weights"])
             if "phase" in router.inputs:   # the graph replayed as prefill
                 prefill = router(**dict(inputs, phase=0))

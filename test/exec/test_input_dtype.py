@@ -202,8 +202,7 @@ def check_python(build, tally, rng):
         wide_router = sy.compile(policy, **shape)
         for name, spelled in (("bfloat16", "bfloat16"), ("float16", "f16")):
             router = sy.compile(policy, input_dtypes={"logits": spelled}, **shape)
-            dtypes = {p["name"]: p["dtype"] for p in router.signature["params"]
-                      if p["role"] == "in"}
+            dtypes = {p.name: p.dtype.name for p in router.params if not p.is_output}
             tally(f"python {tag} {name}: signature", dtypes["logits"] == name
                         and dtypes.get("bias", "float32") == "float32", str(dtypes))
             if name == "float16":  # NumPy has float16

@@ -2,6 +2,8 @@
 router, its inputs and results laid out in the generated code's ABI order (to call a
 kernel or launcher through ctypes), the comparison with the host target and the tally.
 """
+import json
+
 import numpy as np
 
 _DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "int8": np.uint8}
@@ -54,7 +56,7 @@ def abi_buffers(router, inputs):
     replica counts then log2phy; scalars left out) and zeroed result arrays (name ->
     array, in order) for a call of `router` (a switchyard.Router) on well-formed
     `inputs` (the host router checks them when it runs the same inputs)."""
-    return abi_arrays(router.signature["params"], router.result_shape, inputs)
+    return abi_arrays(json.loads(router.signature.to_json())["params"], result_shape, inputs)
 
 
 def result_shape(param, tokens):
@@ -155,8 +157,8 @@ def alternative_knobs(router, inputs, default_out):
     on `inputs` (the first that does; else the first valid one), with those outputs."""
     first = None
     for name, knob in router.knobs.items():
-        d = knob["default"]
-        if knob["dtype"].startswith("float"):
+        d = knob.default
+        if knob.is_float:
             values = (d * 0.5, d * 0.25, d * 2, d * 4, 0.1, 0.0)
         else:
             d = int(d)

@@ -225,13 +225,13 @@ def check_knob_replays(lib, meta, router, info, rng, tally, label, sizes):
             inputs["request_ids"] = (np.arange(tokens) // 5).astype(np.int32)
         defaults = router(**inputs)
         other, expected_other = alternative_knobs(router, inputs, defaults)
-        struct = np.frombuffer(router._native.knob_struct(
-            router._default_knobs + router._knob_settings(other)), np.uint8).copy()
+        struct = np.frombuffer(router.native.knob_struct(
+            router.settings(other)), np.uint8).copy()
         outputs, size_class, *_ = launch_on_host(lib, meta, router, info, inputs, tokens,
                                                  knobs=struct)
         tally.record(f"{label} T={tokens} ({size_class['name']}): knobs {other} read from "
                      "device memory", differing_outputs(expected_other, outputs))
-        struct[:] = np.frombuffer(router._native.knob_struct(router._default_knobs),
+        struct[:] = np.frombuffer(router.native.knob_struct(router.default_settings),
                                   np.uint8)
         outputs, *_ = launch_on_host(lib, meta, router, info, inputs, tokens, knobs=struct)
         tally.record(f"{label} T={tokens}: the defaults written into the same buffer "

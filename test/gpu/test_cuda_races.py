@@ -133,8 +133,8 @@ def check_knob_groups(switchyard, build, workdir, rng, tally, tokens=40):
         other, _ = alternative_knobs(host, inputs, host(**inputs))
         settings = [{}, other, {}, other]
         group_of = rng.choice([0, 1, 1, 2, 3, -1, 7], size=tokens).astype(np.int32)
-        structs = np.concatenate([np.frombuffer(host._native.knob_struct(
-            host._default_knobs + host._knob_settings(knobs)), np.uint8)
+        structs = np.concatenate([np.frombuffer(host.native.knob_struct(
+            host.settings(knobs)), np.uint8)
             for knobs in settings])
         outputs, size_class, grid, _ = launch_on_host(lib, meta, host, info, inputs, tokens,
                                                       knobs=structs, knob_group=group_of)

@@ -92,8 +92,8 @@ class Binding:
         self.sy, self.stub, self.kernels = sy, stub, kernels
         self.knobs = np.zeros(max(knob_bytes, 1), np.uint8)   # the device knob struct
         self.phase = np.zeros(1, np.int32)                    # the device phase
-        self.handle = host._native.bind_step_router(
-            [], [], layer_names, experts, [], f"@{host.entry}", cuda=[gpu._native],
+        self.handle = host.native.bind_step_router(
+            [], [], layer_names, experts, [], f"@{host.entry}", cuda=[gpu.native],
             cuda_dtypes=[dtype], device_knobs=pointer(self.knobs) if knob_bytes else 0,
             device_phase=pointer(self.phase))
         workspace, size = sy._switchyard.step_router_cuda_info(self.handle, tokens, dtype)
@@ -120,9 +120,9 @@ def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
     gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda", fill_empty_slots=True,
                      **shape)
     info = entry_info(sy, policy, entry, **shape)
-    kernels = build_kernels_on_host(build, gpu._native.directory, entry, work)
+    kernels = build_kernels_on_host(build, gpu.native.directory, entry, work)
     experts, k = info["experts"], info["top_k"]
-    knob_bytes = len(host._native.knob_struct(host._default_knobs)) if host.knobs else 0
+    knob_bytes = len(host.native.knob_struct(host.default_settings)) if host.knobs else 0
     binding = Binding(sy, stub, kernels, host, gpu, F32, layer_names, TOKENS, experts,
                       knob_bytes)
     inputs = example_inputs(info, TOKENS, rng)
@@ -142,8 +142,8 @@ def check_router(sy, build, stub, work, tally, file, entry, layer_names, rng):
         if "phase" in values:
             binding.phase[0] = values["phase"]
         if host.knobs:
-            binding.knobs[:] = np.frombuffer(host._native.knob_struct(
-                host._default_knobs + host._knob_settings(knobs or {})), np.uint8)
+            binding.knobs[:] = np.frombuffer(host.native.knob_struct(
+                host.settings(knobs or {})), np.uint8)
         expected = host(**values, knobs=knobs)
         got = binding.route(tokens, logits, layer, k)
         tally.record(f"{entry} {label}", differing_outputs(
@@ -173,7 +173,7 @@ def check_bf16(sy, build, stub, work, tally, rng):
     gpu = sy.compile(policy, outputs=ROUTE, target="cuda", input_dtypes={"logits": "bf16"},
                      **shape)
     info = entry_info(sy, policy, "topk_softmax", **shape)
-    kernels = build_kernels_on_host(build, gpu._native.directory, "topk_softmax", work)
+    kernels = build_kernels_on_host(build, gpu.native.directory, "topk_softmax", work)
     binding = Binding(sy, stub, kernels, host, gpu, BF16, [], TOKENS, info["experts"], 0)
     values = rng.standard_normal((TOKENS, info["experts"])).astype(np.float32)
     bits = bf16_bits(values)
@@ -202,8 +202,8 @@ def check_knob_groups(sy, build, stub, work, tally, rng):
         gpu = sy.compile(policy, entry=entry, outputs=ROUTE, target="cuda",
                          fill_empty_slots=True, knob_groups=GROUPS, **shape)
         info = entry_info(sy, policy, entry, **shape)
-        kernels = build_kernels_on_host(build, gpu._native.directory, entry, work)
-        struct = len(host._native.knob_struct(host._default_knobs))
+        kernels = build_kernels_on_host(build, gpu.native.directory, entry, work)
+        struct = len(host.native.knob_struct(host.default_settings))
         binding = Binding(sy, stub, kernels, host, gpu, F32, [], TOKENS, info["experts"],
                           struct * GROUPS)
         logits = np.zeros((TOKENS, info["experts"]), np.float32)
@@ -224,7 +224,7 @@ def check_knob_groups(sy, build, stub, work, tally, rng):
                 binding.phase[0] = inputs["phase"]
             for g, knobs in enumerate(settings):
                 binding.knobs[g * struct:(g + 1) * struct] = np.frombuffer(
-                    host._native.knob_struct(host._default_knobs + host._knob_settings(knobs)),
+                    host.native.knob_struct(host.settings(knobs)),
                     np.uint8)
             sy._switchyard.set_device_step(pointer(request_ids), 0, 0, "phase" in inputs,
                                            True, pointer(group_of))
@@ -259,16 +259,16 @@ def check_errors(sy, tally):
     full = sy.compile(policy, target="cuda", **shape)
     experts = entry_info(sy, policy, "xshare_spec", **shape)["experts"]
     try:
-        host._native.bind_step_router([], [], [], experts, [], "@xshare_spec",
-                                      cuda=[full._native], cuda_dtypes=[F32])
+        host.native.bind_step_router([], [], [], experts, [], "@xshare_spec",
+                                      cuda=[full.native], cuda_dtypes=[F32])
         tally.record("a GPU entry with more results is refused", ["no error"])
     except Exception as error:   # noqa: BLE001 - the message is what is checked
         ok = "topk_ids and topk_weights" in str(error)
         tally.record(f"a GPU entry with more results is refused ({error})",
                      [] if ok else ["message"])
     gpu = sy.compile(policy, outputs=ROUTE, target="cuda", **shape)
-    handle = host._native.bind_step_router([], [], [], experts, [], "@xshare_spec",
-                                           cuda=[gpu._native], cuda_dtypes=[F32])
+    handle = host.native.bind_step_router([], [], [], experts, [], "@xshare_spec",
+                                           cuda=[gpu.native], cuda_dtypes=[F32])
     sy._switchyard.set_device_step(0, 0, 0)
     try:
         sy._switchyard.step_route_cuda(handle, 4, 1, F32, [], 1, 1, 1, 0)

@@ -309,7 +309,7 @@ def standalone(path):
     work = tempfile.mkdtemp(prefix="sy-standalone-")
     x = np.random.default_rng(3).standard_normal((37, 16)).astype(np.float32)
     np.save(os.path.join(work, "logits.npy"), x)
-    args = {"directory": router._native.directory, "entry": "capacity_topk",
+    args = {"directory": router.native.directory, "entry": "capacity_topk",
             "logits": os.path.join(work, "logits.npy"), "out": os.path.join(work, "out.npz")}
     run = subprocess.run([python, "-c", STANDALONE, path, json.dumps(args)],
                          capture_output=True, text=True)
@@ -323,8 +323,8 @@ def standalone(path):
           np.array_equal(got["ids"], want["topk_ids"]) and
           np.allclose(got["weights"], want["topk_weights"], atol=1e-6))
     check("knob_struct = the package's knob struct",
-          bytes(got["knobs"]) == router._native.knob_struct(
-              router._default_knobs + ["capacity_factor=2.0"]))
+          bytes(got["knobs"]) == router.native.knob_struct(
+              router.default_settings + ["capacity_factor=2.0"]))
     errors = result["errors"]
     check("a knob its rule refuses is an error naming it",
           "capacity_factor" in errors["bad_knob"], errors["bad_knob"])

@@ -239,13 +239,13 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
     std::string error;
     auto path = [&](llvm::StringRef file) { return ::path(opts->outDir, file); };
     // Rules are host scheduling code: they get the host artifacts whatever the target.
-    bool isRule = info.kind != "router";
+    bool isRule = info.kind != runtime::EntryKind::Router;
     std::vector<std::string> inputDtypes; // --input-dtype, checked against this entry
     if (!compiler::checkInputDtypes(info, tools::inputDtypes(), inputDtypes, error))
       return ::fail(error);
     if (wantPtx && isRule && !wantHost)
-      llvm::outs() << "moe-compile: @" << info.name << " is a " << info.kind
-                   << " rule: host code only\n";
+      llvm::outs() << "moe-compile: @" << info.name << " is a "
+                   << runtime::spelling(info.kind) << " rule: host code only\n";
     std::vector<compiler::AbiParam> gpuAbi; // the launcher's, with knob groups
     if (wantPtx && !isRule) {
       mlir::OwningOpRef<mlir::ModuleOp> gpu(module->clone());

@@ -68,7 +68,7 @@ static bool bindArgument(runtime::CallBuffers &call, const std::string &name,
     if (!parseInteger(source, v)) {
       const runtime::Signature &sig = call.signature();
       error = "argument '" + name + "': expected an integer (" +
-              sig.params[sig.findInput(name)].dtype +
+              npy::dtypeName(sig.params[sig.findInput(name)].dtype) +
               ") or a .npy file holding one, got '" + source + "'";
       return false;
     }
@@ -166,10 +166,10 @@ int switchyard::tools::moeRunMain(int argc, char **argv) {
     if (abi[i].isOutput && !writeOutput(call, i, error))
       return ::fail(error);
   llvm::outs() << "moe-run: @" << info.name;
-  if (info.kind == "router")
+  if (info.kind == runtime::EntryKind::Router)
     llvm::outs() << " on " << call.tokens() << " tokens";
   else
-    llvm::outs() << " (" << info.kind << " rule)";
+    llvm::outs() << " (" << runtime::spelling(info.kind) << " rule)";
   llvm::outs() << " -> " << llvm::StringRef(opts->outDir).rtrim('/') << "/{";
   bool first = true;
   for (const compiler::AbiParam &p : abi)

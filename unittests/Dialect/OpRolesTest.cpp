@@ -7,6 +7,7 @@
 // writes after it), and every container is a PolicyOpInterface.
 //
 //===----------------------------------------------------------------------===//
+#include "switchyard/Conversion/MoeToLoops/LoopLoweringOpInterface.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 #include "switchyard/InitAllDialects.h"
 

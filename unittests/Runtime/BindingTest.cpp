@@ -22,21 +22,21 @@ using namespace switchyard::runtime;
 
 namespace {
 
-Param param(std::string name, bool out, std::string kind, std::string dtype,
+Param param(std::string name, bool out, ParamKind kind, DType dtype,
             std::vector<int64_t> shape, std::array<int64_t, 3> rule = {1, 0, 1}) {
   Param p;
   p.name = std::move(name);
   p.isOutput = out;
-  p.kind = std::move(kind);
-  p.dtype = std::move(dtype);
+  p.kind = kind;
+  p.dtype = dtype;
   p.shape = std::move(shape);
   p.sizeRule = rule;
   return p;
 }
 
 Param phase() {
-  Param p = param("phase", false, "scalar", "int32", {});
-  p.values = "phase";
+  Param p = param("phase", false, ParamKind::Scalar, DType::I32, {});
+  p.values = ValueSet::Phase;
   return p;
 }
 
@@ -45,14 +45,16 @@ Param phase() {
 Signature router() {
   Signature s;
   s.entry = "toy";
-  s.kind = "router";
-  s.params = {param("logits", false, "tensor", "float32", {-1, 4}),
-              param("placement.replica_count", false, "placement_replicas", "int32", {4}),
-              param("placement.log2phy", false, "placement_log2phy", "int32", {4, 2}),
-              phase(),
-              param("topk_ids", true, "tensor", "int32", {-1, 2}),
-              param("selected", true, "set", "int8", {4}),
-              param("sorted_token_ids", true, "tensor", "int32", {-1}, {2, 12, 1})};
+  s.kind = EntryKind::Router;
+  s.params = {
+      param("logits", false, ParamKind::Tensor, DType::F32, {-1, 4}),
+      param("placement.replica_count", false, ParamKind::PlacementReplicas, DType::I32,
+            {4}),
+      param("placement.log2phy", false, ParamKind::PlacementLog2Phy, DType::I32, {4, 2}),
+      phase(),
+      param("topk_ids", true, ParamKind::Tensor, DType::I32, {-1, 2}),
+      param("selected", true, ParamKind::Set, DType::I8, {4}),
+      param("sorted_token_ids", true, ParamKind::Tensor, DType::I32, {-1}, {2, 12, 1})};
   return s;
 }
 
@@ -74,7 +76,7 @@ TEST(Signature, JsonRoundTrip) {
   std::string error;
   ASSERT_TRUE(fromJson(toJson(s), back, error)) << error;
   EXPECT_EQ(back.entry, "toy");
-  EXPECT_EQ(back.kind, "router");
+  EXPECT_EQ(back.kind, EntryKind::Router);
   ASSERT_EQ(back.params.size(), s.params.size());
   for (size_t i = 0; i < s.params.size(); ++i) {
     EXPECT_EQ(back.params[i].name, s.params[i].name);
@@ -120,12 +122,51 @@ TEST(Signature, MalformedJsonNamesTheField) {
   EXPECT_NE(error.find("size_rule"), std::string::npos) << error;
 }
 
+// Kinds, dtypes and value sets are enums: a spelling outside them is refused, named.
+TEST(Signature, UnknownSpellingsAreRefused) {
+  auto entry = [](const std::string &kind, const std::string &param) {
+    return R"({"entry": "x", "kind": ")" + kind + R"(", "params": [{"name": "a",
+        "role": "in", )" +
+           param + R"(, "shape": [-1], "size_rule": [1, 0, 1]}]})";
+  };
+  Signature s;
+  std::string error;
+  EXPECT_TRUE(fromJson(entry("balance", R"("kind": "set", "dtype": "int8")"), s, error))
+      << error;
+  EXPECT_EQ(s.kind, EntryKind::Balance);
+  EXPECT_TRUE(s.params[0].isSet());
+  EXPECT_FALSE(
+      fromJson(entry("ruter", R"("kind": "tensor", "dtype": "float32")"), s, error));
+  EXPECT_NE(
+      error.find("'kind' must be router, residency, balance or prefetch, got \"ruter\""),
+      std::string::npos)
+      << error;
+  EXPECT_FALSE(
+      fromJson(entry("router", R"("kind": "vector", "dtype": "float32")"), s, error));
+  EXPECT_NE(error.find("params[0]: 'kind' must be tensor, set"), std::string::npos)
+      << error;
+  EXPECT_FALSE(
+      fromJson(entry("router", R"("kind": "tensor", "dtype": "float64")"), s, error));
+  EXPECT_NE(error.find("params[0]: 'dtype' must be float32, int32"), std::string::npos)
+      << error;
+  EXPECT_FALSE(
+      fromJson(entry("router", R"("kind": "tensor", "dtype": "int32", "values": "tokens")"),
+               s, error));
+  EXPECT_NE(error.find("'values' must be"), std::string::npos) << error;
+  for (ParamKind kind : {ParamKind::Tensor, ParamKind::Set, ParamKind::Scalar,
+                         ParamKind::PlacementReplicas, ParamKind::PlacementLog2Phy})
+    EXPECT_EQ(parseParamKind(spelling(kind)), kind);
+  for (EntryKind kind :
+       {EntryKind::Router, EntryKind::Residency, EntryKind::Balance, EntryKind::Prefetch})
+    EXPECT_EQ(parseEntryKind(spelling(kind)), kind);
+}
+
 TEST(Param, SizesFollowTheRuleAndRefuseOverflow) {
-  Param aligned = param("sorted", true, "tensor", "int32", {-1}, {8, 8064, 1});
+  Param aligned = param("sorted", true, ParamKind::Tensor, DType::I32, {-1}, {8, 8064, 1});
   EXPECT_EQ(aligned.shapeFor(5)->at(0), 8 * 5 + 8064);
-  Param blocks = param("blocks", true, "tensor", "int32", {-1}, {8, 8064, 64});
+  Param blocks = param("blocks", true, ParamKind::Tensor, DType::I32, {-1}, {8, 8064, 64});
   EXPECT_EQ(blocks.shapeFor(5)->at(0), (8 * 5 + 8064 + 63) / 64);
-  Param rows = param("ids", true, "tensor", "int32", {-1, 8});
+  Param rows = param("ids", true, ParamKind::Tensor, DType::I32, {-1, 8});
   EXPECT_EQ(rows.elementsFor(3), 24);
   EXPECT_FALSE(rows.shapeFor(std::numeric_limits<int64_t>::max() / 4).has_value());
   EXPECT_FALSE(rows.shapeFor(-1).has_value());
@@ -203,9 +244,9 @@ TEST(CallBuffers, EveryBadInputNamesTheArgument) {
 TEST(CallBuffers, RuleInputsMustBeFinite) {
   Signature rule;
   rule.entry = "plan";
-  rule.kind = "balance";
-  rule.params = {param("loads", false, "tensor", "float32", {4}),
-                 param("plan", true, "tensor", "int32", {4})};
+  rule.kind = EntryKind::Balance;
+  rule.params = {param("loads", false, ParamKind::Tensor, DType::F32, {4}),
+                 param("plan", true, ParamKind::Tensor, DType::I32, {4})};
   for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     CallBuffers call(rule);
@@ -223,11 +264,11 @@ TEST(CallBuffers, RuleInputsMustBeFinite) {
 TEST(CallBuffers, ExpertIdsMustBeExperts) {
   Signature rule;
   rule.entry = "plan";
-  rule.kind = "balance";
-  Param ids = param("ids", false, "tensor", "int32", {-1, 2});
-  ids.values = "expert_ids";
+  rule.kind = EntryKind::Balance;
+  Param ids = param("ids", false, ParamKind::Tensor, DType::I32, {-1, 2});
+  ids.values = ValueSet::ExpertIds;
   ids.idBound = 8;
-  rule.params = {ids, param("plan", true, "tensor", "int32", {8})};
+  rule.params = {ids, param("plan", true, ParamKind::Tensor, DType::I32, {8})};
   std::string error;
   {
     CallBuffers call(rule);
@@ -290,12 +331,12 @@ TEST(CallBuffers, ViewsOfOtherDtypesAreConvertedAndChecked) {
       << error;
   Signature rule;
   rule.entry = "plan";
-  rule.kind = "balance";
-  Param ids = param("ids", false, "tensor", "int32", {-1});
-  ids.values = "expert_ids";
+  rule.kind = EntryKind::Balance;
+  Param ids = param("ids", false, ParamKind::Tensor, DType::I32, {-1});
+  ids.values = ValueSet::ExpertIds;
   ids.idBound = 8;
-  rule.params = {ids, param("loads", false, "tensor", "float32", {-1}),
-                 param("plan", true, "tensor", "int32", {8})};
+  rule.params = {ids, param("loads", false, ParamKind::Tensor, DType::F32, {-1}),
+                 param("plan", true, ParamKind::Tensor, DType::I32, {8})};
   std::vector<int32_t> bad = {0, 9};
   CallBuffers values(rule);
   EXPECT_FALSE(values.bindView("ids", {bad.data(), npy::DType::I32, {2}, false},
@@ -338,13 +379,13 @@ TEST(CallBuffers, CallerOutputsMustFitTheTokenCount) {
 /// A signature with two run-time knobs, as moe-compile writes them.
 static Signature withKnobs() {
   Signature s = router();
-  Knob budget{"budget", "int64", 24, 0, {}};
+  Knob budget{"budget", DType::I64, 24, 0, {}};
   KnobRule nonNegative;
   nonNegative.range.lo = 0;
   nonNegative.text = "budget must be in [0, inf]";
   nonNegative.op = "moe.fill at x.mlir:3:4";
   budget.rules.push_back(nonNegative);
-  Knob alpha{"alpha", "float32", 0, 2.0, {}};
+  Knob alpha{"alpha", DType::F32, 0, 2.0, {}};
   KnobRule positive;
   positive.range.isFloat = positive.range.finite = positive.range.minOpen = true;
   positive.range.min = 0.0;

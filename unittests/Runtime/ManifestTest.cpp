@@ -39,8 +39,8 @@ Manifest sample() {
   e.signature.entry = "xshare";
   Param logits;
   logits.name = "logits";
-  logits.kind = "tensor";
-  logits.dtype = "float32";
+  logits.kind = ParamKind::Tensor;
+  logits.dtype = DType::F32;
   logits.shape = {-1, 8};
   e.signature.params.push_back(logits);
   e.experts = 8;
@@ -54,7 +54,7 @@ Manifest sample() {
   m.entries.push_back(e);
   ManifestEntry rule;
   rule.signature.entry = "plan";
-  rule.signature.kind = "balance";
+  rule.signature.kind = EntryKind::Balance;
   m.entries.push_back(rule);
   return m;
 }

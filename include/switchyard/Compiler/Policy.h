@@ -65,7 +65,7 @@ struct KnobInfo {
 
 struct RouterInfo {
   std::string name;
-  std::string kind; // router, residency, balance, prefetch
+  runtime::EntryKind kind = runtime::EntryKind::Router;
   int64_t experts = 0, topK = 0, sharedExperts = 0;
   std::vector<Port> inputs, outputs;
   std::vector<KnobInfo> knobs;

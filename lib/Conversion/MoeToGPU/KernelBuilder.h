@@ -17,6 +17,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 namespace switchyard::moe::gpu_mapping {
 
@@ -43,7 +44,8 @@ scf::IfOp guardOps(OpBuilder &b, Location loc, ArrayRef<Operation *> run, Value 
 /// The discardable attribute on a memref.view of the workspace that holds one
 /// temporary (Workspace.cpp): its bytes overlap no other view's, so accesses through
 /// it never conflict with accesses through another (BarrierElimination.cpp).
-constexpr llvm::StringLiteral kWorkspaceTemporaryAttr = "moe.workspace_temporary";
+constexpr llvm::StringLiteral kWorkspaceTemporaryAttr =
+    MoeDialect::WorkspaceTemporaryAttrHelper::getNameStr();
 
 /// Erases the barriers of `kernel`'s body block that order no conflicting pair of
 /// memory accesses (BarrierElimination.cpp); returns how many.

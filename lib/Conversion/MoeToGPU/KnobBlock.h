@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 namespace switchyard::moe {
 
@@ -39,7 +40,8 @@ mlir::Value readKnobField(mlir::OpBuilder &b, mlir::Location loc, mlir::Value bl
 /// The discardable attribute of a router function (and its kernel) whose knob buffer
 /// holds one struct per knob group (KnobGroups.h): its knobs are read per group, not
 /// at the kernel's entry.
-constexpr llvm::StringLiteral kKnobGroupsAttr = "moe.knob_groups";
+constexpr llvm::StringLiteral kKnobGroupsAttr =
+    MoeDialect::KnobGroupsAttrHelper::getNameStr();
 
 /// Byte offsets of the knob struct's fields (C layout: each field aligned to its size)
 /// and the struct's size, for the knob types in order.

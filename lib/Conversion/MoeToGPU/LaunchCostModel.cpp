@@ -232,7 +232,8 @@ DictionaryAttr LaunchCostModel::toAttr(MLIRContext *ctx,
 LaunchCostModel modelLaunches(func::FuncOp f, int64_t blockSize) {
   LaunchCostModel m;
   m.warps = std::max<int64_t>(blockSize / 32, 1);
-  auto expertsAttr = f->getAttrOfType<IntegerAttr>("moe.experts");
+  auto expertsAttr =
+      f->getAttrOfType<IntegerAttr>(MoeDialect::ExpertsAttrHelper::getNameStr());
   int64_t experts = expertsAttr ? expertsAttr.getInt() : 32;
   Value tokens = f.getNumArguments() ? f.getArgument(0) : Value();
   TripRule perToken{tokens, std::nullopt};

@@ -132,7 +132,7 @@ struct WorkspaceBytes {
 void setLaunch(gpu::GPUFuncOp kernel, switchyard::moe::SizeClass sizeClass,
                int64_t minTokens, int64_t maxTokens, int64_t tokensPerCta,
                WorkspaceBytes workspace) {
-  kernel->setAttr(switchyard::moe::KernelLaunchAttr::getAttrName(),
+  kernel->setAttr(switchyard::moe::MoeDialect::LaunchAttrHelper::getNameStr(),
                   switchyard::moe::KernelLaunchAttr::get(
                       kernel.getContext(), sizeClass, minTokens, maxTokens, tokensPerCta,
                       workspace.perToken, workspace.fixed));
@@ -286,7 +286,7 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       b.clone(op, mapping);
     auto launch = [](gpu::GPUFuncOp k) {
       return k->getAttrOfType<switchyard::moe::KernelLaunchAttr>(
-          switchyard::moe::KernelLaunchAttr::getAttrName());
+          switchyard::moe::MoeDialect::LaunchAttrHelper::getNameStr());
     };
     WorkspaceBytes workspace{
         std::max(launch(first).getWorkspacePerToken(),
@@ -377,7 +377,8 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
       if (gpu::GPUFuncOp grid = largeBatch && !grouped
                                     ? addGridKernel(gpuModule, f, failedToMap)
                                     : gpu::GPUFuncOp()) {
-        grid->setAttr("moe.launch_model", model.toAttr(ctx, {SizeClass::grid}));
+        grid->setAttr(switchyard::moe::MoeDialect::LaunchModelAttrHelper::getNameStr(),
+                      model.toAttr(ctx, {SizeClass::grid}));
         continue;
       }
       if (failedToMap)
@@ -394,7 +395,7 @@ struct MoeMapToGPUPass : switchyard::moe::impl::MoeMapToGPUBase<MoeMapToGPUPass>
                                         failedToMap);
       if (failedToMap)
         return signalPassFailure();
-      kernel->setAttr("moe.launch_model",
+      kernel->setAttr(switchyard::moe::MoeDialect::LaunchModelAttrHelper::getNameStr(),
                       split ? model.toAttr(ctx, {SizeClass::decode, SizeClass::large})
                             : model.toAttr(ctx, {SizeClass::decode}));
       // Without the pair the one-CTA kernel takes every batch (no upper bound).

@@ -22,15 +22,30 @@ namespace switchyard::moe {
 using namespace mlir;
 using namespace switchyard::moe;
 
+namespace {
+/// The dtypes a float input may be read in: the flag's short spelling, NumPy's name.
+struct InputDtype {
+  llvm::StringLiteral spelling, numpyName;
+};
+constexpr InputDtype kInputDtypes[] = {
+    {"bf16", "bfloat16"}, {"f16", "float16"}, {"f32", "float32"}};
+} // namespace
+
+std::optional<StringRef> switchyard::moe::canonicalInputDtype(StringRef dtype) {
+  for (const InputDtype &d : kInputDtypes)
+    if (dtype == d.spelling || dtype == d.numpyName)
+      return StringRef(d.spelling);
+  return std::nullopt;
+}
+
 FloatType switchyard::moe::parseInputDtype(MLIRContext *context, StringRef dtype) {
   Builder b(context);
-  if (dtype == "bf16" || dtype == "bfloat16")
+  std::optional<StringRef> canonical = canonicalInputDtype(dtype);
+  if (!canonical)
+    return nullptr;
+  if (*canonical == "bf16")
     return b.getBF16Type();
-  if (dtype == "f16" || dtype == "float16")
-    return b.getF16Type();
-  if (dtype == "f32" || dtype == "float32")
-    return b.getF32Type();
-  return nullptr;
+  return *canonical == "f16" ? FloatType(b.getF16Type()) : FloatType(b.getF32Type());
 }
 
 namespace {

@@ -494,9 +494,12 @@ FailureOr<func::FuncOp> RouterLowering::run() {
   auto func = func::FuncOp::create(b, loc, router.getSymName(),
                                    b.getFunctionType(params, TypeRange{}));
   setAbi(func, AbiAttr::get(ctx, abi));
-  func->setAttr("moe.kind", b.getStringAttr(router.getKind()));
-  func->setAttr("moe.top_k", b.getI64IntegerAttr(router.getTopK()));
-  func->setAttr("moe.experts", b.getI64IntegerAttr(router.getExperts()));
+  func->setAttr(MoeDialect::KindAttrHelper::getNameStr(),
+                b.getStringAttr(router.getKind()));
+  func->setAttr(MoeDialect::TopKAttrHelper::getNameStr(),
+                b.getI64IntegerAttr(router.getTopK()));
+  func->setAttr(MoeDialect::ExpertsAttrHelper::getNameStr(),
+                b.getI64IntegerAttr(router.getExperts()));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   numTokens = entry->getArgument(0);

@@ -12,6 +12,7 @@
 
 #include "LoopEmitter.h"
 
+#include "switchyard/Conversion/MoeToLoops/LoopLoweringOpInterface.h"
 #include "switchyard/Conversion/MoeToLoops/MoeToLoops.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
 

@@ -114,8 +114,8 @@ LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef route
   m.router = router.str();
   m.arch = arch.str();
   mapped.walk([&](gpu::GPUFuncOp kernel) {
-    auto launch =
-        kernel->getAttrOfType<moe::KernelLaunchAttr>(moe::KernelLaunchAttr::getAttrName());
+    auto launch = kernel->getAttrOfType<moe::KernelLaunchAttr>(
+        moe::MoeDialect::LaunchAttrHelper::getNameStr());
     if (!launch)
       return;
     KernelMetadata k;
@@ -133,9 +133,11 @@ LaunchMetadata LaunchMetadata::fromMappedModule(ModuleOp mapped, StringRef route
     }
     k.sync = syncCounts(kernel);
     k.params = kernelParams(kernel);
-    if (auto model = kernel->getAttrOfType<DictionaryAttr>("moe.launch_model"))
+    if (auto model = kernel->getAttrOfType<DictionaryAttr>(
+            moe::MoeDialect::LaunchModelAttrHelper::getNameStr()))
       m.launchModel = launchModelJson(model);
-    if (auto groups = kernel->getAttrOfType<IntegerAttr>("moe.knob_groups"))
+    if (auto groups = kernel->getAttrOfType<IntegerAttr>(
+            moe::MoeDialect::KnobGroupsAttrHelper::getNameStr()))
       m.knobGroups = groups.getInt();
     m.kernels.push_back(std::move(k));
   });

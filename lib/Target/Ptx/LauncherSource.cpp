@@ -27,7 +27,8 @@ static std::string cName(std::string name) {
 /// A parameter's C type in NAME_launch: the host entry's, but a scalar input is a device
 /// pointer to its value (the kernels read it from memory, KnobBlock.h).
 static std::string launchParamType(const AbiParam &p) {
-  return p.kind == "scalar" ? "const " + cParamType(p) + " *" : cParamType(p);
+  return p.kind == runtime::ParamKind::Scalar ? "const " + cParamType(p) + " *"
+                                              : cParamType(p);
 }
 
 /// The C signature of NAME_launch (the same in NAME_launch.h and NAME_launch.cpp).
@@ -171,7 +172,7 @@ static void emitArgumentPacking(const std::string &n, const std::vector<AbiParam
     slots += 3 + 2 * int64_t(sizes.size());
   };
   for (const AbiParam &param : abi) {
-    if (param.kind == "scalar") { // its value in device memory
+    if (param.kind == runtime::ParamKind::Scalar) { // its value in device memory
       buffer(cName(param.name), {"1"});
       continue;
     }

@@ -11,4 +11,4 @@ def rule_defaults(name: str, top_k: int = 1, **shape) -> Dict[str, float]:
     from .. import compile as _compile
     generic = _compile(name, entry=name, experts=max(64, top_k), top_k=top_k,
                        allow_unused=True, **shape)
-    return {knob: k["default"] for knob, k in generic.knobs.items()}
+    return {knob: k.default for knob, k in generic.knobs.items()}

@@ -34,18 +34,18 @@ OBJECTIVES = ("experts", "modeled-time")
 _RULE = re.compile(r"must be in \[(-?\d+), (-?\d+|inf)\]")
 
 
-def candidate_values(router_knobs: Dict[str, dict], knob: str, experts: int) -> List[int]:
+def candidate_values(router_knobs: Dict[str, Any], knob: str, experts: int) -> List[int]:
     """Every integer the knob's rule allows (an unbounded end capped at `experts`)."""
     spec = router_knobs.get(knob)
     if spec is None:
         raise InputError(f"--tune {knob}: the policy has no such knob (its knobs: "
                          f"{', '.join(router_knobs) or 'none'})")
-    if not str(spec["dtype"]).startswith("int"):
-        raise InputError(f"--tune {knob}: a {spec['dtype']} knob needs its values "
+    if spec.is_float:
+        raise InputError(f"--tune {knob}: a {spec.dtype.name} knob needs its values "
                          f"(--tune {knob}=A:B:STEP)")
     lo, hi = 0, experts
-    for rule in spec.get("rules", ()):
-        match = _RULE.search(rule["text"])
+    for rule in spec.rules:
+        match = _RULE.search(rule.text)
         if match:
             lo = max(lo, int(match.group(1)))
             if match.group(2) != "inf":

@@ -32,7 +32,7 @@ std::unique_ptr<Router> Router::create(std::shared_ptr<runtime::HostPolicy> poli
   const runtime::Signature &sig = policy->signature();
   std::string where = "policy @" + sig.entry;
   if (sig.isRule()) {
-    error = where + " is a " + sig.kind + " rule, not a router";
+    error = where + " is a " + spelling(sig.kind) + " rule, not a router";
     return nullptr;
   }
   for (size_t i = 0; i < sig.params.size(); ++i) {

@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/Pass.h"
+#include "switchyard/Dialect/Moe/IR/MoeDialect.h"
 
 namespace switchyard::moe {
 
@@ -24,14 +25,19 @@ namespace switchyard::moe {
 /// of per-tile buffers (besides outputs it scatters into). A parallel loop over experts
 /// that scans per-tile rows in tile order carries `kTileScanAttr`. The large-batch
 /// kernels give each CTA its own tiles (moe-map-to-gpu).
-inline constexpr llvm::StringLiteral kTokenTilesAttr = "moe.token_tiles";
-inline constexpr llvm::StringLiteral kTileScanAttr = "moe.tile_scan";
+inline constexpr llvm::StringLiteral kTokenTilesAttr =
+    MoeDialect::TokenTilesAttrHelper::getNameStr();
+inline constexpr llvm::StringLiteral kTileScanAttr =
+    MoeDialect::TileScanAttrHelper::getNameStr();
 /// Tokens per tile: the large-batch pair's tokens per CTA is a multiple of it.
 inline constexpr int64_t kTileTokens = 8;
 
 /// The element type an `--input-dtype NAME=DTYPE` names: bf16 / bfloat16, f16 /
 /// float16, f32 / float32; null otherwise.
 mlir::FloatType parseInputDtype(mlir::MLIRContext *context, llvm::StringRef dtype);
+/// The short spelling ("bf16", "f16", "f32") of an input dtype given either way
+/// ("bfloat16" or "bf16", ...), or none: the one table of --input-dtype's spellings.
+std::optional<llvm::StringRef> canonicalInputDtype(llvm::StringRef dtype);
 
 /// Attaches the loop lowering of every moe op (LoopLoweringOpInterface models, one
 /// file per op family). moe-lower-to-loops registers them itself; tools that build

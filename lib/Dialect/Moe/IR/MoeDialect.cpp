@@ -49,36 +49,36 @@ LogicalResult MoeDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return success();
     return op->emitError() << "attribute '" << name << "' must be " << what;
   };
-  if (name == "moe.kind")
+  if (name == KindAttrHelper::getNameStr())
     return check(isa<StringAttr>(value), "a string");
-  if (name == KernelLaunchAttr::getAttrName())
+  if (name == LaunchAttrHelper::getNameStr())
     return check(isa<KernelLaunchAttr>(value), "a #moe.launch<...> (a kernel's launch)");
-  if (name == "moe.top_k" || name == "moe.experts") {
+  if (name == TopKAttrHelper::getNameStr() || name == ExpertsAttrHelper::getNameStr()) {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isInteger(64) && !i.getValue().isNegative(),
                  "a non-negative i64 integer");
   }
   // Token tiles of the GPU form of the batch outputs (MoeToLoops.h): on an scf.parallel
   // over the tiles, the tokens per tile; on one over experts scanning the tiles, unit.
-  if (name == "moe.token_tiles") {
+  if (name == TokenTilesAttrHelper::getNameStr()) {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(op->getName().getStringRef() == "scf.parallel" && i &&
                      i.getType().isInteger(64) && i.getValue().isStrictlyPositive(),
                  "a positive i64 integer on an scf.parallel (tokens per tile)");
   }
-  if (name == "moe.tile_scan")
+  if (name == TileScanAttrHelper::getNameStr())
     return check(op->getName().getStringRef() == "scf.parallel" && isa<UnitAttr>(value),
                  "a unit attribute on an scf.parallel");
   // A memref.view of the GPU workspace that holds one temporary, its bytes its own
   // (lib/Conversion/MoeToGPU/Workspace.cpp; the barrier elimination reads it).
-  if (name == "moe.workspace_temporary")
+  if (name == WorkspaceTemporaryAttrHelper::getNameStr())
     return check(op->getName().getStringRef() == "memref.view" && isa<UnitAttr>(value),
                  "a unit attribute on a memref.view");
-  if (name == "moe.launch_model")
+  if (name == LaunchModelAttrHelper::getNameStr())
     return check(isa<DictionaryAttr>(value), "a dictionary (the launch cost model)");
   // A router (and its kernel) that routes this many knob groups in one launch
   // (lib/Conversion/MoeToGPU/KnobGroups.h).
-  if (name == "moe.knob_groups") {
+  if (name == KnobGroupsAttrHelper::getNameStr()) {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isInteger(64) && i.getValue().isStrictlyPositive(),
                  "a positive i64 integer (the knob groups of one launch)");

@@ -21,7 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace switchyard::npy {
@@ -32,6 +34,8 @@ enum class DType { F16, BF16, F32, F64, I8, U8, I32, I64, Bool };
 
 /// NumPy's name for the element type: "float32", "int32", "bool", ...
 const char *dtypeName(DType dtype);
+/// The element type NumPy calls `name` ("float32", "bfloat16", ...), or none.
+std::optional<DType> dtypeFromName(std::string_view name);
 /// Size in bytes of one element.
 size_t dtypeSize(DType dtype);
 /// The descr string save() writes into the header: "<f4", "|b1", "bfloat16", ...

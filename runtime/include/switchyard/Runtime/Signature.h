@@ -11,33 +11,66 @@
 #ifndef SWITCHYARD_RUNTIME_SIGNATURE_H
 #define SWITCHYARD_RUNTIME_SIGNATURE_H
 
+#include "switchyard/Runtime/Npy.h"
 #include "switchyard/Runtime/ScalarRange.h"
 
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace switchyard::runtime {
+
+/// An element type of the ABI: npy's one table (float32, int32, int64, int8 for sets'
+/// 0/1 bytes, bfloat16 and float16 for narrowed float inputs; knobs: int64, float32).
+using DType = npy::DType;
+
+/// What a parameter carries (the IR's moe::AbiKind past the compiler).
+enum class ParamKind : uint8_t { Tensor, Set, Scalar, PlacementReplicas, PlacementLog2Phy };
+/// What an input's values may be beyond its dtype.
+enum class ValueSet : uint8_t {
+  Any,       // anything the dtype holds
+  Phase,     // 0 prefill, 1 decode, 2 mixed
+  ExpertIds, // -1 (no expert) or [0, idBound)
+};
+/// What an entry point is: a router, or one of the rules.
+enum class EntryKind : uint8_t { Router, Residency, Balance, Prefetch };
+
+/// Each enum's spelling in JSON, manifests and the tools' text ("placement_log2phy",
+/// "expert_ids", "balance"; ValueSet::Any is ""), and its parse; spelled once, in
+/// Signature.cpp's tables.
+const char *spelling(ParamKind kind);
+const char *spelling(ValueSet values);
+const char *spelling(EntryKind kind);
+std::optional<ParamKind> parseParamKind(std::string_view text);
+std::optional<ValueSet> parseValueSet(std::string_view text);
+std::optional<EntryKind> parseEntryKind(std::string_view text);
 
 /// One parameter of the flat C entry point (after num_tokens).
 struct Param {
   std::string name; // "logits", "placement.log2phy", ...
   bool isOutput = false;
-  std::string kind;  // tensor, set, scalar, placement_replicas, placement_log2phy
-  std::string dtype; // float32, int32, int64, int8 (sets: 0/1 bytes); a float tensor
-                     // input compiled with --input-dtype: bfloat16 or float16 (read in
-                     // place, widened to float32 at each load)
-  std::vector<int64_t> shape;               // -1: dynamic, from sizeRule
+  ParamKind kind = ParamKind::Tensor;
+  DType dtype = DType::F32;   // F32, I32, I64, I8 (sets: 0/1 bytes); a float tensor input
+                              // compiled with --input-dtype: BF16 or F16 (read in place,
+                              // widened to float32 at each load)
+  std::vector<int64_t> shape; // -1: dynamic, from sizeRule
   std::array<int64_t, 3> sizeRule{1, 0, 1}; // ceil((a*T + b) / d)
   /// What an input's values may be, beyond its dtype (the compiler derives it from how
-  /// the entry uses the input): "" anything, "phase" 0 (prefill), 1 (decode) or
-  /// 2 (mixed), "expert_ids" -1 (no expert) or [0, idBound).
-  std::string values;
+  /// the entry uses the input).
+  ValueSet values = ValueSet::Any;
   int64_t idBound = 0;
 
   int64_t elementBytes() const;
+  bool isScalar() const { return kind == ParamKind::Scalar; }
+  bool isSet() const { return kind == ParamKind::Set; }
+  bool isPlacement() const {
+    return kind == ParamKind::PlacementReplicas || kind == ParamKind::PlacementLog2Phy;
+  }
+  /// A float input read in place as bfloat16 or float16 (--input-dtype).
+  bool isNarrowFloat() const { return dtype == DType::BF16 || dtype == DType::F16; }
   /// The shape for `tokens` tokens; nullopt when an extent or the byte count would
   /// not fit in 63 bits.
   std::optional<std::vector<int64_t>> shapeFor(int64_t tokens) const;
@@ -61,12 +94,12 @@ struct KnobRule {
 /// defaults): fields in this order, int64_t for "int64", float for "float32".
 struct Knob {
   std::string name;
-  std::string dtype; // int64 or float32
+  DType dtype = DType::I64; // I64 or F32
   int64_t intDefault = 0;
   double floatDefault = 0;
   std::vector<KnobRule> rules;
 
-  bool isFloat() const { return dtype == "float32"; }
+  bool isFloat() const { return dtype == DType::F32; }
   /// "knob 'budget': budget must be in [0, inf], got -1 (moe.fill at ...)" for the first
   /// rule `value` breaks, or none (an int64 knob is checked exactly as an integer).
   std::optional<std::string> check(double value) const;
@@ -89,7 +122,7 @@ bool packKnobs(const std::vector<Knob> &knobs, const std::vector<std::string> &o
 /// An entry point: a router or a rule.
 struct Signature {
   std::string entry;
-  std::string kind = "router"; // router, residency, balance, prefetch
+  EntryKind kind = EntryKind::Router;
   std::vector<Param> params;
   /// Knobs left tunable (empty when the policy was compiled with --freeze-knobs): the
   /// entry then takes `const struct NAME_knobs *knobs` after its buffers.
@@ -98,7 +131,7 @@ struct Signature {
   /// input `knob_group` (each token's group) and G knob structs in one buffer; 0 without.
   int64_t knobGroups = 0;
 
-  bool isRule() const { return kind != "router"; }
+  bool isRule() const { return kind != EntryKind::Router; }
   /// The index of the first parameter bound as input `name`, or -1.
   int64_t findInput(const std::string &name) const;
   /// The caller-visible input names, in order ("placement" once).
@@ -119,7 +152,8 @@ std::string statusMessage(const Signature &signature, int32_t status);
 /// "default", "rules": [{"text", "op", "float", "lo", "hi"?, "finite", "not_nan",
 /// "nonzero", "min"?, "max"?, "min_open", "max_open"}]}], "knob_groups"?: G}.
 std::string toJson(const Signature &signature);
-/// Reads toJson's format; false with a message naming the bad field otherwise.
+/// Reads toJson's format; false with a message naming the bad field (an unknown kind,
+/// dtype or value set included) otherwise.
 bool fromJson(const std::string &text, Signature &signature, std::string &error);
 
 } // namespace switchyard::runtime

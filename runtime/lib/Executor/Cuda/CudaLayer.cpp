@@ -149,13 +149,14 @@ bool CudaLayer::route(int64_t tokens, const BatchInfo &batch, Routing &routing,
       CHECK_CUDA(cudaMemcpyAsync(draftMask.ptr, batch.draftMask.data(), t,
                                  cudaMemcpyHostToDevice, ctx->stream));
       buffers[i] = draftMask.ptr;
-    } else if (p.kind == "placement_replicas") { // one device: one replica each
+    } else if (p.kind ==
+               runtime::ParamKind::PlacementReplicas) { // one device: one replica each
       std::vector<int32_t> ones(static_cast<size_t>(e), 1);
       CHECK_CUDA(replicas.reserve(ones.size() * 4));
       CHECK_CUDA(
           cudaMemcpy(replicas.ptr, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
       buffers[i] = replicas.ptr;
-    } else if (p.kind == "placement_log2phy") {
+    } else if (p.kind == runtime::ParamKind::PlacementLog2Phy) {
       int64_t r = p.shape.size() > 1 ? p.shape[1] : 1;
       std::vector<int32_t> table(static_cast<size_t>(e * r), -1);
       for (int64_t x = 0; x < e; ++x)

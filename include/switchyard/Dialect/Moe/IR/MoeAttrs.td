@@ -195,10 +195,6 @@ def Moe_KernelLaunchAttr : Moe_Attr<"KernelLaunch", "launch"> {
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// The discardable attribute's name on a kernel.
-    static constexpr ::llvm::StringLiteral getAttrName() { return "moe.launch"; }
-  }];
 }
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEATTRS_TD

@@ -42,8 +42,26 @@ def Moe_Dialect : Dialect {
     void registerTypes();
     void registerAttributes();
   }];
-  // The router's C ABI on the function the lowering makes (and its GPU kernels).
-  let discardableAttrs = (ins "::switchyard::moe::AbiAttr":$abi);
+  // Every `moe.*` attribute the passes attach to other ops, declared once: each gets a
+  // helper (MoeDialect::AbiAttrHelper, ...::getNameStr()) and is checked by
+  // verifyOperationAttribute (its type, and the op it may sit on).
+  let discardableAttrs = (ins
+    // the router's C ABI on the function the lowering makes (and its GPU kernels)
+    "::switchyard::moe::AbiAttr":$abi,
+    // on that function: router / residency / balance / prefetch, and its shape
+    "::mlir::StringAttr":$kind,
+    "::mlir::IntegerAttr":$experts,
+    "::mlir::IntegerAttr":$top_k,
+    // a GPU kernel's launch (size class, grid, block, ...) and its launch cost model
+    "::switchyard::moe::KernelLaunchAttr":$launch,
+    "::mlir::DictionaryAttr":$launch_model,
+    // a router (and its kernel) that routes this many knob groups in one launch
+    "::mlir::IntegerAttr":$knob_groups,
+    // token tiles of the GPU form of the batch outputs (on scf.parallel loops)
+    "::mlir::IntegerAttr":$token_tiles,
+    "::mlir::UnitAttr":$tile_scan,
+    // a memref.view of the GPU workspace holding one temporary, its bytes its own
+    "::mlir::UnitAttr":$workspace_temporary);
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   // `moe.*` attributes on other ops (what the lowering passes attach) are checked.
   let hasOperationAttrVerify = 1;

@@ -7,8 +7,9 @@
 //   every op of the dialect has exactly one, given by its ODS base class;
 // * `RowWise` marks ops that compute each token's row on its own (fused into one
 //   token loop: one warp per token on GPU);
-// * `LoopLoweringOpInterface` is how moe-lower-to-loops writes an op (implemented by
-//   the conversion, lib/Conversion/MoeToLoops, one file per op family);
+// * how moe-lower-to-loops writes an op is the conversion's interface
+//   (include/switchyard/Conversion/MoeToLoops/LoopLoweringOpInterface.td), which the
+//   conversion attaches to the ops: the dialect names no conversion type;
 // * `ShapeRefinementOpInterface` is how a generic policy's op is bound to a shape;
 // * `PolicyOpInterface` is the function-like container every tool binds by name: a
 //   router or a rule.
@@ -38,23 +39,6 @@ def Moe_KernelSync : Moe_Role<"KernelSync">;
 
 // Computes each token's row independently (inside the token loop of its stage).
 def Moe_RowWise : Moe_Role<"RowWise">;
-
-def Moe_LoopLoweringOpInterface : OpInterface<"LoopLoweringOpInterface"> {
-  let cppNamespace = "::switchyard::moe";
-  let description = [{
-    How moe-lower-to-loops writes an op as loops on buffers. An op with the `RowWise`
-    trait is written for one token's row (`token`) inside the fused token loop of its
-    stage; any other op is written whole (`token` is null). The conversion attaches
-    the implementations (external models, one file per op family under
-    lib/Conversion/MoeToLoops); a compute op without one cannot be compiled, which the
-    dialect's unit test checks for every op.
-  }];
-  let methods = [
-    InterfaceMethod<"Writes the op's loops (one token's row when `token` is set).",
-      "::mlir::LogicalResult", "lowerToLoops",
-      (ins "::switchyard::moe::RouterLowering &":$lowering, "::mlir::Value":$token)>
-  ];
-}
 
 def Moe_ShapeRefinementOpInterface : OpInterface<"ShapeRefinementOpInterface"> {
   let cppNamespace = "::switchyard::moe";

@@ -62,8 +62,8 @@ struct ScalarRule : switchyard::runtime::ScalarRange {
                                std::optional<double> min, bool minOpen,
                                std::optional<double> max, bool maxOpen);
   /// A requirement relating `v` to other operands (ScalarRange::relation): the op's
-  /// verifier checks it on known values, its lowering at run time (RouterLowering::
-  /// failIf), naming `v`'s knob.
+  /// verifier checks it on known values, the loop lowering at run time, naming `v`'s
+  /// knob.
   static ScalarRule relational(mlir::Value v, llvm::StringRef name,
                                llvm::StringRef relation);
 };
@@ -82,9 +82,6 @@ struct SizeParameter {
   bool mayDiffer = false;
 };
 
-/// The state of the loop lowering (lib/Conversion/MoeToLoops), which implements
-/// LoopLoweringOpInterface.
-class RouterLowering;
 /// The custom syntax of a size that a generic policy may leave as a parameter: an
 /// integer, or `?` (stored as ShapedType::kDynamic).
 mlir::ParseResult parseSizeOrParam(mlir::OpAsmParser &parser, mlir::IntegerAttr &attr);
