@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -62,6 +63,9 @@ private:
   }
   void declare(Value v) {
     indent();
+    // A region op's result nothing live reads is still assigned by its yields.
+    if (llvm::all_of(v.getUsers(), [&](Operation *user) { return dead.contains(user); }))
+      os << "[[maybe_unused]] ";
     os << (isa<MemRefType>(v.getType()) ? memrefType(cast<MemRefType>(v.getType()))
                                         : type(v.getType()))
        << " " << name(v);
@@ -70,8 +74,12 @@ private:
   LogicalResult emitOp(Operation &op);
   std::string constant(Attribute attr, Type t);
 
+  /// The ops of the kernel whose values nothing live reads (markDead): not printed.
+  void markDead(gpu::GPUFuncOp kernel);
+
   llvm::raw_ostream &os;
   llvm::DenseMap<Value, std::string> names;
+  llvm::DenseSet<Operation *> dead;
   int depth = 1;
 };
 
@@ -146,7 +154,23 @@ LogicalResult Emitter::emitBlock(Block &block) {
   return success();
 }
 
+void Emitter::markDead(gpu::GPUFuncOp kernel) {
+  // A pure op is dead when every user is: users follow their operands in program
+  // order, so one pass from the end finds whole dead chains.
+  llvm::SmallVector<Operation *> ops;
+  kernel.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (op->getNumRegions() == 0 && op->getNumResults() > 0 && isMemoryEffectFree(op) &&
+        llvm::all_of(op->getUsers(), [&](Operation *user) { return dead.contains(user); }))
+      dead.insert(op);
+}
+
 LogicalResult Emitter::emitOp(Operation &op) {
+  // A value nothing live reads is not printed (a constant the canonicalizer left for a
+  // folded use, index arithmetic of a dead address): the source compiles without
+  // unused-variable warnings.
+  if (dead.contains(&op))
+    return success();
   auto bin = [&](const char *sym) {
     declare(op.getResult(0));
     os << " = " << name(op.getOperand(0)) << " " << sym << " " << name(op.getOperand(1))
@@ -229,8 +253,10 @@ LogicalResult Emitter::emitOp(Operation &op) {
            << (s.getMode() == gpu::ShuffleMode::XOR ? "__shfl_xor_sync" : "__shfl_sync")
            << "(0xffffffffu, " << name(s.getValue()) << ", " << name(s.getOffset()) << ", "
            << name(s.getWidth()) << ");\n";
-        declare(s.getValid());
-        os << " = true;\n";
+        if (!s.getValid().use_empty()) { // every lane of a full warp is valid
+          declare(s.getValid());
+          os << " = true;\n";
+        }
         return success();
       })
       .Case([&](NVVM::SyncWarpOp w) {
@@ -610,20 +636,23 @@ LogicalResult Emitter::emitKernel(gpu::GPUFuncOp kernel) {
       return kernel.emitOpError()
              << "has a workgroup buffer the CUDA C++ emitter cannot place";
     std::string n = name(arg), elem = type(m.getElementType());
-    os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  " << elem << " *" << n
-       << "_shared = static_cast<" << elem << " *>(syBlockShared(" << sharedOffset
-       << "));\n#else\n  __shared__ " << elem << " " << n << "_shared[" << m.getDimSize(0)
-       << "];\n#endif\n";
+    if (!arg.use_empty()) // an unread buffer keeps its place in the layout, undeclared
+      os << "#ifdef SWITCHYARD_CUDA_ON_HOST\n  " << elem << " *" << n
+         << "_shared = static_cast<" << elem << " *>(syBlockShared(" << sharedOffset
+         << "));\n#else\n  __shared__ " << elem << " " << n << "_shared[" << m.getDimSize(0)
+         << "];\n#endif\n";
     sharedOffset += (m.getNumElements() * m.getElementTypeBitWidth() / 8 + 15) / 16 * 16;
     if (sharedOffset > kSharedBytesPerBlock)
       return kernel.emitOpError()
              << "needs " << sharedOffset << " bytes of shared memory, more than a CTA has ("
              << kSharedBytesPerBlock << ")";
-    os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {"
-       << m.getDimSize(0) << "}, {1}};\n";
+    if (!arg.use_empty())
+      os << "  " << memrefType(m) << " " << n << " = {" << n << "_shared, 0, {"
+         << m.getDimSize(0) << "}, {1}};\n";
   }
+  markDead(kernel);
   for (BlockArgument arg : params)
-    if (auto m = dyn_cast<MemRefType>(arg.getType())) {
+    if (auto m = dyn_cast<MemRefType>(arg.getType()); m && !arg.use_empty()) {
       std::string n = name(arg);
       os << "  " << memrefType(m) << " " << n << " = {" << n << "_aligned, " << n
          << "_offset, {";

@@ -6,8 +6,9 @@
 // RUN: | moe-translate --moe-to-cuda > %t.cu
 // RUN: FileCheck %s < %t.cu
 // The fixed part is a header (runtime/include/switchyard/Cuda/KernelPrelude.h): the
-// source compiles as plain C++ for the CPU with it on the include path.
-// RUN: g++-12 -std=c++20 -fsyntax-only -x c++ -DSWITCHYARD_CUDA_ON_HOST -I%switchyard_include %t.cu
+// source compiles as plain C++ for the CPU with it on the include path, warning-free
+// (no value nothing reads is printed).
+// RUN: g++-12 -std=c++20 -fsyntax-only -Wall -Werror -x c++ -DSWITCHYARD_CUDA_ON_HOST -I%switchyard_include %t.cu
 // RUN: not moe-translate --moe-to-cuda %s 2>&1 \
 // RUN: | FileCheck %s --check-prefix=ERR
 
@@ -22,8 +23,10 @@
 // ERR: error: 'math.tanh' op has no CUDA C++ form
 module attributes {gpu.container_module} {
   gpu.module @m {
-    gpu.func @k(%a: f32) kernel {
+    gpu.func @k(%a: f32, %out: memref<1xf32>) kernel {
+      %c0 = arith.constant 0 : index
       %x = math.tanh %a : f32
+      memref.store %x, %out[%c0] : memref<1xf32>
       gpu.return
     }
   }
