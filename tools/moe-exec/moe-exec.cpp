@@ -6,8 +6,8 @@
 // Runs the MoE layers of a Hugging Face checkpoint with a compiled routing policy and
 // writes the hidden states (or each block's output), every layer's routing and the
 // metrics under DIR; `moe-exec --help` lists the options. The command itself (options,
-// inputs, the run loop, the results) is the executor library's ExecCommand
-// (runtime/lib/Executor/ExecCommand.cpp): this main links no LLVM/MLIR.
+// inputs, the run loop, the results) is ExecCommand (runtime/lib/Executor/ExecCommand.cpp,
+// the SwitchyardExecCommand library only this tool links): this main links no LLVM/MLIR.
 //
 //===----------------------------------------------------------------------===//
 #include "switchyard/Executor/ExecCommand.h"
