@@ -6,11 +6,15 @@ test_cuda_on_host.py (outputs = the host target's) and test_kernel_budgets.py (w
 each launch's threads did: barriers, shuffles, memory operations).
 """
 import ctypes
+import fcntl
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -84,6 +88,45 @@ def launcher_blocks(path, meta):
 
 
 
+def _host_headers_digest():
+    """A digest of the headers every NAME.cu includes on the host (switchyard/Cuda)."""
+    digest = hashlib.sha256()
+    folder = os.path.join(SWITCHYARD_INCLUDE, "switchyard", "Cuda")
+    for header in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, header), "rb") as f:
+            digest.update(header.encode() + b"\0" + f.read())
+    return digest.hexdigest()
+
+
+def build_host_library(build, command, source, lib_path):
+    """Runs `command` + [source, -o, lib_path], once per distinct (command, source text,
+    headers): the library is kept in BUILD/cuda-on-host-cache under that digest, which
+    the tests that compile the same kernels (test_cuda_on_host.py and
+    test_kernel_budgets.py build each shipped router the same way) and later runs
+    share. A lock per key makes a second asker wait for the first compile; the write
+    is atomic (a rename), so no test sees half a library."""
+    with open(source, "rb") as f:
+        text = f.read()
+    key = hashlib.sha256("\0".join(command).encode() + b"\0" + text + b"\0" +
+                         _host_headers_digest().encode()).hexdigest()
+    cache = os.path.join(build, "cuda-on-host-cache")
+    cached = os.path.join(cache, f"{key}.so")
+    os.makedirs(cache, exist_ok=True)
+    # One compile per key: a test that asks while another compiles it waits for it.
+    with open(os.path.join(cache, f"{key}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(cached):
+            fd, partial = tempfile.mkstemp(dir=cache, suffix=".so.partial")
+            os.close(fd)
+            try:
+                subprocess.run(command + [source, "-o", partial], check=True)
+                os.replace(partial, cached)
+            finally:
+                if os.path.exists(partial):
+                    os.remove(partial)
+    shutil.copyfile(cached, lib_path)   # each caller loads its own copy (dlopen by path)
+
+
 def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
     """moe-compile --target=cuda of policies/FILE.mlir's router NAME at its native shape
     into OUT (`flags`: more moe-compile flags), and its NAME.cu built as a shared
@@ -106,15 +149,20 @@ def compile_on_host(build, out, file, name, flags=(), sanitize=None, edit=None):
             text = edit(f.read())
         with open(source, "w") as f:
             f.write(text)
-    subprocess.run([cxx(build), "-x", "c++", "-std=c++20", "-O1", "-pthread",
-                    "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC"]
-                   # (the emulated __threadfence is a fence ThreadSanitizer does not model:
-                   # the blocks of a grid run one after another, joined)
-                   + ([f"-fsanitize={sanitize}", "-g", "-Wno-tsan"] if sanitize else [])
-                   # ThreadSanitizer sees races between real threads only (CudaOnHost.h:
-                   # fibers otherwise)
-                   + (["-DSWITCHYARD_HOST_THREADS"] if sanitize == "thread" else [])
-                   + [os.path.join(out, f"{name}.cu"), "-o", lib_path], check=True)
+    # -Wall -Werror: the emitter's source is warning-free (no unused values). -O0 where
+    # no sanitizer runs: the kernels run in well under a second either way, and the
+    # compile takes half as long (ThreadSanitizer's runs want -O1).
+    command = [cxx(build), "-x", "c++", "-std=c++20", "-O1" if sanitize else "-O0",
+               "-pthread", "-Wall", "-Werror",
+               "-DSWITCHYARD_CUDA_ON_HOST", f"-I{SWITCHYARD_INCLUDE}", "-shared", "-fPIC"]
+    # (the emulated __threadfence is a fence ThreadSanitizer does not model: the blocks
+    # of a grid run one after another, joined)
+    # (-g1: the line tables a sanitizer's report needs, a third faster than -g)
+    command += [f"-fsanitize={sanitize}", "-g1", "-Wno-tsan"] if sanitize else []
+    # ThreadSanitizer sees races between real threads only (CudaOnHost.h: fibers
+    # otherwise)
+    command += ["-DSWITCHYARD_HOST_THREADS"] if sanitize == "thread" else []
+    build_host_library(build, command, os.path.join(out, f"{name}.cu"), lib_path)
     return ctypes.CDLL(lib_path), json.load(open(os.path.join(out, f"{name}.json")))
 
 
