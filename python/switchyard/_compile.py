@@ -235,15 +235,18 @@ def compile(policy: Union[str, os.PathLike], *, model: Any = None,
 
 
 def _warn_compiler_warnings(directory: str, knobs_set=frozenset()) -> None:
-    """The compiler's warnings (kept in the cache entry's compile.log) as
-    CompileWarnings: what moe-opt / moe-compile would have printed, less those about
-    the default of a knob in `knobs_set` (the Router's own defaults replace it)."""
+    """The compiler's warnings (the cache entry's diagnostics.json, which moe-compile
+    writes) as CompileWarnings: what moe-opt / moe-compile would have printed, less
+    those about the default of a knob in `knobs_set` (the Router's own defaults replace
+    it)."""
     try:
-        with open(os.path.join(directory, "compile.log"), errors="replace") as f:
-            text = f.read(1 << 16)
-    except OSError:
+        with open(os.path.join(directory, "diagnostics.json"), errors="replace") as f:
+            entries = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
         return
-    for warning in compiler_warnings(text):
+    if not isinstance(entries, list):
+        return
+    for warning in compiler_warnings([e for e in entries if isinstance(e, dict)]):
         if warning.knob not in knobs_set:
             warnings.warn(warning, stacklevel=3)
 

@@ -1,6 +1,6 @@
 """The package's exceptions: every error is a SwitchyardError, typed by where it came from."""
 import re
-from typing import List, NamedTuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from ._switchyard import SwitchyardError
 
@@ -42,32 +42,44 @@ class CompileWarning(UserWarning):
     selects every expert, ...); `diagnostic` is its file:line:col Diagnostic. Issued
     when a Router is first compiled or loaded from the cache in a process."""
 
-    def __init__(self, message: str, diagnostic: Diagnostic):
+    def __init__(self, message: str, diagnostic: Diagnostic, knob: Optional[str] = None):
         super().__init__(message)
         self.diagnostic = diagnostic
-
-    @property
-    def knob(self):
-        """The knob whose default the warning is about ("knob 'budget' defaults to ..."),
-        else None: a caller that sets that knob can drop the warning."""
-        m = re.match(r"knob '([^']+)' defaults to ", self.diagnostic.message)
-        return m.group(1) if m else None
+        #: The knob whose default the warning is about, else None: a caller that sets
+        #: that knob can drop the warning (the compiler names it as data).
+        self.knob = knob
 
 
-def compiler_warnings(text: str) -> List[CompileWarning]:
-    """The warnings of a compiler's output, each with the lines that follow it (the
-    source line and the caret) up to the next diagnostic."""
-    warnings, current = [], None
-    for line in text.splitlines():
-        m = _DIAGNOSTIC.match(line.strip())
-        if m:
-            current = None
-            if m["sev"] == "warning":
-                current = [line, _diagnostic(m)]
-                warnings.append(current)
-        elif current is not None and not line.startswith("moe-compile:"):
-            current[0] += "\n" + line
-    return [CompileWarning(text, diagnostic) for text, diagnostic in warnings]
+def compiler_warnings(entries: List[Dict[str, Any]]) -> List[CompileWarning]:
+    """The warnings of moe-compile's diagnostics.json (its entries: severity, file,
+    line, column, message, knob), each worded as the compiler prints it: the
+    file:line:col line, then the source line and a caret under the column."""
+    warnings = []
+    for entry in entries:
+        if entry.get("severity") != "warning":
+            continue
+        diagnostic = Diagnostic(entry.get("file", ""), int(entry.get("line", 0)),
+                                int(entry.get("column", 0)), "warning",
+                                entry.get("message", ""))
+        text = (f"{diagnostic.file}:{diagnostic.line}:{diagnostic.column}: warning: "
+                f"{diagnostic.message}")
+        source = _source_line(diagnostic.file, diagnostic.line)
+        if source is not None:
+            text += f"\n{source}\n{' ' * max(diagnostic.column - 1, 0)}^"
+        warnings.append(CompileWarning(text, diagnostic, entry.get("knob")))
+    return warnings
+
+
+def _source_line(path: str, line: int) -> Optional[str]:
+    """Line `line` (1-based) of the file at `path`, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            for number, text in enumerate(f, 1):
+                if number == line:
+                    return text.rstrip("\n")
+    except OSError:
+        return None
+    return None
 
 
 class InputError(SwitchyardError, ValueError):

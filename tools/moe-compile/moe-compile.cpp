@@ -10,6 +10,8 @@
 //   DIR/manifest.json  every entry: signature, bound sizes, host library and packed
 //                      symbol, PTX / cubin, launcher library and launch size classes
 //                      (runtime::Manifest)
+//   DIR/diagnostics.json  every diagnostic of the compile as data: severity, file, line,
+//                      column, message and, for a warning about a knob, the knob
 // With --target=ptx|cuda|all also NAME.ptx, NAME.cubin, NAME.json, NAME_launch.h/.cpp
 // and with --launcher-library libNAME_gpu.so (the launcher, for the runtime).
 // Knobs are run-time parameters of the host entry (`const struct NAME_knobs *`, NULL: the
@@ -21,6 +23,7 @@
 #include "switchyard/Compiler/Policy.h"
 #include "switchyard/Compiler/ToolSetup.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/Transforms/KnobDiagnostics.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 #include "switchyard/Runtime/Manifest.h"
 #include "switchyard/Target/Host/HostCompiler.h"
@@ -106,6 +109,25 @@ Options *opts = nullptr;
 
 static int fail(const llvm::Twine &message) { return tools::fail("moe-compile", message); }
 
+/// A diagnostic as diagnostics.json has it: {"severity", "file", "line", "column",
+/// "message", "knob"?}.
+static llvm::json::Value describeDiagnostic(mlir::Diagnostic &diag) {
+  const char *severity = diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error"
+                         : diag.getSeverity() == mlir::DiagnosticSeverity::Warning
+                             ? "warning"
+                         : diag.getSeverity() == mlir::DiagnosticSeverity::Note ? "note"
+                                                                                : "remark";
+  llvm::json::Object entry{{"severity", severity}, {"message", diag.str()}};
+  if (auto loc = diag.getLocation()->findInstanceOf<mlir::FileLineColLoc>()) {
+    entry["file"] = loc.getFilename().str();
+    entry["line"] = int64_t(loc.getLine());
+    entry["column"] = int64_t(loc.getColumn());
+  }
+  if (llvm::StringRef knob = moe::getDiagnosticKnob(diag); !knob.empty())
+    entry["knob"] = knob.str();
+  return entry;
+}
+
 static bool writeText(llvm::StringRef path, llvm::StringRef text, std::string &error) {
   std::error_code ec;
   llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_Text);
@@ -177,6 +199,13 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
   std::unique_ptr<mlir::MLIRContext> context = compiler::makeToolContext();
   std::unique_ptr<compiler::PolicyFile> policy =
       compiler::loadPolicy(*context, opts->inputFile);
+  // Every diagnostic of the compile, as data (DIR/diagnostics.json): severity, location,
+  // message and the knob it is about; the policy's handler still prints it.
+  llvm::json::Array diagnostics;
+  mlir::ScopedDiagnosticHandler recorder(context.get(), [&](mlir::Diagnostic &diag) {
+    diagnostics.push_back(describeDiagnostic(diag));
+    return mlir::failure();
+  });
   if (!policy)
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> &module = policy->module;
@@ -419,9 +448,13 @@ int switchyard::tools::moeCompileMain(int argc, char **argv) {
     llvm::outs() << "\n";
   }
   std::string error;
+  std::string diagnosticsText;
+  llvm::raw_string_ostream(diagnosticsText)
+      << llvm::formatv("{0:2}", llvm::json::Value(std::move(diagnostics)));
   // The size and SHA-256 of every artifact: the runtime checks a library against them
   // before loading it.
-  if (!runtime::recordFileDigests(opts->outDir, manifest, error) ||
+  if (!writeText(path(opts->outDir, "diagnostics.json"), diagnosticsText, error) ||
+      !runtime::recordFileDigests(opts->outDir, manifest, error) ||
       !writeText(path(opts->outDir, "manifest.json"), runtime::toJson(manifest), error))
     return ::fail(error);
   return 0;

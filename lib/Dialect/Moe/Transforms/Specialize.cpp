@@ -1,6 +1,7 @@
 //===- Specialize.cpp - moe-specialize: bind generic policies to a shape --===//
 #include "switchyard/Dialect/Moe/Transforms/Specialize.h"
 #include "switchyard/Dialect/Moe/IR/MoeOps.h"
+#include "switchyard/Dialect/Moe/Transforms/KnobDiagnostics.h"
 #include "switchyard/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -379,13 +380,16 @@ private:
       std::optional<int64_t> budget = getKnownInt(fill.getAmount());
       if (!budget || *budget <= experts)
         return;
-      // A knob's default can be overridden per call: the warning names the knob, so that
-      // a caller who sets it can tell this warning is not about its value.
-      if (auto knob = fill.getAmount().getDefiningOp<KnobOp>())
-        fill.emitWarning() << "knob '" << knob.getName() << "' defaults to " << *budget
-                           << ", more than the " << experts
-                           << " experts: by default the policy selects every expert";
-      else
+      // A knob's default can be overridden per call: the warning names the knob (in
+      // its metadata too), so that a caller who sets it can tell this warning is not
+      // about its value.
+      if (auto knob = fill.getAmount().getDefiningOp<KnobOp>()) {
+        InFlightDiagnostic warning = fill.emitWarning();
+        warning << "knob '" << knob.getName() << "' defaults to " << *budget
+                << ", more than the " << experts
+                << " experts: by default the policy selects every expert";
+        setDiagnosticKnob(*warning.getUnderlyingDiagnostic(), knob.getName());
+      } else
         fill.emitWarning() << "budget = " << *budget << " is more than the " << experts
                            << " experts: the policy will select every expert";
     });
