@@ -48,11 +48,11 @@ from ._metadata import register_device_writer
 METADATA_INPUTS = ("request_ids", "positions", "draft_mask", "phase")
 
 # The runtime's element type of logits of each torch dtype.
-_DTYPE_CODES = {torch.float16: _switchyard.DType.float16,
+_LOGITS_DTYPES = {torch.float16: _switchyard.DType.float16,
                 torch.bfloat16: _switchyard.DType.bfloat16,
                 torch.float32: _switchyard.DType.float32}
 # A layer's tensors may also be int32 (the placement's tables).
-_LAYER_DTYPE_CODES = {**_DTYPE_CODES, torch.int32: _switchyard.DType.int32}
+_LAYER_DTYPES = {**_LOGITS_DTYPES, torch.int32: _switchyard.DType.int32}
 
 _steps: Dict[int, "StepRouter"] = {}   # handle -> StepRouter
 # Drop the Routers at exit, before the extension's types go away (the runtime keeps
@@ -95,10 +95,10 @@ class StepRouter:
             if "phase" in router.inputs:
                 self._device_phase = torch.zeros(1, dtype=torch.int32, device=device)
         self.handle = router.native.bind_step_router(
-            [r.native for r in narrow.values()], [_DTYPE_CODES[d] for d in narrow],
+            [r.native for r in narrow.values()], [_LOGITS_DTYPES[d] for d in narrow],
             list(layer_inputs), self.experts, router.default_settings, self.label,
             cuda=[cuda_router.native] if cuda_router is not None else [],
-            cuda_dtypes=[_DTYPE_CODES[torch.float32]] if cuda_router is not None else [],
+            cuda_dtypes=[_LOGITS_DTYPES[torch.float32]] if cuda_router is not None else [],
             device_knobs=self._device_knobs.data_ptr() if self._device_knobs is not None
             else 0,
             device_phase=self._device_phase.data_ptr() if self._device_phase is not None
@@ -158,7 +158,7 @@ class StepRouter:
         """The call through the extension (no op library): host or device."""
         if logits.device.type != "cpu":
             return self._call_device(logits, layer_tensors)
-        dtype = _DTYPE_CODES.get(logits.dtype)
+        dtype = _LOGITS_DTYPES.get(logits.dtype)
         if dtype is None:
             raise InputError(f"{self.label}: logits of dtype {logits.dtype} (float32, "
                              "bfloat16 or float16)")
@@ -173,13 +173,13 @@ class StepRouter:
         if len(layer_tensors) != len(self.layer_inputs):
             raise InputError(f"{self.label}: {len(layer_tensors)} layer tensors for the "
                              f"layer inputs {', '.join(self.layer_inputs)}")
-        tensors = [t if t.dtype in _LAYER_DTYPE_CODES and t.is_contiguous() and
+        tensors = [t if t.dtype in _LAYER_DTYPES and t.is_contiguous() and
                    t.device.type == "cpu" else
                    t.to("cpu", torch.float32 if t.is_floating_point() else torch.int32)
                    .contiguous() for t in layer_tensors]
         _switchyard.step_route(self.handle, tokens, logits.data_ptr(), dtype,
                                [t.data_ptr() for t in tensors],
-                               [_LAYER_DTYPE_CODES[t.dtype] for t in tensors],
+                               [_LAYER_DTYPES[t.dtype] for t in tensors],
                                ids.data_ptr(), weights.data_ptr(), moe_layer=layer)
         return weights, ids
 
@@ -190,7 +190,7 @@ class StepRouter:
         if not self.on_cuda:
             raise InputError(f"{self.label}: logits on {logits.device}, but the policy was "
                              "bound for the host (bind it with target=\"cuda\")")
-        dtype = _DTYPE_CODES.get(logits.dtype)
+        dtype = _LOGITS_DTYPES.get(logits.dtype)
         if dtype is None or logits.dim() != 2 or logits.shape[1] != self.logits_width:
             raise InputError(f"{self.label}: logits of dtype {logits.dtype} and shape "
                              f"{tuple(logits.shape)}, expected float32 / bfloat16 / "

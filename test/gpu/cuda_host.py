@@ -7,6 +7,7 @@ each launch's threads did: barriers, shuffles, memory operations).
 """
 import ctypes
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -88,8 +89,10 @@ def launcher_blocks(path, meta):
 
 
 
+@functools.lru_cache(maxsize=None)
 def _host_headers_digest():
-    """A digest of the headers every NAME.cu includes on the host (switchyard/Cuda)."""
+    """A digest of the headers every NAME.cu includes on the host (switchyard/Cuda), read
+    once per process."""
     digest = hashlib.sha256()
     folder = os.path.join(SWITCHYARD_INCLUDE, "switchyard", "Cuda")
     for header in sorted(os.listdir(folder)):
